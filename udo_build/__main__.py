@@ -1,0 +1,3 @@
+from udo_build.cli import run
+
+run()

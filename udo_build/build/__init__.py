@@ -1,0 +1,1 @@
+"""build stage of udo-build."""

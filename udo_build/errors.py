@@ -1,0 +1,159 @@
+"""The one error type for user mistakes, and the exit codes.
+
+Every problem a user can fix is a `Problem`: where (file, line, column), which field (a path such as
+`prepare.matrix.soc[2]`), what is wrong, and what would be right. A `UserError` carries one or more
+problems; warnings are problems too, collected by a `Diagnostics` sink instead of raised.
+
+Exit codes: 2 for user errors, 1 for a failed build step, 3 for a bug of udo-build.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_STEP_FAILED = 1
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL = 3
+
+
+def display_path(path: str | os.PathLike[str] | None) -> str:
+    """A path as a user would type it: relative to the working folder when below it."""
+    if path is None:
+        return ""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(p)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (or worth a warning) in a user's input."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    field: str | None = None
+    hint: str | None = None
+
+    def where(self) -> str:
+        parts = []
+        if self.file:
+            parts.append(display_path(self.file))
+            if self.line:
+                parts.append(str(self.line))
+                if self.column:
+                    parts.append(str(self.column))
+        return ":".join(parts)
+
+    def __str__(self) -> str:
+        head = [p for p in (self.where(), self.field) if p]
+        text = self.message if not self.hint else f"{self.message}; {self.hint}"
+        return ": ".join([*head, text])
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"message": self.message}
+        for key in ("file", "line", "column", "field", "hint"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = display_path(value) if key == "file" else value
+        return out
+
+
+class UserError(Exception):
+    """A mistake in the user's input: a recipe, an op config, a model, a command line."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        file: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+        problems: Iterable[Problem] = (),
+    ) -> None:
+        found = list(problems)
+        if message is not None:
+            found.insert(
+                0,
+                Problem(
+                    message,
+                    str(file) if file is not None else None,
+                    line,
+                    column,
+                    field,
+                    hint,
+                ),
+            )
+        if not found:
+            raise ValueError("UserError needs a message or problems")
+        self.problems: list[Problem] = found
+        super().__init__("\n".join(str(p) for p in found))
+
+    @property
+    def problem(self) -> Problem:
+        return self.problems[0]
+
+    def with_file(self, file: str | os.PathLike[str]) -> UserError:
+        """The same error, with `file` filled in where a problem does not name one."""
+        return UserError(
+            problems=[p if p.file else replace(p, file=str(file)) for p in self.problems]
+        )
+
+
+class StepFailed(Exception):
+    """A build step failed on the user's inputs (their kernel raised, a check missed)."""
+
+    def __init__(self, step: str, message: str, *, inputs: dict[str, str] | None = None) -> None:
+        self.step = step
+        self.inputs = dict(inputs or {})
+        super().__init__(f"{step}: {message}")
+
+
+@dataclass
+class Diagnostics:
+    """Collects warnings while loading; errors are raised, never collected here."""
+
+    warnings: list[Problem] = field(default_factory=list)
+    _seen: set[Problem] = field(default_factory=set, repr=False)
+
+    def warn(self, problem: Problem) -> None:
+        if problem not in self._seen:
+            self._seen.add(problem)
+            self.warnings.append(problem)
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        for p in problems:
+            self.warn(p)
+
+
+MAX_PROBLEMS = 100
+
+
+def raise_if_any(problems: list[Problem], limit: int = MAX_PROBLEMS) -> None:
+    """Raise one UserError with the problems in file order (at most `limit` of them)."""
+    if problems:
+        raise UserError(problems=capped(problems, "problem", limit))
+
+
+def capped(problems: list[Problem], what: str, limit: int = MAX_PROBLEMS) -> list[Problem]:
+    """The first `limit` problems in file order, the last saying how many more there were."""
+    ordered = sorted(dict.fromkeys(problems), key=_order)
+    if len(ordered) <= limit:
+        return ordered
+    first = ordered[: limit - 1]
+    more = len(ordered) - len(first)
+    return [*first, Problem(f"... and {more} more {what}s", first[-1].file,
+                            hint="fix the ones above first")]
+
+
+def _order(p: Problem) -> tuple[str, int, int]:
+    return (p.file or "", p.line or 0, p.column or 0)

@@ -1,0 +1,1 @@
+"""ir stage of udo-build."""

@@ -1,0 +1,1 @@
+"""package stage of udo-build."""

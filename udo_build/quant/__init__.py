@@ -1,0 +1,1 @@
+"""quant stage of udo-build."""
