@@ -1,0 +1,216 @@
+"""Recipe loading: the ready recipe, every check with its exact message, and hardening."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from udo_build.errors import Diagnostics, UserError
+from udo_build.recipe import load_recipe
+from udo_build.source import MAX_YAML_BYTES
+
+from ..conftest import RECIPES
+
+KNOWN = ("sm8350, sm8450, sm8475, sm8550, sm8650, sm8750, sm8850, sm8635, qcs6490, qcm6490, "
+         "sm7450, sa8295, sa8255, sa8540, sc8380xp, ssg2115p, sxr2230p, sxr2330p, qcs9100, "
+         "qcs8300, sa8797, sm7325, sm7475, sm6450, qcs8550")
+
+
+def write(project: Path, text: str, *files: str) -> Path:
+    for name in files:
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text("x")
+    path = project / "recipe.yaml"
+    path.write_text(text)
+    return path
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    return [f"{p.line}:{p.column}: {p.field}: {p.message}; {p.hint}" if p.hint
+            else f"{p.line}:{p.column}: {p.field}: {p.message}" for p in info.value.problems]
+
+
+BASE = """\
+recipe: 1
+name: demo
+model:
+  onnx: net.onnx
+"""
+
+
+def test_ready_recipe_loads_with_its_matrix() -> None:
+    diag = Diagnostics()
+    recipe = load_recipe(RECIPES / "softplus.yaml", diag)
+    assert diag.warnings == []
+    assert recipe.name == "softplus-demo"
+    assert recipe.package is not None and recipe.package.backends == ("CPU", "HTP")
+    assert [op.config.name for op in recipe.package.ops] == ["softplus.xml", "swish.json"]
+    # 5 socs x 2 levels x 2 dims x 2 outputs, minus batch 4 on two socs (2 x 2 x 2 each)
+    assert len(recipe.targets) == 40 - 8
+    assert recipe.targets[0].id == "sm8350/O2/input=1x3x32x32/tensors=logits/int8"
+    assert recipe.targets[-1].id == "sm8750/O3/input=4x3x32x32/layers=head/int8"
+    assert recipe.runs[0].soc.arch == "v73" and recipe.runs[0].check.min_sqnr_db == 25
+
+
+def test_only_recipe_and_name_are_required(project: Path) -> None:
+    recipe = load_recipe(write(project, "recipe: 1\nname: empty\n"))
+    assert (recipe.package, recipe.model, recipe.quantize, recipe.targets, recipe.runs) == (
+        None, None, None, (), ())
+
+
+def test_package_only_recipe(project: Path) -> None:
+    path = write(project, "recipe: 1\nname: p\npackage:\n  ops: [{config: ops/a.xml}]\n",
+                 "ops/a.xml")
+    recipe = load_recipe(path)
+    assert recipe.package is not None
+    assert recipe.package.ops[0].config == (project / "ops/a.xml").resolve()
+    assert recipe.package.name is None and recipe.package.backends == ("CPU", "HTP")
+
+
+def test_unknown_soc_message_names_the_field_and_the_fix(project: Path) -> None:
+    path = write(project, BASE + "prepare:\n  matrix:\n    soc: [sm8550, sm8650, sm9999]\n",
+                 "net.onnx")
+    assert problems(path) == [
+        f"7:27: prepare.matrix.soc[2]: 'sm9999' is not a known SoC; known: {KNOWN} "
+        "(or declare it under socs:)"
+    ]
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    assert str(info.value).startswith(f"{path}:7:27: prepare.matrix.soc[2]: 'sm9999' is not")
+
+
+def test_declared_soc_and_vtcm(project: Path) -> None:
+    text = BASE + ("prepare:\n  matrix:\n    soc: [sm9999, sm7325]\n    precision: [fp16]\n"
+                   "socs:\n  sm9999: {arch: v81, vtcm_mb: 16}\n  sm7325: {vtcm_mb: 2}\n")
+    recipe = load_recipe(write(project, text, "net.onnx"))
+    assert [(t.soc.name, t.soc.arch, t.soc.vtcm_mb, t.soc.source) for t in recipe.targets] == [
+        ("sm9999", "v81", 16, "recipe"), ("sm7325", "v68", 2, "recipe")]
+
+
+def test_soc_without_public_vtcm_is_never_guessed(project: Path) -> None:
+    path = write(project, BASE + "prepare:\n  matrix:\n    soc: [sm7325]\n", "net.onnx")
+    assert problems(path) == [
+        "7:11: prepare.matrix.soc[0]: SoC sm7325 has no public VTCM size; udo-build does not "
+        "guess it; state it under socs: (sm7325: {vtcm_mb: N})"]
+
+
+def test_new_soc_needs_an_arch(project: Path) -> None:
+    path = write(project, "recipe: 1\nname: d\nsocs:\n  sm9000: {vtcm_mb: 4}\n")
+    assert problems(path) == [
+        "4:11: socs.sm9000: SoC sm9000 is not in the built-in table: give its arch; "
+        "for example: {arch: v73, vtcm_mb: 8}"]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("../outside.onnx", "'../outside.onnx' leads outside the project folder {root}; paths stay "
+     "inside the recipe's project (the nearest folder above the recipe holding .git, "
+     "pyproject.toml or .udo-build-root)"),
+    ("/etc/hosts", "'/etc/hosts' is an absolute path; write it relative to the recipe's folder"),
+    ("nope.onnx", "file not found: 'nope.onnx' (looked for {root}/nope.onnx)"),
+    ("sub", "'sub' is not a file"),
+])
+def test_paths(project: Path, value: str, message: str) -> None:
+    (project / "sub").mkdir()
+    (project.parent / "outside.onnx").write_text("x")
+    path = write(project, f"recipe: 1\nname: d\nmodel:\n  onnx: {value}\n")
+    assert problems(path) == [f"4:9: model.onnx: {message.format(root=project.resolve())}"]
+
+
+def test_symlink_out_of_the_project_is_an_escape(project: Path) -> None:
+    (project.parent / "secret.onnx").write_text("x")
+    (project / "net.onnx").symlink_to(project.parent / "secret.onnx")
+    assert problems(write(project, BASE))[0].startswith(
+        "4:9: model.onnx: 'net.onnx' leads outside the project folder")
+
+
+def test_recipe_in_a_subfolder_may_use_the_project(project: Path) -> None:
+    (project / "models").mkdir()
+    (project / "models/net.onnx").write_text("x")
+    (project / "recipes").mkdir()
+    path = project / "recipes/r.yaml"
+    path.write_text("recipe: 1\nname: d\nmodel: {onnx: ../models/net.onnx}\n")
+    assert load_recipe(path).model.onnx == (project / "models/net.onnx").resolve()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", ["None:None: None: the recipe is empty; start with 'recipe: 1' and 'name: ...'"]),
+    ("- a\n- b\n", ["1:1: None: a recipe is a mapping of sections (recipe:, name:, ...)"]),
+    ("name: x\n", ["1:1: None: missing required field 'recipe'; start the recipe with "
+                   "'recipe: 1' (the format version)"]),
+    ("recipe: 2\nname: x\n", ["1:9: recipe: unsupported recipe format version 2; this "
+                              "udo-build reads recipe: 1"]),
+    ("recipe: 1\n", ["1:1: name: missing required field 'name'"]),
+    ("recipe: 1\nname: x\nname: y\n",
+     ["3:1: name: duplicate key 'name' (first given at line 2); give each key once"]),
+    ("recipe: 1\nname: x\npackge: {}\n",
+     ["3:1: packge: unknown field 'packge'; did you mean 'package'?"]),
+    ("recipe: 1\nname: [x]\n", ["2:7: name: expected a string, got a list; a recipe name uses "
+                                "letters, digits, '.', '_' and '-' (it names the output folder)"]),
+    ("recipe: 1\nname: x\n\tbad: 1\n", None),
+    ("recipe: 1\nname: !!python/object:os.system x\n", None),
+])
+def test_document_errors(project: Path, text: str, expected: list[str] | None) -> None:
+    found = problems(write(project, text))
+    if expected is None:
+        assert len(found) == 1 and found[0].startswith(("3:1: None: not valid YAML",
+                                                        "2:7: name: bad value"))
+    else:
+        assert found == expected
+
+
+def test_alias_bomb_is_refused(project: Path) -> None:
+    lines = ["recipe: 1", "name: x", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    with pytest.raises(UserError) as info:
+        load_recipe(write(project, "\n".join(lines) + "\n"))
+    assert "expands to more than 100000 values (an alias bomb?)" in info.value.problem.message
+
+
+def test_oversized_recipe_is_refused(project: Path) -> None:
+    path = write(project, "recipe: 1\nname: x\n" + "#" * MAX_YAML_BYTES)
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    assert info.value.problem.message.endswith(f"over the limit of {MAX_YAML_BYTES} bytes")
+
+
+def test_int8_needs_quantize_and_sections_need_a_model(project: Path) -> None:
+    text = ("recipe: 1\nname: x\nprepare:\n  matrix: {soc: [sm8550], precision: [int8]}\n")
+    assert problems(write(project, text)) == [
+        "3:1: prepare: needs a model: section; add model: {onnx: path/to/model.onnx}",
+        "4:39: prepare.matrix.precision[0]: int8 needs a quantized model; add a quantize: "
+        "section with calibration data, or use precision fp16",
+    ]
+
+
+def test_default_precision_follows_quantize(project: Path) -> None:
+    text = BASE + "prepare:\n  matrix: {soc: [sm8550]}\n"
+    assert load_recipe(write(project, text, "net.onnx")).targets[0].precision == "fp16"
+    text += "quantize: {input_list: calib.txt}\n"
+    assert load_recipe(write(project, text, "net.onnx", "calib.txt")).targets[0].precision \
+        == "int8"
+
+
+def test_comments_key_order_and_merge_keys_change_nothing(project: Path) -> None:
+    a = BASE + "prepare:\n  matrix:\n    soc: [sm8550, sm8650]\n    optimization_level: [3]\n"
+    b = ("# comment\nname: demo\nrecipe: 1\ncommon: &c {optimization_level: [3]}\n"
+         "model: {onnx: net.onnx}\nprepare:\n  matrix:\n    <<: *c\n    soc: [sm8550, sm8650]\n")
+    first = load_recipe(write(project, a, "net.onnx")).targets
+    with pytest.raises(UserError):  # 'common' is not a recipe field
+        load_recipe(write(project, b))
+    b = b.replace("common: &c {optimization_level: [3]}\n", "")
+    b = b.replace("    <<: *c\n", "    optimization_level: [3]  # trailing\n")
+    assert load_recipe(write(project, b)).targets == first
+
+
+def test_dsp_arch_defaults_to_the_matrix_arches(project: Path) -> None:
+    text = BASE + ("package:\n  ops: [{config: a.xml}]\n  backends: [DSP, HTP]\n"
+                   "prepare:\n  matrix: {soc: [sm8650, sm8350, sm8550]}\n")
+    recipe = load_recipe(write(project, text, "net.onnx", "a.xml"))
+    assert recipe.package is not None and recipe.package.dsp_arch == ("v68", "v73", "v75")
+    text = "recipe: 1\nname: x\npackage:\n  ops: [{config: a.xml}]\n  backends: [DSP]\n"
+    assert problems(write(project, text, "a.xml")) == [
+        "5:13: package.backends: the DSP backend needs DSP architectures; list them under "
+        "package.dsp_arch (v65, v66, v68, ...), or add SoCs to prepare.matrix.soc"]

@@ -1,0 +1,1 @@
+"""htp stage of udo-build."""

@@ -1,0 +1,280 @@
+"""Loading a recipe: safe YAML with positions, the JSON Schema, then the checks that need context
+(known SoCs, files that exist inside the project, sections that need each other).
+
+Every problem found is reported at once, each with file, line, column and field path.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import Diagnostics, Problem, UserError, raise_if_any
+from ..htp.socs import Soc, builtin_socs, soc_table
+from ..source import MAX_YAML_BYTES, FieldPath, Positions, decode_text, load_yaml, read_limited
+from .matrix import expand
+from .model import (
+    DEFAULT_BACKENDS,
+    DEFAULT_LEVEL,
+    Dims,
+    ModelSpec,
+    OpSource,
+    Outputs,
+    PackageSpec,
+    QuantizeSpec,
+    Recipe,
+    RunCheck,
+    RunSpec,
+)
+
+RECIPE_VERSIONS = (1,)
+PROJECT_MARKERS = (".git", "pyproject.toml", ".udo-build-root")
+
+
+def load_recipe(path: str | Path, diag: Diagnostics | None = None) -> Recipe:
+    """Load and check a recipe; raise one UserError listing every problem found."""
+    diag = diag if diag is not None else Diagnostics()
+    path = Path(path)
+    file = str(path)
+    data, positions = load_yaml(decode_text(read_limited(path, MAX_YAML_BYTES, "recipe"), file),
+                                file)
+    _check_version(data, positions)
+    _check_schema(data, positions)
+    return _Builder(path, data, positions, diag).build()
+
+
+def find_root(folder: Path) -> Path:
+    """The project folder: the nearest folder at or above `folder` with a project marker."""
+    for candidate in (folder, *folder.parents):
+        if any((candidate / marker).exists() for marker in PROJECT_MARKERS):
+            return candidate
+    return folder
+
+
+def _check_version(data: Any, positions: Positions) -> None:
+    if data is None:
+        raise UserError("the recipe is empty", file=positions.file,
+                        hint="start with 'recipe: 1' and 'name: ...'")
+    if not isinstance(data, dict):
+        raise positions.error((), "a recipe is a mapping of sections (recipe:, name:, ...)")
+    if "recipe" not in data:
+        raise positions.error((), "missing required field 'recipe'",
+                              "start the recipe with 'recipe: 1' (the format version)")
+    version = data["recipe"]
+    if version not in RECIPE_VERSIONS or isinstance(version, bool):
+        raise positions.error(
+            ("recipe",), f"unsupported recipe format version {version!r}",
+            f"this udo-build reads recipe: {', '.join(map(str, RECIPE_VERSIONS))}",
+        )
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    import jsonschema
+
+    text = resources.files(__package__).joinpath("recipe-1.schema.json").read_text("utf-8")
+    return jsonschema.Draft202012Validator(json.loads(text))
+
+
+def _check_schema(data: dict[str, Any], positions: Positions) -> None:
+    from ..schema_problems import schema_problems
+
+    problems, _ = schema_problems(_validator().iter_errors(data), positions)
+    raise_if_any(problems)
+
+
+@dataclass
+class _Builder:
+    path: Path
+    data: dict[str, Any]
+    positions: Positions
+    diag: Diagnostics
+
+    def __post_init__(self) -> None:
+        self.folder = self.path.absolute().parent
+        self.root = find_root(self.folder.resolve())
+        self.problems: list[Problem] = []
+        self.socs = self._socs()
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def error(self, path: FieldPath, message: str, hint: str | None = None,
+              *, key: bool = False) -> None:
+        self.problems.append(self.positions.error(path, message, hint, key=key).problem)
+
+    def warn(self, path: FieldPath, message: str, hint: str | None = None) -> None:
+        self.diag.warn(self.positions.error(path, message, hint).problem)
+
+    # -- building -----------------------------------------------------------------------------
+
+    def build(self) -> Recipe:
+        d = self.data
+        needs_model = [s for s in ("quantize", "prepare", "run") if s in d]
+        if needs_model and "model" not in d:
+            for section in needs_model:
+                self.error((section,), "needs a model: section",
+                           "add model: {onnx: path/to/model.onnx}", key=True)
+        quantize = self._quantize()
+        default_precision = "int8" if quantize else "fp16"
+        targets = self._targets(default_precision)
+        recipe = Recipe(
+            path=self.path, root=self.root, name=d["name"],
+            package=self._package(targets), model=self._model(), quantize=quantize,
+            targets=tuple(targets), runs=self._runs(default_precision),
+            socs=self.socs, positions=self.positions,
+        )
+        self._check_precisions(recipe)
+        raise_if_any(_unique(self.problems))
+        return recipe
+
+    def _socs(self) -> dict[str, Soc]:
+        declared: dict[str, dict[str, Any]] = {}
+        builtin = builtin_socs()
+        for name, row in (self.data.get("socs") or {}).items():
+            key = name.lower()
+            if key not in builtin and "arch" not in row:
+                self.error(("socs", name), f"SoC {name} is not in the built-in table: "
+                           "give its arch", "for example: {arch: v73, vtcm_mb: 8}")
+                continue
+            declared[key] = row
+        return soc_table(declared)
+
+    def soc(self, path: FieldPath, name: str | None) -> Soc | None:
+        if name is None:
+            self.error(path, "this include entry names no soc, and the matrix has no soc list",
+                       "add soc: to the entry")
+            return None
+        soc = self.socs.get(name.lower())
+        if soc is None:
+            self.error(path, f"'{name}' is not a known SoC",
+                       f"known: {', '.join(builtin_socs())} (or declare it under socs:)")
+        elif soc.vtcm_mb is None:
+            self.error(path, f"SoC {name} has no public VTCM size; udo-build does not guess it",
+                       f"state it under socs: ({name.lower()}: {{vtcm_mb: N}})")
+            return None
+        return soc
+
+    def file(self, path: FieldPath) -> Path:
+        raw = _get(self.data, path)
+        given = Path(raw)
+        if given.is_absolute():
+            self.error(path, f"'{raw}' is an absolute path",
+                       "write it relative to the recipe's folder")
+            return given
+        resolved = (self.folder / given).resolve()
+        if not resolved.is_relative_to(self.root):
+            self.error(path, f"'{raw}' leads outside the project folder {self.root}",
+                       "paths stay inside the recipe's project (the nearest folder above the "
+                       "recipe holding .git, pyproject.toml or .udo-build-root)")
+        elif not resolved.exists():
+            self.error(path, f"file not found: '{raw}' (looked for {resolved})")
+        elif not resolved.is_file():
+            self.error(path, f"'{raw}' is not a file")
+        return resolved
+
+    def _package(self, targets: list[Any]) -> PackageSpec | None:
+        p = self.data.get("package")
+        if p is None:
+            return None
+        base: FieldPath = ("package", "ops")
+        ops = tuple(
+            OpSource(self.file((*base, i, "config")),
+                     self.file((*base, i, "kernels")) if "kernels" in op else None)
+            for i, op in enumerate(p["ops"])
+        )
+        backends = tuple(p.get("backends", DEFAULT_BACKENDS))
+        dsp_arch = tuple(p.get("dsp_arch", ()))
+        if "DSP" in backends and not dsp_arch:
+            dsp_arch = tuple(sorted({t.soc.arch for t in targets}, key=lambda a: int(a[1:])))
+            if not dsp_arch:
+                self.error(("package", "backends"), "the DSP backend needs DSP architectures",
+                           "list them under package.dsp_arch (v65, v66, v68, ...), or add SoCs "
+                           "to prepare.matrix.soc")
+        return PackageSpec(p.get("name"), p.get("domain"), p.get("version"), ops, backends,
+                           dsp_arch)
+
+    def _model(self) -> ModelSpec | None:
+        m = self.data.get("model")
+        return ModelSpec(self.file(("model", "onnx"))) if m is not None else None
+
+    def _quantize(self) -> QuantizeSpec | None:
+        q = self.data.get("quantize")
+        if q is None:
+            return None
+        plain = {k: v for k, v in q.items() if k not in ("input_list", "override_encodings")}
+        override = (self.file(("quantize", "override_encodings"))
+                    if "override_encodings" in q else None)
+        return QuantizeSpec(self.file(("quantize", "input_list")),
+                            override_encodings=override, **plain)
+
+    def _targets(self, default_precision: str) -> list[Any]:
+        prepare = self.data.get("prepare")
+        if prepare is None:
+            return []
+        targets, warnings = expand(prepare["matrix"], self.soc, default_precision)
+        for path, message in warnings:
+            self.warn(path, message)
+        if not targets and not self.problems:
+            self.error(("prepare", "matrix"), "the matrix yields no target",
+                       "list SoCs under soc:, or check the exclude entries")
+        return targets
+
+    def _runs(self, default_precision: str) -> tuple[RunSpec, ...]:
+        runs = []
+        seen: dict[str, int] = {}
+        for i, r in enumerate(self.data.get("run") or []):
+            path: FieldPath = ("run", i)
+            if r["name"] in seen:
+                self.error((*path, "name"), f"run name '{r['name']}' is used twice",
+                           f"the first is run[{seen[r['name']]}]")
+            seen.setdefault(r["name"], i)
+            soc = self.soc((*path, "soc"), r["soc"])
+            runs.append(RunSpec(
+                name=r["name"], soc=soc or Soc(r["soc"], "v0", None),
+                input_list=self.file((*path, "input_list")),
+                input_dimensions=Dims.of(r.get("input_dimensions")),
+                outputs=Outputs.of(r.get("outputs")),
+                optimization_level=r.get("optimization_level", DEFAULT_LEVEL),
+                precision=r.get("precision", default_precision),
+                mode=r.get("mode", "permissive"),
+                check=RunCheck(**r.get("check", {})),
+            ))
+        return tuple(runs)
+
+    def _check_precisions(self, recipe: Recipe) -> None:
+        if recipe.quantize is not None:
+            return
+        hint = "add a quantize: section with calibration data, or use precision fp16"
+        for path, value in _precision_fields(self.data):
+            if value == "int8":
+                self.error(path, "int8 needs a quantized model", hint)
+
+
+def _precision_fields(data: dict[str, Any]) -> list[tuple[FieldPath, Any]]:
+    matrix = (data.get("prepare") or {}).get("matrix") or {}
+    out: list[tuple[FieldPath, Any]] = [
+        (("prepare", "matrix", "precision", i), v)
+        for i, v in enumerate(matrix.get("precision", []))
+    ]
+    for section in ("include", "exclude"):
+        for i, entry in enumerate(matrix.get(section) or []):
+            if "precision" in entry:
+                out.append((("prepare", "matrix", section, i, "precision"), entry["precision"]))
+    for i, run in enumerate(data.get("run") or []):
+        if "precision" in run:
+            out.append((("run", i, "precision"), run["precision"]))
+    return out
+
+
+def _get(data: Any, path: FieldPath) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    return list(dict.fromkeys(problems))

@@ -1,0 +1,102 @@
+"""Matrix expansion: the recipe's prepare matrix -> concrete prepare targets, in a stable order.
+
+Like CI matrices: every value of every axis is crossed (soc x optimization_level x
+input_dimensions x outputs x precision, in the order the recipe lists them). `exclude` entries
+remove the crossed cells they match (an entry matches when every axis it names is equal).
+`include` entries add targets: each is crossed with the matrix values of the axes it does not
+name. Duplicates keep their first place.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from ..htp.socs import Soc
+from ..source import FieldPath
+from .model import DEFAULT_LEVEL, Dims, Outputs, Target
+
+AXES = ("soc", "optimization_level", "input_dimensions", "outputs", "precision")
+MATRIX_PATH: FieldPath = ("prepare", "matrix")
+
+SocLookup = Callable[[FieldPath, "str | None"], "Soc | None"]
+Cell = dict[str, tuple[FieldPath, Any]]
+
+
+def expand(
+    matrix: dict[str, Any], soc_of: SocLookup, default_precision: str
+) -> tuple[list[Target], list[tuple[FieldPath, str]]]:
+    """(targets, warnings). `soc_of` resolves a SoC name, recording its own error on failure."""
+    values = _axis_values(matrix, default_precision)
+    crossed = _cross(values, {}) if "soc" in matrix else []
+    excludes = matrix.get("exclude") or []
+    used = [False] * len(excludes)
+    kept = []
+    for cell in crossed:
+        hits = [i for i, entry in enumerate(excludes) if _matches(entry, cell)]
+        for i in hits:
+            used[i] = True
+        if not hits:
+            kept.append(cell)
+    for j, entry in enumerate(matrix.get("include") or []):
+        fixed = {k: ((*MATRIX_PATH, "include", j, k), v) for k, v in entry.items()}
+        if "soc" not in fixed and "soc" not in matrix:
+            soc_of((*MATRIX_PATH, "include", j), None)  # records: this entry names no SoC
+            continue
+        kept.extend(_cross(values, fixed))
+    warnings = [((*MATRIX_PATH, "exclude", i), "this exclude entry matches no target")
+                for i, hit in enumerate(used) if not hit]
+    targets: dict[Target, None] = {}
+    for cell in kept:
+        target = _target(cell, soc_of)
+        if target is not None:
+            targets.setdefault(target, None)
+    return list(targets), warnings
+
+
+def _axis_values(matrix: dict[str, Any], default_precision: str) -> dict[str, list[Any]]:
+    defaults = {"optimization_level": DEFAULT_LEVEL, "input_dimensions": {},
+                "outputs": "default", "precision": default_precision}
+    out: dict[str, list[Any]] = {}
+    for axis in AXES:
+        if axis in matrix:
+            out[axis] = [((*MATRIX_PATH, axis, i), v) for i, v in enumerate(matrix[axis])]
+        elif axis in defaults:
+            out[axis] = [((*MATRIX_PATH,), defaults[axis])]
+        else:
+            out[axis] = []
+    return out
+
+
+def _cross(values: dict[str, list[Any]], fixed: Cell) -> list[Cell]:
+    choices = [[fixed[a]] if a in fixed else values[a] for a in AXES]
+    return [dict(zip(AXES, combo, strict=True)) for combo in itertools.product(*choices)]
+
+
+def _norm(axis: str, value: Any) -> Any:
+    if axis == "soc":
+        return str(value).lower()
+    if axis == "input_dimensions":
+        return Dims.of(value)
+    if axis == "outputs":
+        return Outputs.of(value)
+    return value
+
+
+def _matches(entry: dict[str, Any], cell: Cell) -> bool:
+    return all(_norm(axis, v) == _norm(axis, cell[axis][1]) for axis, v in entry.items())
+
+
+def _target(cell: Cell, soc_of: SocLookup) -> Target | None:
+    path, name = cell["soc"]
+    soc = soc_of(path, name)
+    if soc is None:
+        return None
+    return Target(
+        soc=soc,
+        optimization_level=cell["optimization_level"][1],
+        input_dimensions=Dims.of(cell["input_dimensions"][1]),
+        outputs=Outputs.of(cell["outputs"][1]),
+        precision=cell["precision"][1],
+    )

@@ -1,0 +1,171 @@
+"""The recipe as values: what a loaded, checked recipe says, with every path resolved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..htp.socs import Soc
+from ..source import Positions
+
+DEFAULT_BACKENDS = ("CPU", "HTP")
+DEFAULT_LEVEL = 2
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Input dimensions by input name; empty means the model's own dimensions."""
+
+    items: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @staticmethod
+    def of(mapping: dict[str, list[int]] | None) -> Dims:
+        return Dims(tuple(sorted((k, tuple(v)) for k, v in (mapping or {}).items())))
+
+    @property
+    def label(self) -> str:
+        if not self.items:
+            return "native"
+        return ",".join(f"{k}={'x'.join(map(str, v))}" for k, v in self.items)
+
+    def to_json(self) -> dict[str, list[int]]:
+        return {k: list(v) for k, v in self.items}
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Graph outputs by layer or tensor name; both empty means all outputs of the last layer."""
+
+    tensors: tuple[str, ...] = ()
+    layers: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(value: Any) -> Outputs:
+        if value in (None, "default"):
+            return Outputs()
+        return Outputs(tuple(value.get("tensors", ())), tuple(value.get("layers", ())))
+
+    @property
+    def is_default(self) -> bool:
+        return not self.tensors and not self.layers
+
+    @property
+    def label(self) -> str:
+        if self.is_default:
+            return "default"
+        parts = []
+        if self.layers:
+            parts.append("layers=" + ",".join(self.layers))
+        if self.tensors:
+            parts.append("tensors=" + ",".join(self.tensors))
+        return ";".join(parts)
+
+    def to_json(self) -> Any:
+        if self.is_default:
+            return "default"
+        out: dict[str, list[str]] = {}
+        if self.layers:
+            out["layers"] = list(self.layers)
+        if self.tensors:
+            out["tensors"] = list(self.tensors)
+        return out
+
+
+@dataclass(frozen=True)
+class Target:
+    """One prepare target: a cell of the expanded matrix."""
+
+    soc: Soc
+    optimization_level: int
+    input_dimensions: Dims
+    outputs: Outputs
+    precision: str
+
+    @property
+    def id(self) -> str:
+        return "/".join([self.soc.name, f"O{self.optimization_level}",
+                         self.input_dimensions.label, self.outputs.label, self.precision])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "soc": self.soc.name,
+            "arch": self.soc.arch,
+            "vtcm_mb": self.soc.vtcm_mb,
+            "optimization_level": self.optimization_level,
+            "input_dimensions": self.input_dimensions.to_json(),
+            "outputs": self.outputs.to_json(),
+            "precision": self.precision,
+        }
+
+
+@dataclass(frozen=True)
+class OpSource:
+    config: Path
+    kernels: Path | None = None
+
+
+@dataclass(frozen=True)
+class PackageSpec:
+    name: str | None  # None: take the op config's package name
+    domain: str | None
+    version: str | None
+    ops: tuple[OpSource, ...]
+    backends: tuple[str, ...] = DEFAULT_BACKENDS
+    dsp_arch: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    onnx: Path
+
+
+@dataclass(frozen=True)
+class QuantizeSpec:
+    input_list: Path
+    act_bitwidth: int = 8
+    weights_bitwidth: int = 8
+    bias_bitwidth: int = 32
+    per_channel: bool = False
+    quantizer: str = "tf"
+    override_encodings: Path | None = None
+    float_fallback: bool = False
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    min_sqnr_db: float | None = None
+    max_abs_error: float | None = None
+    min_top1_agreement: float | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    name: str
+    soc: Soc
+    input_list: Path
+    input_dimensions: Dims = Dims()
+    outputs: Outputs = Outputs()
+    optimization_level: int = DEFAULT_LEVEL
+    precision: str = "int8"
+    mode: str = "permissive"
+    check: RunCheck = RunCheck()
+
+
+@dataclass(frozen=True)
+class Recipe:
+    path: Path
+    root: Path  # the project folder that every path of the recipe stays inside
+    name: str
+    package: PackageSpec | None = None
+    model: ModelSpec | None = None
+    quantize: QuantizeSpec | None = None
+    targets: tuple[Target, ...] = ()
+    runs: tuple[RunSpec, ...] = ()
+    socs: dict[str, Soc] = field(default_factory=dict, compare=False)
+    positions: Positions | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
