@@ -1,0 +1,110 @@
+"""The command line: `main(argv) -> exit code`, one module per subcommand.
+
+Exit codes: 0 success, 1 a build step failed, 2 a user error (bad recipe, config, model or
+arguments), 3 a bug of udo-build (traceback only with --debug), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import IO
+
+from .. import __version__
+from ..errors import (
+    EXIT_INTERNAL,
+    EXIT_STEP_FAILED,
+    EXIT_USER_ERROR,
+    Problem,
+    StepFailed,
+    UserError,
+)
+from .reporter import Reporter, choose_mode
+
+# subcommand -> module (under udo_build.cli) with `add_arguments(parser)` and `run(args, rep)`
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("validate", "check a recipe and every op config it names; print the targets"),
+    "opdef": ("opdef", "op configs: show the normalized definition of an XML or JSON config"),
+}
+
+EPILOG = """\
+exit codes: 0 ok, 1 a build step failed, 2 a mistake in the input, 3 a bug of udo-build.
+Run 'udo-build COMMAND --help' for a command's options."""
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true",
+                        help="print one machine-readable JSON object on stdout")
+    common.add_argument("--debug", action="store_true",
+                        help="show tracebacks of internal errors")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="udo-build", parents=[common],
+        description="Declarative, incremental builds of neural networks with custom ops (UDOs) "
+                    "for HTP NPUs.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"udo-build {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, summary) in COMMANDS.items():
+        cmd = sub.add_parser(name, parents=[common], help=summary, description=summary)
+        _module(module).add_arguments(cmd, common)
+        cmd.set_defaults(module=module)
+    return parser
+
+
+def _module(name: str):  # type: ignore[no-untyped-def]
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
+         stderr: IO[str] | None = None, env: dict[str, str] | None = None) -> int:
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # argparse printed usage or help
+        return EXIT_USER_ERROR if exc.code not in (0, None) else 0
+    if not getattr(args, "module", None):
+        parser.print_help(out)
+        return EXIT_USER_ERROR
+    rep = Reporter(out, err, choose_mode(out, args.json, env))
+    try:
+        return int(_module(args.module).run(args, rep) or 0)
+    except UserError as exc:
+        for problem in exc.problems:
+            rep.error(problem)
+        rep.emit({"ok": False, "errors": [p.to_json() for p in exc.problems]})
+        return EXIT_USER_ERROR
+    except StepFailed as exc:
+        rep.error(Problem(f"build step failed: {exc}"))
+        rep.emit({"ok": False, "failed": {"step": exc.step, "message": str(exc),
+                                          "inputs": exc.inputs}})
+        return EXIT_STEP_FAILED
+    except KeyboardInterrupt:
+        print("interrupted", file=err)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug of udo-build: say so, and how to report it
+        print(f"udo-build failed: internal error: {type(exc).__name__}: {exc}", file=err)
+        if args.debug:
+            traceback.print_exc(file=err)
+        else:
+            print("this is a bug of udo-build, not of your input; rerun with --debug for the "
+                  "traceback and report it", file=err)
+        return EXIT_INTERNAL
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

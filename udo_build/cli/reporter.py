@@ -1,0 +1,141 @@
+"""The one place that prints: rich on a terminal, plain text when piped, one JSON object on request.
+
+Commands hand the reporter values (headings, key/value facts, tables, problems); the reporter
+chooses the form. In JSON mode nothing but the final `emit` goes to stdout; problems go to stderr
+as plain text as well, so a person watching a CI log still reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import IO, Any
+
+from ..errors import Problem
+
+MODES = ("rich", "plain", "json")
+
+
+def choose_mode(stream: IO[str], json_mode: bool, env: dict[str, str] | None = None) -> str:
+    env = dict(os.environ) if env is None else env
+    if json_mode:
+        return "json"
+    if env.get("NO_COLOR") or env.get("TERM") == "dumb":
+        return "plain"
+    isatty = getattr(stream, "isatty", lambda: False)
+    return "rich" if isatty() or env.get("FORCE_COLOR") else "plain"
+
+
+class Reporter:
+    def __init__(self, out: IO[str] | None = None, err: IO[str] | None = None,
+                 mode: str = "plain", width: int | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(mode)
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.mode = mode
+        self._console: Any = None
+        self._err_console: Any = None
+        self.width = width
+
+    # -- rich consoles, imported only when used --------------------------------------------------
+
+    def _rich(self, err: bool = False) -> Any:
+        from rich.console import Console
+
+        if err:
+            if self._err_console is None:
+                self._err_console = Console(file=self.err, width=self.width, highlight=False)
+            return self._err_console
+        if self._console is None:
+            self._console = Console(file=self.out, width=self.width, highlight=False)
+        return self._console
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def heading(self, text: str) -> None:
+        if self.mode == "rich":
+            self._rich().print(f"[bold]{_escape(text)}[/bold]")
+        elif self.mode == "plain":
+            print(text, file=self.out)
+
+    def line(self, text: str = "") -> None:
+        if self.mode == "rich":
+            self._rich().print(_escape(text))
+        elif self.mode == "plain":
+            print(text, file=self.out)
+
+    def facts(self, rows: Sequence[tuple[str, str]]) -> None:
+        width = max((len(k) for k, _ in rows), default=0)
+        for key, value in rows:
+            if self.mode == "rich":
+                self._rich().print(f"  [dim]{_escape(key.ljust(width))}[/dim]  {_escape(value)}")
+            elif self.mode == "plain":
+                print(f"  {key.ljust(width)}  {value}", file=self.out)
+
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        if self.mode == "json":
+            return
+        cells = [[_cell(c) for c in row] for row in rows]
+        if self.mode == "rich":
+            from rich.table import Table
+
+            table = Table(title=title, title_justify="left", show_lines=False)
+            for col in columns:
+                table.add_column(col)
+            for row in cells:
+                table.add_row(*(_escape(c) for c in row))
+            self._rich().print(table)
+            return
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        print(title, file=self.out)
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
+              file=self.out)
+        for row in cells:
+            print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(),
+                  file=self.out)
+
+    def emit(self, obj: Any) -> None:
+        """The JSON result of a command (JSON mode only)."""
+        if self.mode == "json":
+            json.dump(obj, self.out, indent=2, sort_keys=False, default=str)
+            self.out.write("\n")
+
+    # -- problems ---------------------------------------------------------------------------------
+
+    def warning(self, problem: Problem) -> None:
+        self._problem("warning", problem, "yellow")
+
+    def error(self, problem: Problem) -> None:
+        self._problem("error", problem, "red")
+
+    def _problem(self, label: str, problem: Problem, color: str) -> None:
+        if self.mode == "rich":
+            self._rich(err=True).print(f"[bold {color}]{label}[/]: {_escape(str(problem))}")
+        else:
+            print(f"{label}: {problem}", file=self.err)
+
+    def note(self, text: str) -> None:
+        """A side remark for people (stderr), e.g. a hint after an error."""
+        if self.mode == "rich":
+            self._rich(err=True).print(f"[dim]{_escape(text)}[/dim]")
+        else:
+            print(text, file=self.err)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_cell(v) for v in value) or "-"
+    return str(value)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
