@@ -102,6 +102,9 @@ class UserError(Exception):
     def problem(self) -> Problem:
         return self.problems[0]
 
+    def __reduce__(self) -> tuple[object, ...]:  # crosses process boundaries intact
+        return (_user_error, (self.problems,))
+
     def with_file(self, file: str | os.PathLike[str]) -> UserError:
         """The same error, with `file` filled in where a problem does not name one."""
         return UserError(
@@ -114,8 +117,16 @@ class StepFailed(Exception):
 
     def __init__(self, step: str, message: str, *, inputs: dict[str, str] | None = None) -> None:
         self.step = step
+        self.message = message
         self.inputs = dict(inputs or {})
         super().__init__(f"{step}: {message}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (StepFailed, (self.step, self.message), {"inputs": self.inputs})
+
+
+def _user_error(problems: list[Problem]) -> UserError:
+    return UserError(problems=problems)
 
 
 @dataclass

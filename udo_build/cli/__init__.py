@@ -26,11 +26,14 @@ from .reporter import Reporter, choose_mode
 
 # subcommand -> module (under udo_build.cli) with `add_arguments(parser)` and `run(args, rep)`
 COMMANDS: dict[str, tuple[str, str]] = {
+    "build": ("build", "build a recipe: rebuild what is stale, reuse what is cached (default)"),
+    "explain": ("explain", "say why each action of a recipe would run, against its last build"),
     "validate": ("validate", "check a recipe and every op config it names; print the targets"),
     "opdef": ("opdef", "op configs: show the normalized definition of an XML or JSON config"),
 }
 
 EPILOG = """\
+'udo-build RECIPE' is short for 'udo-build build RECIPE'.
 exit codes: 0 ok, 1 a build step failed, 2 a mistake in the input, 3 a bug of udo-build.
 Run 'udo-build COMMAND --help' for a command's options."""
 
@@ -70,8 +73,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not any(a in COMMANDS for a in argv) and any(not a.startswith("-") for a in argv):
+        argv.insert(0, "build")  # udo-build RECIPE = udo-build build RECIPE
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed usage or help
         return EXIT_USER_ERROR if exc.code not in (0, None) else 0
     if not getattr(args, "module", None):

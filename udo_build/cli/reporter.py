@@ -117,12 +117,70 @@ class Reporter:
         else:
             print(f"{label}: {problem}", file=self.err)
 
+    def failure(self, title: str, problems: Sequence[Problem]) -> None:
+        """A failed build step: its title, then each of its problems."""
+        if self.mode == "rich":
+            console = self._rich(err=True)
+            console.print(f"[bold red]failed[/]: {_escape(title)}")
+            for p in problems:
+                console.print(f"  {_escape(str(p))}")
+        else:
+            print(f"failed: {title}", file=self.err)
+            for p in problems:
+                print(f"  {p}", file=self.err)
+
+    def progress(self, total: int) -> Progress:
+        """A progress display for `total` actions: a bar on a terminal, a line per action that
+        ran when plain, nothing in JSON mode."""
+        return Progress(self, total)
+
     def note(self, text: str) -> None:
         """A side remark for people (stderr), e.g. a hint after an error."""
         if self.mode == "rich":
             self._rich(err=True).print(f"[dim]{_escape(text)}[/dim]")
         else:
             print(text, file=self.err)
+
+
+class Progress:
+    def __init__(self, rep: Reporter, total: int) -> None:
+        self.rep = rep
+        self.total = total
+        self.done = 0
+        self._bar: Any = None
+        self._task: Any = None
+        self._running: dict[str, Any] = {}
+
+    def __enter__(self) -> Progress:
+        if self.rep.mode == "rich":
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=self.rep._rich(err=True),
+                            transient=True)
+            self._bar.__enter__()
+            self._task = self._bar.add_task("planning", total=self.total)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def update(self, event: str, state: Any) -> None:
+        if event == "start":
+            self._running[state.id] = state
+        else:
+            self._running.pop(state.id, None)
+            self.done += 1
+        if self._bar is not None:
+            running = ", ".join(list(self._running)[:3]) or "checking the cache"
+            self._bar.update(self._task, completed=self.done, description=_escape(running))
+            if event == "finish" and state.status == "built":
+                self._bar.console.print(f"[green]built[/] {_escape(state.id)} "
+                                        f"[dim]({state.seconds:.2f} s)[/dim]")
+        elif self.rep.mode == "plain" and event == "finish" and state.status == "built":
+            print(f"built   {state.id} ({state.seconds:.2f} s)", file=self.rep.err)
 
 
 def _cell(value: Any) -> str:

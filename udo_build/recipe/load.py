@@ -35,16 +35,37 @@ RECIPE_VERSIONS = (1,)
 PROJECT_MARKERS = (".git", "pyproject.toml", ".udo-build-root")
 
 
-def load_recipe(path: str | Path, diag: Diagnostics | None = None) -> Recipe:
-    """Load and check a recipe; raise one UserError listing every problem found."""
+def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
+                checked: Path | None = None) -> Recipe:
+    """Load and check a recipe; raise one UserError listing every problem found.
+
+    `checked` is a folder remembering recipes (by the digest of their bytes) that passed the
+    JSON Schema, so that an unchanged recipe is not validated (nor jsonschema imported) again.
+    The checks that depend on other files (SoCs, paths) run every time.
+    """
     diag = diag if diag is not None else Diagnostics()
     path = Path(path)
     file = str(path)
-    data, positions = load_yaml(decode_text(read_limited(path, MAX_YAML_BYTES, "recipe"), file),
-                                file)
+    raw = read_limited(path, MAX_YAML_BYTES, "recipe")
+    data, positions = load_yaml(decode_text(raw, file), file)
     _check_version(data, positions)
-    _check_schema(data, positions)
-    return _Builder(path, data, positions, diag).build()
+    marker = checked / _schema_digest(raw) if checked is not None else None
+    if marker is None or not marker.exists():
+        _check_schema(data, positions)
+    recipe = _Builder(path, data, positions, diag).build()
+    if marker is not None and not marker.exists():
+        from ..store.atomic import write_atomic
+
+        write_atomic(marker, b"", readonly=False, durable=False)
+    return recipe
+
+
+def _schema_digest(raw: bytes) -> str:
+    from .. import __version__
+    from ..canonical import sha256_hex
+
+    schema = resources.files(__package__).joinpath("recipe-1.schema.json").read_bytes()
+    return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + raw)
 
 
 def find_root(folder: Path) -> Path:

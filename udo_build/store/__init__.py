@@ -1,1 +1,79 @@
-"""store stage of udo-build."""
+"""The content-addressed store: blobs, trees, the action cache, locks, and the file-digest cache.
+
+Layout of a store folder (default `./store`, or `--store DIR`, or `UDO_BUILD_STORE`):
+
+    VERSION               the layout version ("udo-build-store 1")
+    cas/ab/<sha256>[.zst] blobs by the sha256 of their uncompressed bytes (zstd when it pays)
+    ac/ab/<key>.json      action results by action key
+    history/<id>.json     the last build of each recipe (gc roots, `explain`)
+    locks/<key>.lock      per-action locks (advisory; released when a process dies)
+    gc.lock               shared by builds, exclusive for gc
+    quarantine/           blobs whose bytes did not match their name
+    filecache.sqlite      digests of source files by (path, device, inode, size, mtime)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import UserError
+from .ac import ActionCache, ActionResult, Output
+from .cas import BlobRef, Cas
+from .filecache import FileDigests
+from .locks import action_lock, store_lock
+
+__all__ = ["ActionResult", "BlobRef", "Output", "Store", "default_store_path"]
+
+LAYOUT = "udo-build-store 1"
+ENV_VAR = "UDO_BUILD_STORE"
+
+
+def default_store_path(given: str | None = None, env: dict[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(given or env.get(ENV_VAR) or "store")
+
+
+class Store:
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.root = Path(root)
+        self._check_layout(create)
+        self.cas = Cas(self.root)
+        self.ac = ActionCache(self.root, self.cas)
+        self.files = FileDigests(self.root)
+
+    def _check_layout(self, create: bool) -> None:
+        marker = self.root / "VERSION"
+        try:
+            found = marker.read_text().strip()
+        except FileNotFoundError:
+            if not create:
+                raise UserError("no udo-build store here", file=self.root,
+                                hint="build a recipe first, or pass --store DIR") from None
+            if self.root.exists() and not self.root.is_dir():
+                raise UserError("the store path is not a folder", file=self.root) from None
+            self.root.mkdir(parents=True, exist_ok=True)
+            from .atomic import write_atomic
+
+            write_atomic(marker, (LAYOUT + "\n").encode(), readonly=False)
+            return
+        except OSError as exc:
+            raise UserError(f"the store cannot be read: {exc.strerror}", file=self.root) from None
+        if found != LAYOUT:
+            raise UserError(f"unknown store layout {found!r}", file=marker,
+                            hint=f"this udo-build uses {LAYOUT!r}; use another --store folder")
+
+    def action_lock(self, key: str):  # type: ignore[no-untyped-def]
+        return action_lock(self.root, key)
+
+    def build_lock(self):  # type: ignore[no-untyped-def]
+        return store_lock(self.root, exclusive=False)
+
+    def gc_lock(self, timeout: float | None = None):  # type: ignore[no-untyped-def]
+        return store_lock(self.root, exclusive=True, timeout=timeout)
+
+    def history_dir(self) -> Path:
+        return self.root / "history"
+
+    def close(self) -> None:
+        self.files.close()

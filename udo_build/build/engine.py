@@ -1,0 +1,260 @@
+"""The scheduler: resolve keys in dependency order, reuse cached results, run the rest.
+
+An action's key is known once its inputs are: source files by their digest, other actions'
+outputs once those are cached or built. So keys are resolved as the build goes, which gives early
+cut-off for free: an upstream action that rebuilds to the same bytes leaves its dependents cached.
+
+Actions run in worker processes (`-j N`), or in this process for `-j 1`. Fail-fast by default:
+after a failure nothing new starts, and what was running finishes; `keep_going` builds everything
+that does not depend on a failure. Actions with equal keys in one build run once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Problem, StepFailed, UserError
+from ..store import ActionResult, Store
+from .actions import ActionKind, get_kind, load_kinds
+from .execute import InternalActionError, execute
+from .plan import Dep, Plan, PlannedAction, Source
+
+STATUSES = ("built", "cached", "failed", "skipped")
+
+
+@dataclass
+class ActionState:
+    action: PlannedAction
+    status: str = "pending"  # pending | running | built | cached | failed | skipped
+    key: str | None = None
+    inputs: dict[str, str] = field(default_factory=dict)  # input name -> digest
+    result: ActionResult | None = None
+    seconds: float = 0.0
+    reason: str = ""
+    error: BaseException | None = None
+    started: float = 0.0
+    cause: ActionState | None = None  # for a skip: the action that is not built
+    would_run: bool = False  # dry run: this action would execute
+
+    @property
+    def id(self) -> str:
+        return self.action.id
+
+    @property
+    def done(self) -> bool:
+        return self.status in STATUSES
+
+
+Listener = Callable[[str, ActionState], None]  # ("start" | "finish", state)
+
+
+@dataclass
+class Options:
+    jobs: int = 0  # 0: the number of cores
+    keep_going: bool = False
+    dry_run: bool = False
+
+
+class Engine:
+    def __init__(self, store: Store, plan: Plan, options: Options,
+                 listener: Listener | None = None) -> None:
+        load_kinds()
+        self.store = store
+        self.plan = plan
+        self.options = options
+        self.jobs = options.jobs or os.cpu_count() or 1
+        self.listener = listener or (lambda event, state: None)
+        self.states = {aid: ActionState(a) for aid, a in plan.actions.items()}
+        self.stopping = False
+        self._pool: cf.ProcessPoolExecutor | None = None
+        self._running: dict[cf.Future[Any], list[ActionState]] = {}
+        self._by_key: dict[str, cf.Future[Any]] = {}
+
+    # -- resolving keys ---------------------------------------------------------------------------
+
+    def resolve(self, state: ActionState, kind: ActionKind) -> str | None:
+        """Compute the key from the inputs; None when an input is not known yet."""
+        digests: dict[str, str] = {}
+        for name, source in state.action.inputs.items():
+            if isinstance(source, Source):
+                digests[name] = self._source_digest(source)
+                continue
+            upstream = self.states[source.action]
+            if upstream.result is None:
+                return None
+            output = upstream.result.outputs.get(source.output)
+            if output is None:
+                raise InternalActionError(upstream.action.kind, f"has no output {source.output!r}"
+                                          f" (it has {', '.join(upstream.result.outputs)})", "")
+            digests[name] = output.digest
+        state.inputs = digests
+        state.key = kind.key(state.action.params, digests)
+        return state.key
+
+    def _known_inputs(self, state: ActionState) -> None:
+        """The input digests known without running anything (for explanations)."""
+        for name, source in state.action.inputs.items():
+            if isinstance(source, Source):
+                state.inputs[name] = self._source_digest(source)
+            else:
+                result = self.states[source.action].result
+                if result is not None and source.output in result.outputs:
+                    state.inputs[name] = result.outputs[source.output].digest
+
+    def _source_digest(self, source: Source) -> str:
+        try:
+            return self.store.files.digest(source.path)[0]
+        except FileNotFoundError:
+            raise UserError("an input file vanished during the build", file=source.path) from None
+        except OSError as exc:
+            raise UserError(f"an input file cannot be read: {exc.strerror}",
+                            file=source.path) from None
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, ActionState]:
+        try:
+            while True:
+                progressed = self._schedule_ready()
+                if not self._running:
+                    if not progressed:
+                        break
+                    continue
+                self._collect(cf.wait(self._running, return_when=cf.FIRST_COMPLETED)[0])
+        except BaseException:
+            self._abort()
+            raise
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+        for state in self.states.values():
+            if not state.done:
+                self._finish(state, "skipped", reason="the build stopped before it")
+        return self.states
+
+    def _schedule_ready(self) -> bool:
+        progressed = False
+        for state in self.states.values():
+            if state.status != "pending":
+                continue
+            deps = [self.states[d] for d in state.action.deps]
+            if not all(d.done for d in deps):
+                continue
+            progressed = True
+            blocked = [d for d in deps if d.status in ("failed", "skipped")]
+            if blocked and self.options.dry_run and all(d.would_run for d in blocked):
+                state.would_run = True
+                self._known_inputs(state)
+                self._finish(state, "skipped", reason=f"would run after {blocked[0].id}, if "
+                             "its output changes")
+            elif blocked:
+                cause = blocked[0].cause or blocked[0]
+                state.cause = cause
+                self._finish(state, "skipped", reason=f"needs {cause.id}, which "
+                             + ("failed" if cause.status == "failed" else f"is {cause.reason}"))
+            elif self.stopping:
+                self._finish(state, "skipped", reason="the build stopped after a failure")
+            else:
+                self._start(state)
+        return progressed
+
+    def _start(self, state: ActionState) -> None:
+        kind = get_kind(state.action.kind)
+        if kind is None:
+            self._finish(state, "skipped", reason=f"not available yet (action kind "
+                         f"'{state.action.kind}' comes with a later udo-build)")
+            return
+        key = self.resolve(state, kind)
+        assert key is not None  # every dependency is done
+        hit = self.store.ac.get(key)
+        if hit is not None:
+            state.result = hit
+            self._finish(state, "cached")
+        elif self.options.dry_run:
+            state.would_run = True
+            self._finish(state, "skipped", reason="would run: no cache entry for its key")
+        elif key in self._by_key:
+            self._running[self._by_key[key]].append(state)  # same key: one execution
+            state.status = "running"
+        else:
+            self._submit(state, kind)
+
+    def _submit(self, state: ActionState, kind: ActionKind) -> None:
+        action = state.action
+        sources = {n: str(i.path) for n, i in action.inputs.items() if isinstance(i, Source)}
+        blobs = {n: (state.inputs[n], self._output_type(i)) for n, i in action.inputs.items()
+                 if isinstance(i, Dep)}
+        args = (str(self.store.root), kind.name, state.key, action.params, sources, blobs,
+                action.label)
+        state.status = "running"
+        self.listener("start", state)
+        future: cf.Future[Any]
+        if self.jobs <= 1:
+            future = cf.Future()
+            try:
+                future.set_result(execute(*args))
+            except Exception as exc:
+                future.set_exception(exc)
+        else:
+            future = self._executor().submit(execute, *args)
+        state.started = time.perf_counter()
+        self._running[future] = [state]
+        self._by_key[state.key or ""] = future
+
+    def _output_type(self, dep: Dep) -> str:
+        result = self.states[dep.action].result
+        assert result is not None
+        return result.outputs[dep.output].type
+
+    def _executor(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs)
+        return self._pool
+
+    def _collect(self, finished: set[cf.Future[Any]]) -> None:
+        for future in finished:
+            states = self._running.pop(future)
+            elapsed = time.perf_counter() - states[0].started
+            try:
+                doc, executed = future.result()
+            except BaseException as exc:  # noqa: BLE001 - reported per action
+                for state in states:
+                    self._finish(state, "failed", error=exc, seconds=elapsed)
+                if not self.options.keep_going:
+                    self.stopping = True
+                continue
+            result = ActionResult.from_json(doc)
+            for i, state in enumerate(states):
+                state.result = result
+                status = "built" if executed and i == 0 else "cached"
+                self._finish(state, status, seconds=elapsed if status == "built" else 0.0)
+
+    def _finish(self, state: ActionState, status: str, *, reason: str = "",
+                error: BaseException | None = None, seconds: float = 0.0) -> None:
+        state.status = status
+        state.reason = reason or state.reason
+        state.error = error
+        state.seconds = seconds
+        self.listener("finish", state)
+
+    def _abort(self) -> None:
+        self.stopping = True
+        if self._pool is not None:
+            for process in list(getattr(self._pool, "_processes", {}).values()):
+                process.terminate()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def error_problems(error: BaseException) -> list[Problem]:
+    """A failed action's error as problems, for reports."""
+    if isinstance(error, UserError):
+        return error.problems
+    if isinstance(error, StepFailed):
+        return [Problem(str(error))]
+    return [Problem(f"{type(error).__name__}: {error}")]

@@ -1,0 +1,82 @@
+"""The last build of each recipe on a store: what every action id was keyed on and produced.
+
+`explain` compares an action with its last build (which input digest, parameter or kind version
+differs); `store gc` keeps everything a last build still references. One JSON file per recipe,
+named by the recipe's absolute path, replaced atomically after each build.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..canonical import sha256_hex
+from ..store import Store
+from ..store.atomic import is_tmp, write_atomic
+from .actions import get_kind
+from .engine import ActionState
+
+SCHEMA = "udo-build/history"
+VERSION = 1
+
+
+def history_path(store: Store, recipe_path: Path) -> Path:
+    ident = sha256_hex(str(recipe_path.resolve()).encode())[:32]
+    return store.history_dir() / f"{ident}.json"
+
+
+def load_history(store: Store, recipe_path: Path) -> dict[str, Any]:
+    """The actions of the recipe's last build by id ({} when there is none or it is unreadable)."""
+    return _read(history_path(store, recipe_path)).get("actions", {})
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        return {}
+    actions = doc.get("actions")
+    return doc if isinstance(actions, dict) else {}
+
+
+def entry(state: ActionState) -> dict[str, Any]:
+    kind = get_kind(state.action.kind)
+    assert kind is not None and state.result is not None
+    return {
+        "kind": kind.name, "kind_version": kind.version, "key": state.key,
+        "params": kind.key_params(state.action.params), "inputs": dict(state.inputs),
+        "outputs": {n: o.to_json() for n, o in state.result.outputs.items()},
+        "built": time.time(),
+    }
+
+
+def save_history(store: Store, recipe_path: Path, name: str,
+                 states: dict[str, ActionState], planned: list[str]) -> None:
+    """Record this build: built and cached actions replace their entries; actions the recipe no
+    longer plans are dropped; failed or skipped ones keep their last good entry."""
+    path = history_path(store, recipe_path)
+    old = _read(path).get("actions", {})
+    actions = {aid: old[aid] for aid in planned if aid in old}
+    for aid, state in states.items():
+        if state.status in ("built", "cached") and state.result is not None:
+            actions[aid] = entry(state)
+    doc = {"schema": SCHEMA, "version": VERSION, "recipe": str(recipe_path.resolve()),
+           "name": name, "updated": time.time(), "actions": actions}
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True).encode(), readonly=False,
+                 durable=False)
+
+
+def all_histories(store: Store) -> Iterator[tuple[Path, dict[str, Any]]]:
+    folder = store.history_dir()
+    if not folder.exists():
+        return
+    for path in sorted(folder.glob("*.json")):
+        if not is_tmp(path):
+            doc = _read(path)
+            if doc:
+                yield path, doc

@@ -1,0 +1,120 @@
+"""The output folder: the built artifacts as files, for people and for deployment.
+
+Each action result says where its outputs are published (`opdef/MyPkgHtp.json`, a package tree
+under `packages/MyPkgHtp/`, ...). Files are written atomically and only when their content
+changed; a manifest (`.udo-build-manifest.json`) records what the folder holds, so files that an
+earlier build put there and the recipe no longer implies are removed (from the folder, never from
+the store). Files the build did not write are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+from ..store import ActionResult, Store
+from ..store.atomic import write_atomic
+
+MANIFEST = ".udo-build-manifest.json"
+
+
+@dataclass
+class Sync:
+    written: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+
+FileSpec = tuple[str, int, bool]  # digest, size, executable
+
+
+def desired_files(store: Store, results: list[ActionResult]) -> dict[str, FileSpec]:
+    """Relative path -> (digest, size, executable) of every published file."""
+    files: dict[str, FileSpec] = {}
+    for result in results:
+        for rel, name in sorted(result.publish.items()):
+            out = result.outputs[name]
+            _check_rel(rel)
+            if out.type == "blob":
+                files[rel] = (out.digest, out.size, False)
+                continue
+            entries = store.cas.tree_entries(out.digest)
+            if entries is None:
+                raise UserError(f"the tree of {rel} is missing from the store",
+                                hint="run 'udo-build store verify --repair' and build again")
+            for e in entries:
+                files[f"{rel}/{e['path']}"] = (e["digest"], int(e.get("size", -1)),
+                                               bool(e.get("executable")))
+    return files
+
+
+def materialize(store: Store, folder: Path, results: list[ActionResult], *,
+                prune: bool = True) -> Sync:
+    files = desired_files(store, results)
+    manifest = folder / MANIFEST
+    old = _read_manifest(manifest)
+    sync = Sync()
+    for rel, (digest, size, executable) in files.items():
+        dest = folder / rel
+        if old.get(rel) == digest and _size(dest) == size:
+            sync.unchanged += 1
+            continue
+        if not store.cas.materialize(digest, dest, executable=executable):
+            raise UserError(f"the content of {rel} is missing from the store",
+                            hint="run 'udo-build store verify --repair' and build again")
+        sync.written += 1
+    keep = {rel: spec[0] for rel, spec in files.items()}
+    if not prune:
+        keep = {**old, **keep}
+    if prune:
+        for rel in sorted(set(old) - set(files)):
+            _check_rel(rel)
+            (folder / rel).unlink(missing_ok=True)
+            _remove_empty_parents(folder / rel, folder)
+            sync.removed += 1
+    if sync.written or sync.removed or not manifest.exists():
+        data = dict(sorted(keep.items()))
+        write_atomic(manifest, json.dumps(data, indent=1).encode(), readonly=False,
+                     durable=False)
+    return sync
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _read_manifest(path: Path) -> dict[str, str]:
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): str(v) for k, v in doc.items() if _safe(str(k))}
+
+
+def _safe(rel: str) -> bool:
+    parts = rel.split("/")
+    return bool(rel) and not rel.startswith("/") and ".." not in parts and "" not in parts
+
+
+def _check_rel(rel: str) -> None:
+    if not _safe(rel):
+        raise UserError(f"an action published to an unsafe path: {rel!r}",
+                        hint="outputs stay inside the output folder")
+
+
+def _remove_empty_parents(path: Path, top: Path) -> None:
+    parent = path.parent
+    while parent != top and top in parent.parents:
+        try:
+            os.rmdir(parent)
+        except OSError:
+            return
+        parent = parent.parent

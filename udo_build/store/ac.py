@@ -1,0 +1,129 @@
+"""The action cache: action key -> the JSON result of running that action.
+
+A result names each output's digest, size and type (blob or tree), where the output is published
+in a build's output folder, the action's kind and a human description, how long it took, and the
+tool version. The cache is an optimization: an entry that cannot be read, does not parse, has the
+wrong shape, or names a blob the store lacks is a miss, never a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from .atomic import is_tmp, write_atomic
+from .cas import Cas, _valid_digest
+
+RESULT_SCHEMA = "udo-build/action-result"
+RESULT_VERSION = 1
+OUTPUT_TYPES = ("blob", "tree")
+
+
+@dataclass(frozen=True)
+class Output:
+    digest: str
+    size: int
+    type: str = "blob"  # "blob" or "tree" (a manifest blob)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"digest": self.digest, "size": self.size, "type": self.type}
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    key: str
+    kind: str
+    description: str
+    outputs: dict[str, Output]
+    publish: dict[str, str] = field(default_factory=dict)  # relative path -> output name
+    seconds: float = 0.0
+    tool_version: str = __version__
+    created: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": RESULT_SCHEMA, "version": RESULT_VERSION, "key": self.key,
+            "kind": self.kind, "description": self.description,
+            "outputs": {k: v.to_json() for k, v in sorted(self.outputs.items())},
+            "publish": dict(sorted(self.publish.items())), "seconds": round(self.seconds, 6),
+            "tool_version": self.tool_version, "created": self.created,
+        }
+
+    @staticmethod
+    def from_json(doc: Any) -> ActionResult | None:
+        """The result a document holds, or None when it is not a well-formed result."""
+        try:
+            if doc["schema"] != RESULT_SCHEMA or doc["version"] != RESULT_VERSION:
+                return None
+            outputs = {}
+            for name, out in doc["outputs"].items():
+                if not (isinstance(name, str) and _valid_digest(out["digest"])
+                        and out["type"] in OUTPUT_TYPES and isinstance(out["size"], int)):
+                    return None
+                outputs[name] = Output(out["digest"], out["size"], out["type"])
+            publish = {str(k): str(v) for k, v in doc.get("publish", {}).items()}
+            if any(v not in outputs for v in publish.values()):
+                return None
+            return ActionResult(
+                key=str(doc["key"]), kind=str(doc["kind"]),
+                description=str(doc["description"]), outputs=outputs, publish=publish,
+                seconds=float(doc["seconds"]), tool_version=str(doc["tool_version"]),
+                created=float(doc["created"]),
+            )
+        except (KeyError, TypeError, AttributeError, ValueError):
+            return None
+
+
+class ActionCache:
+    def __init__(self, root: Path, cas: Cas) -> None:
+        self.dir = root / "ac"
+        self.cas = cas
+
+    def path_of(self, key: str) -> Path:
+        if not _valid_digest(key):
+            raise ValueError(f"not an action key: {key!r}")
+        return self.dir / key[:2] / f"{key}.json"
+
+    def get(self, key: str, *, touch: bool = True) -> ActionResult | None:
+        """The cached result for `key`, if it is well-formed and all its outputs are stored."""
+        path = self.path_of(key)
+        try:
+            result = ActionResult.from_json(json.loads(path.read_bytes()))
+        except (OSError, ValueError):
+            return None
+        if result is None or result.key != key:
+            return None
+        if not all(self.cas.has(o.digest) for o in result.outputs.values()):
+            return None
+        if touch:  # the entry's mtime is its last use, for gc
+            try:
+                os.utime(path)
+            except OSError:
+                pass
+        return result
+
+    def put(self, result: ActionResult) -> None:
+        data = json.dumps(result.to_json(), sort_keys=True, indent=1).encode()
+        write_atomic(self.path_of(result.key), data, readonly=False)
+
+    def remove(self, key: str) -> None:
+        self.path_of(key).unlink(missing_ok=True)
+
+    def iter_entries(self) -> Iterator[tuple[str, Path]]:
+        if not self.dir.exists():
+            return
+        for fan in sorted(self.dir.iterdir()):
+            if fan.is_dir():
+                for path in sorted(fan.iterdir()):
+                    if not is_tmp(path) and path.suffix == ".json":
+                        yield path.stem, path
+
+
+def now() -> float:
+    return round(time.time(), 3)
