@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import UserError
 
 FieldPath = tuple[str | int, ...]
@@ -25,11 +23,6 @@ MAX_YAML_BYTES = 1 << 20
 MAX_JSON_BYTES = 8 << 20
 MAX_NODES = 100_000
 MAX_DEPTH = 64
-
-try:  # the C loader keeps marks too, and is ten times faster
-    _Loader: type = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - pyyaml without libyaml
-    _Loader = yaml.SafeLoader
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -63,6 +56,15 @@ class Positions:
                     return table[p]
             p = p[:-1]
         return self.values.get((), (None, None))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"values": [[list(p), *lc] for p, lc in self.values.items()],
+                "keys": [[list(p), *lc] for p, lc in self.keys.items()]}
+
+    @staticmethod
+    def from_json(file: str, doc: dict[str, Any]) -> Positions:
+        return Positions(file, {tuple(p): (line, col) for p, line, col in doc["values"]},
+                         {tuple(p): (line, col) for p, line, col in doc["keys"]})
 
     def error(
         self, path: FieldPath, message: str, hint: str | None = None, *, key: bool = False
@@ -113,9 +115,18 @@ def decode_text(data: bytes, file: str) -> str:
         ) from None
 
 
+def _loader_class() -> type:
+    import yaml
+
+    # the C loader keeps marks too, and is ten times faster
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
     """Parse one YAML document into plain data and the positions of its values."""
-    loader = _Loader(text)
+    import yaml
+
+    loader = _loader_class()(text)
     try:
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
@@ -142,7 +153,9 @@ class _Builder:
         self.positions = positions
         self.visited = 0
 
-    def build(self, node: yaml.Node, path: FieldPath, depth: int) -> Any:
+    def build(self, node: Any, path: FieldPath, depth: int) -> Any:
+        import yaml
+
         self.visited += 1
         mark = node.start_mark
         if self.visited > MAX_NODES:
@@ -168,7 +181,7 @@ class _Builder:
                 line=mark.line + 1, column=mark.column + 1, field=format_path(path) or None,
             ) from None
 
-    def _mapping(self, node: yaml.MappingNode, path: FieldPath, depth: int) -> dict[str, Any]:
+    def _mapping(self, node: Any, path: FieldPath, depth: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
         merged: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -196,7 +209,9 @@ class _Builder:
             out.setdefault(key, value)
         return out
 
-    def _merge_sources(self, node: yaml.Node, path: FieldPath, depth: int) -> dict[str, Any]:
+    def _merge_sources(self, node: Any, path: FieldPath, depth: int) -> dict[str, Any]:
+        import yaml
+
         sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
         merged: dict[str, Any] = {}
         for source in sources:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import os
 import shutil
 import tempfile
@@ -87,13 +86,13 @@ def action_kind(name: str, *, version: int, params: tuple[str, ...] = ()
         if name in _REGISTRY:
             raise ValueError(f"action kind {name!r} is registered twice "
                              f"({_REGISTRY[name].run.__module__} and {fn.__module__})")
-        signature = inspect.signature(fn)
-        if len(signature.parameters) != 1:
+        code = getattr(fn, "__code__", None)
+        if code is None or code.co_argcount + code.co_kwonlyargcount != 1:
             raise TypeError(f"action kind {name!r}: {fn.__qualname__} must take exactly one "
                             "argument, the ActionContext")
         if not isinstance(version, int) or version < 1:
             raise ValueError(f"action kind {name!r}: version must be a positive int")
-        _REGISTRY[name] = ActionKind(name, version, tuple(params), fn, inspect.getdoc(fn) or "")
+        _REGISTRY[name] = ActionKind(name, version, tuple(params), fn, (fn.__doc__ or "").strip())
         return fn
     return decorate
 
@@ -144,6 +143,18 @@ def _import_plugin(entry: str) -> None:
                         hint=f"check {PLUGINS_ENV}") from None
 
 
+class MissingInput(Exception):
+    """An input blob is gone from the store or corrupt; the engine rebuilds its producer."""
+
+    def __init__(self, name: str, digest: str) -> None:
+        super().__init__(name, digest)
+        self.name = name
+        self.digest = digest
+
+    def __str__(self) -> str:
+        return f"input {self.name} ({self.digest[:12]}) is missing from the store or corrupt"
+
+
 class ActionContext:
     """What an action sees: its parameters, its inputs by name, and a private work folder."""
 
@@ -167,8 +178,8 @@ class ActionContext:
             return self._sources[name].read_bytes()
         digest, _ = self._blob(name)
         data = self._cas.get(digest)
-        if data is None:
-            raise RuntimeError(f"input {name} ({digest[:12]}) vanished from the store")
+        if data is None:  # deleted, or corrupt (then quarantined): its producer runs again
+            raise MissingInput(name, digest)
         return data
 
     def input_path(self, name: str) -> Path:

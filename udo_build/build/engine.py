@@ -11,18 +11,20 @@ that does not depend on a failure. Actions with equal keys in one build run once
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, StepFailed, UserError
 from ..store import ActionResult, Store
-from .actions import ActionKind, get_kind, load_kinds
+from .actions import ActionKind, MissingInput, get_kind, load_kinds
 from .execute import InternalActionError, execute
 from .plan import Dep, Plan, PlannedAction, Source
+
+if TYPE_CHECKING:  # concurrent.futures is imported only when an action runs
+    import concurrent.futures as cf
 
 STATUSES = ("built", "cached", "failed", "skipped")
 
@@ -40,6 +42,7 @@ class ActionState:
     started: float = 0.0
     cause: ActionState | None = None  # for a skip: the action that is not built
     would_run: bool = False  # dry run: this action would execute
+    retries: int = 0  # times rescheduled because an input blob was corrupt
 
     @property
     def id(self) -> str:
@@ -125,6 +128,8 @@ class Engine:
                     if not progressed:
                         break
                     continue
+                import concurrent.futures as cf
+
                 self._collect(cf.wait(self._running, return_when=cf.FIRST_COMPLETED)[0])
         except BaseException:
             self._abort()
@@ -193,6 +198,9 @@ class Engine:
                 action.label)
         state.status = "running"
         self.listener("start", state)
+        started = time.perf_counter()
+        import concurrent.futures as cf
+
         future: cf.Future[Any]
         if self.jobs <= 1:
             future = cf.Future()
@@ -202,9 +210,11 @@ class Engine:
                 future.set_exception(exc)
         else:
             future = self._executor().submit(execute, *args)
-        state.started = time.perf_counter()
+        state.started = started
         self._running[future] = [state]
         self._by_key[state.key or ""] = future
+        if future.done():  # ran in this process: record it before starting anything else
+            self._collect({future})
 
     def _output_type(self, dep: Dep) -> str:
         result = self.states[dep.action].result
@@ -212,6 +222,8 @@ class Engine:
         return result.outputs[dep.output].type
 
     def _executor(self) -> cf.ProcessPoolExecutor:
+        import concurrent.futures as cf
+
         if self._pool is None:
             self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs)
         return self._pool
@@ -222,6 +234,13 @@ class Engine:
             elapsed = time.perf_counter() - states[0].started
             try:
                 doc, executed = future.result()
+            except MissingInput as exc:
+                if self._rebuild_producer(states, exc):
+                    continue
+                for state in states:
+                    self._finish(state, "failed", error=exc, seconds=elapsed)
+                self.stopping = self.stopping or not self.options.keep_going
+                continue
             except BaseException as exc:  # noqa: BLE001 - reported per action
                 for state in states:
                     self._finish(state, "failed", error=exc, seconds=elapsed)
@@ -233,6 +252,18 @@ class Engine:
                 state.result = result
                 status = "built" if executed and i == 0 else "cached"
                 self._finish(state, status, seconds=elapsed if status == "built" else 0.0)
+
+    def _rebuild_producer(self, states: list[ActionState], exc: MissingInput) -> bool:
+        """An input blob was corrupt or gone: run its producer again, then these actions."""
+        source = states[0].action.inputs.get(exc.name)
+        if not isinstance(source, Dep) or states[0].retries >= 1:
+            return False
+        producer = self.states[source.action]
+        producer.status, producer.result, producer.key = "pending", None, None
+        for state in states:
+            state.status, state.retries = "pending", state.retries + 1
+        self._by_key = {k: f for k, f in self._by_key.items() if f in self._running}
+        return True
 
     def _finish(self, state: ActionState, status: str, *, reason: str = "",
                 error: BaseException | None = None, seconds: float = 0.0) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import StepFailed, UserError
 from ..store import ActionResult, Output, Store
 from ..store.ac import now
-from .actions import ActionContext, Produced, Tree, get_kind, load_kinds
+from .actions import ActionContext, MissingInput, Produced, Tree, get_kind, load_kinds
 
 
 class InternalActionError(Exception):
@@ -64,7 +64,7 @@ def execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
                                 "not Produced")
             outputs = {name: _store_output(store, value)
                        for name, value in produced.outputs.items()}
-        except (UserError, StepFailed):
+        except (UserError, StepFailed, MissingInput):
             raise
         except Exception as exc:
             raise InternalActionError(kind_name, f"{type(exc).__name__}: {exc}",

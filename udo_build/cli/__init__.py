@@ -77,7 +77,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
     if argv and not any(a in COMMANDS for a in argv) and any(not a.startswith("-") for a in argv):
         argv.insert(0, "build")  # udo-build RECIPE = udo-build build RECIPE
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if getattr(args, "targets", None) is not None:  # positionals after options
+            args.targets += [a for a in extra if not a.startswith("-")]
+            extra = [a for a in extra if a.startswith("-")]
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse printed usage or help
         return EXIT_USER_ERROR if exc.code not in (0, None) else 0
     if not getattr(args, "module", None):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostics, display_path
-from ..opdef import OpPackageDef, load_config, resolve_all
-from ..opdef.model import Default, OpDef, ParamDef, TensorDef
 from ..opdef.vocab import BACKENDS
 from .reporter import Reporter
+
+if TYPE_CHECKING:
+    from ..opdef.model import Default, OpDef, OpPackageDef, ParamDef, TensorDef
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
@@ -26,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
+    from ..opdef import load_config, resolve_all
+
     diag = Diagnostics()
     packages = load_config(args.config, diag)
     if args.backend:
@@ -71,6 +74,8 @@ def _show_op(rep: Reporter, op: OpDef, resolved: bool) -> None:
 
 
 def _row(kind: str, item: TensorDef | ParamDef, resolved: bool) -> list[Any]:
+    from ..opdef.model import TensorDef
+
     notes = []
     if isinstance(item, TensorDef):
         notes += ["repeated"] * item.repeated + ["static"] * item.static

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostics, display_path
-from ..opdef import OpPackageDef, recipe_package, resolve_all
-from ..recipe import Recipe, load_recipe
 from .reporter import Reporter
+
+if TYPE_CHECKING:
+    from ..opdef import OpPackageDef
+    from ..recipe import Recipe
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
@@ -16,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
+    from ..opdef import recipe_package, resolve_all
+    from ..recipe import load_recipe
+
     diag = Diagnostics()
     recipe = load_recipe(args.recipe, diag)
     package = resolved = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
 ARCHS: tuple[str, ...] = ("v65", "v66", "v68", "v69", "v73", "v75", "v79", "v81")
 
@@ -33,7 +33,7 @@ class Soc:
 
 @lru_cache(maxsize=1)
 def builtin_socs() -> dict[str, Soc]:
-    text = resources.files(__package__).joinpath("socs.json").read_text(encoding="utf-8")
+    text = Path(__file__).with_name("socs.json").read_text(encoding="utf-8")
     table = json.loads(text)["socs"]
     return {name: Soc(name, row["arch"], row["vtcm_mb"]) for name, row in table.items()}
 

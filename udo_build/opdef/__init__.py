@@ -9,11 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostics, Problem, UserError, raise_if_any
-from .model import OpDef, OpPackageDef, resolve_backend
+
+if TYPE_CHECKING:
+    from .model import OpDef, OpPackageDef
 
 __all__ = ["OpPackageDef", "load_config", "recipe_package", "resolve_all", "resolve_backend"]
+
+
+def __getattr__(name: str) -> Any:  # the model is imported when first used, not with vocab
+    if name in ("OpPackageDef", "resolve_backend"):
+        from . import model
+
+        return getattr(model, name)
+    raise AttributeError(name)
 
 
 def config_format(path: Path) -> str:
@@ -49,6 +60,8 @@ def load_config(path: str | Path, diag: Diagnostics) -> tuple[OpPackageDef, ...]
 def recipe_package(name: str | None, domain: str | None, version: str | None,
                    configs: Iterable[Path], diag: Diagnostics) -> OpPackageDef:
     """The ops of all `configs` as one package; the recipe's name, domain and version win."""
+    from .model import OpPackageDef
+
     packages = [pkg for config in configs for pkg in load_config(config, diag)]
     first = packages[0]
     ops: dict[str, OpDef] = {}
@@ -73,6 +86,8 @@ def recipe_package(name: str | None, domain: str | None, version: str | None,
 
 def resolve_all(package: OpPackageDef, backends: Iterable[str]) -> dict[str, OpPackageDef]:
     """The package resolved for each backend; one UserError with every problem of all."""
+    from .model import resolve_backend
+
     resolved: dict[str, OpPackageDef] = {}
     problems: list[Problem] = []
     for backend in backends:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from .model import (
 )
 
 RECIPE_VERSIONS = (1,)
+SCHEMA_PATH = Path(__file__).with_name("recipe-1.schema.json")
 PROJECT_MARKERS = (".git", "pyproject.toml", ".udo-build-root")
 
 
@@ -39,24 +39,26 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
                 checked: Path | None = None) -> Recipe:
     """Load and check a recipe; raise one UserError listing every problem found.
 
-    `checked` is a folder remembering recipes (by the digest of their bytes) that passed the
-    JSON Schema, so that an unchanged recipe is not validated (nor jsonschema imported) again.
-    The checks that depend on other files (SoCs, paths) run every time.
+    `checked` is a folder remembering recipes that passed the JSON Schema, by the digest of their
+    bytes: an unchanged recipe is then read from there (no YAML parsing, no schema validation,
+    neither yaml nor jsonschema imported). The checks that depend on other files (SoCs, paths,
+    sections) run every time.
     """
     diag = diag if diag is not None else Diagnostics()
     path = Path(path)
     file = str(path)
     raw = read_limited(path, MAX_YAML_BYTES, "recipe")
-    data, positions = load_yaml(decode_text(raw, file), file)
-    _check_version(data, positions)
-    marker = checked / _schema_digest(raw) if checked is not None else None
-    if marker is None or not marker.exists():
+    memo = checked / f"{_schema_digest(raw)}.json" if checked is not None else None
+    found = _recall(memo, file) if memo is not None else None
+    if found is None:
+        data, positions = load_yaml(decode_text(raw, file), file)
+        _check_version(data, positions)
         _check_schema(data, positions)
+    else:
+        data, positions = found
     recipe = _Builder(path, data, positions, diag).build()
-    if marker is not None and not marker.exists():
-        from ..store.atomic import write_atomic
-
-        write_atomic(marker, b"", readonly=False, durable=False)
+    if memo is not None and found is None:
+        _remember(memo, data, positions)
     return recipe
 
 
@@ -64,8 +66,26 @@ def _schema_digest(raw: bytes) -> str:
     from .. import __version__
     from ..canonical import sha256_hex
 
-    schema = resources.files(__package__).joinpath("recipe-1.schema.json").read_bytes()
+    schema = SCHEMA_PATH.read_bytes()
     return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + raw)
+
+
+def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
+    try:
+        doc = json.loads(memo.read_bytes())
+        return doc["data"], Positions.from_json(file, doc["positions"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _remember(memo: Path, data: Any, positions: Positions) -> None:
+    from ..store.atomic import write_atomic
+
+    try:
+        text = json.dumps({"data": data, "positions": positions.to_json()}, allow_nan=False)
+    except (TypeError, ValueError):  # a value JSON cannot hold: just parse it next time
+        return
+    write_atomic(memo, text.encode(), readonly=False, durable=False)
 
 
 def find_root(folder: Path) -> Path:
@@ -97,7 +117,7 @@ def _check_version(data: Any, positions: Positions) -> None:
 def _validator() -> Any:
     import jsonschema
 
-    text = resources.files(__package__).joinpath("recipe-1.schema.json").read_text("utf-8")
+    text = SCHEMA_PATH.read_text("utf-8")
     return jsonschema.Draft202012Validator(json.loads(text))
 
 
