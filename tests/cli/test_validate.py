@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from udo_build.cli import main
 
 from ..conftest import EXAMPLES, RECIPES
@@ -106,3 +108,24 @@ def test_console_script_runs_as_a_process() -> None:
         capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["recipe"] == "softplus-demo"
+
+
+def test_default_command_and_options_before_the_command(project: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(project)
+    code, out, err = cli("r.yaml", "--store", "store", "--json")  # 'store' is also a command
+    assert code == 2 and "recipe not found" in err
+    recipe = project / "r.yaml"
+    recipe.write_text("recipe: 1\nname: tiny\n")
+    store = str(project / "store")
+    for argv in ([str(recipe), "--store", store, "--json"],
+                 ["--store", store, str(recipe), "--json"],
+                 ["--json", str(recipe), "--store", store],
+                 ["-j", "1", "--store", store, "--json", str(recipe)]):
+        code, out, err = cli(*argv)
+        assert code == 0, (argv, err)
+        assert json.loads(out)["recipe"] == "tiny"
+    code, out, err = cli("--json", "validate", str(recipe))
+    assert code == 0 and json.loads(out)["recipe"] == "tiny"
+    code, out, err = cli("validate", "--bogus", str(recipe))
+    assert code == 2 and "unrecognized arguments: --bogus" in err

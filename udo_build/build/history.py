@@ -15,12 +15,10 @@ from typing import Any
 
 from ..canonical import sha256_hex
 from ..store import Store
-from ..store.atomic import is_tmp, write_atomic
+from ..store.atomic import write_atomic
+from ..store.history import SCHEMA, VERSION, history_files, read_history
 from .actions import get_kind
 from .engine import ActionState
-
-SCHEMA = "udo-build/history"
-VERSION = 1
 
 
 def history_path(store: Store, recipe_path: Path) -> Path:
@@ -34,14 +32,7 @@ def load_history(store: Store, recipe_path: Path) -> dict[str, Any]:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        return {}
-    actions = doc.get("actions")
-    return doc if isinstance(actions, dict) else {}
+    return read_history(path)[0] or {}
 
 
 def entry(state: ActionState) -> dict[str, Any]:
@@ -72,11 +63,7 @@ def save_history(store: Store, recipe_path: Path, name: str,
 
 
 def all_histories(store: Store) -> Iterator[tuple[Path, dict[str, Any]]]:
-    folder = store.history_dir()
-    if not folder.exists():
-        return
-    for path in sorted(folder.glob("*.json")):
-        if not is_tmp(path):
-            doc = _read(path)
-            if doc:
-                yield path, doc
+    for path in history_files(store.root):
+        doc = _read(path)
+        if doc:
+            yield path, doc

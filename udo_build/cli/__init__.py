@@ -7,6 +7,7 @@ arguments), 3 a bug of udo-build (traceback only with --debug), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import traceback
@@ -30,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("explain", "say why each action of a recipe would run, against its last build"),
     "validate": ("validate", "check a recipe and every op config it names; print the targets"),
     "opdef": ("opdef", "op configs: show the normalized definition of an XML or JSON config"),
+    "store": ("store", "inspect and maintain the artifact store: stats, verify, gc, ls"),
 }
 
 EPILOG = """\
@@ -38,19 +40,22 @@ exit codes: 0 ok, 1 a build step failed, 2 a mistake in the input, 3 a bug of ud
 Run 'udo-build COMMAND --help' for a command's options."""
 
 
-def _common() -> argparse.ArgumentParser:
+def _common(top: bool) -> argparse.ArgumentParser:
+    """--json and --debug, accepted before and after the command. After it they do not reset
+    what was given before it (their default there is SUPPRESS)."""
+    default: object = False if top else argparse.SUPPRESS
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true",
+    common.add_argument("--json", action="store_true", default=default,
                         help="print one machine-readable JSON object on stdout")
-    common.add_argument("--debug", action="store_true",
+    common.add_argument("--debug", action="store_true", default=default,
                         help="show tracebacks of internal errors")
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common()
+    common = _common(top=False)
     parser = argparse.ArgumentParser(
-        prog="udo-build", parents=[common],
+        prog="udo-build", parents=[_common(top=True)],
         description="Declarative, incremental builds of neural networks with custom ops (UDOs) "
                     "for HTP NPUs.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -64,6 +69,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`udo-build RECIPE ...` means `udo-build build RECIPE ...`: when the first word that is
+    neither an option nor an option's value is not a command, put `build` in front."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    takes_value = {opt for action in sub.choices["build"]._actions if action.nargs != 0
+                   for opt in action.option_strings}
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            break
+        if word.startswith("-"):
+            if word in takes_value:
+                next(words, None)
+            continue
+        return argv if word in COMMANDS else ["build", *argv]
+    return argv
+
+
 def _module(name: str):  # type: ignore[no-untyped-def]
     return importlib.import_module(f"{__name__}.{name}")
 
@@ -73,16 +96,15 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and not any(a in COMMANDS for a in argv) and any(not a.startswith("-") for a in argv):
-        argv.insert(0, "build")  # udo-build RECIPE = udo-build build RECIPE
+    argv = _with_default_command(parser, list(sys.argv[1:] if argv is None else argv))
     try:
-        args, extra = parser.parse_known_args(argv)
-        if getattr(args, "targets", None) is not None:  # positionals after options
-            args.targets += [a for a in extra if not a.startswith("-")]
-            extra = [a for a in extra if a.startswith("-")]
-        if extra:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args, extra = parser.parse_known_args(argv)
+            if getattr(args, "targets", None) is not None:  # positionals after options
+                args.targets += [a for a in extra if not a.startswith("-")]
+                extra = [a for a in extra if a.startswith("-")]
+            if extra:
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse printed usage or help
         return EXIT_USER_ERROR if exc.code not in (0, None) else 0
     if not getattr(args, "module", None):

@@ -28,14 +28,15 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 
     store = Store(default_store_path(args.store))
     diag = Diagnostics()
-    recipe = load_recipe(args.recipe, diag, checked=store.root / "checked")
+    with store.build_lock():  # it reads (and may quarantine) like a build
+        recipe = load_recipe(args.recipe, diag, checked=store.root / "checked")
+        plan = plan_recipe(recipe)
+        if args.targets:
+            plan = plan.select(args.targets)
+        states = Engine(store, plan, Options(dry_run=True)).run()
+        found = explain(states, load_history(store, recipe.path))
     for warning in diag.warnings:
         rep.warning(warning)
-    plan = plan_recipe(recipe)
-    if args.targets:
-        plan = plan.select(args.targets)
-    states = Engine(store, plan, Options(dry_run=True)).run()
-    found = explain(states, load_history(store, recipe.path))
     if rep.mode == "json":
         rep.emit({"ok": True, "recipe": recipe.name, "actions": [e.to_json() for e in found]})
         return 0

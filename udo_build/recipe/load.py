@@ -7,6 +7,7 @@ Every problem found is reported at once, each with file, line, column and field 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -73,7 +74,9 @@ def _schema_digest(raw: bytes) -> str:
 def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
     try:
         doc = json.loads(memo.read_bytes())
-        return doc["data"], Positions.from_json(file, doc["positions"])
+        found = doc["data"], Positions.from_json(file, doc["positions"])
+        os.utime(memo)  # last use, for gc
+        return found
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

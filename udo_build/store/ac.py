@@ -99,7 +99,7 @@ class ActionCache:
             return None
         if result is None or result.key != key:
             return None
-        if not all(self.cas.has(o.digest) for o in result.outputs.values()):
+        if not all(self._complete(o) for o in result.outputs.values()):
             return None
         if touch:  # the entry's mtime is its last use, for gc
             try:
@@ -107,6 +107,13 @@ class ActionCache:
             except OSError:
                 pass
         return result
+
+    def _complete(self, output: Output) -> bool:
+        """The output's blob is stored (for a tree: its manifest and every file blob)."""
+        if output.type != "tree":
+            return self.cas.has(output.digest)
+        entries = self.cas.tree_entries(output.digest)
+        return entries is not None and all(self.cas.has(e["digest"]) for e in entries)
 
     def put(self, result: ActionResult) -> None:
         data = json.dumps(result.to_json(), sort_keys=True, indent=1).encode()
