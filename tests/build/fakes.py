@@ -54,7 +54,7 @@ def _simple(kind: str, output: str):  # type: ignore[no-untyped-def]
 
 
 KINDS = {
-    "package": (1, ("backend", "archs"), _package),
+    "package": (1, ("backend", "archs", "with_kernels"), _package),
     "convert": (1, (), _simple("convert", "bundle")),
     "quantize": (1, ("act_bitwidth", "weights_bitwidth", "bias_bitwidth", "per_channel",
                      "quantizer", "float_fallback"), _simple("quantize", "bundle")),

@@ -133,11 +133,14 @@ def _plan_package(plan: Plan, recipe: Recipe) -> None:
         configs, f"op definitions ({len(configs)} config{'s' * (len(configs) != 1)})",
     ))
     htp_archs = sorted({t.soc.arch for t in recipe.targets}, key=lambda a: int(a[1:]))
+    with_kernels = [op.kernels is not None for op in spec.ops]
     for backend in spec.backends:
         archs = {"DSP": list(spec.dsp_arch), "HTP": htp_archs}.get(backend, [])
         plan.add(PlannedAction(
-            f"package:{backend}", "package", {"backend": backend, "archs": archs},
-            {"opdef": Dep("opdef", backend)}, f"{backend} op package",
+            f"package:{backend}", "package",
+            {"backend": backend, "archs": archs, "with_kernels": with_kernels},
+            {"opdef": Dep("opdef", backend), "origins": Dep("opdef", "origins"), **configs},
+            f"{backend} op package",
         ))
 
 

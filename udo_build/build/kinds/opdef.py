@@ -1,7 +1,8 @@
 """`opdef`: the recipe's op configs -> the normalized op package, generic and per backend.
 
-Outputs: `generic` (the package before per-backend resolution) and one output per backend the
-recipe builds (`CPU`, `HTP`, ...), each the canonical JSON of the model. Published as
+Outputs: `generic` (the package before per-backend resolution), one output per backend the
+recipe builds (`CPU`, `HTP`, ...), each the canonical JSON of the model, and `origins` (which
+config entry defines each op, so that packages know which ops have kernels). Published as
 `opdef/<Package>.json` and `opdef/<Package><Suffix>.json`.
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 from ..actions import ActionContext, Produced, action_kind
 
 
-@action_kind("opdef", version=1, params=("package_name", "domain", "version", "backends"))
+@action_kind("opdef", version=2, params=("package_name", "domain", "version", "backends"))
 def opdef(ctx: ActionContext) -> Produced:
+    from ...canonical import canonical_json
     from ...errors import Diagnostics
-    from ...opdef import recipe_package, resolve_all
+    from ...opdef import load_config, recipe_package, resolve_all
 
     p = ctx.params
     configs = sorted((n for n in ctx.input_names() if n.startswith("config[")),
@@ -27,6 +29,11 @@ def opdef(ctx: ActionContext) -> Produced:
     for backend, pkg in resolved.items():
         outputs[backend] = pkg.canonical_bytes()
         publish[f"opdef/{pkg.name}.json"] = backend
+    origins = {}  # op -> the index of the config that defines it (its kernels are that entry's)
+    for i, name in enumerate(configs):
+        for pkg in load_config(ctx.input_path(name), Diagnostics()):
+            origins.update({op.name: i for op in pkg.ops})
+    outputs["origins"] = canonical_json(origins)
     ops = ", ".join(op.name for op in package.ops)
     return Produced(dict(outputs), publish,
                     f"op definitions of {package.name} ({ops}) for {', '.join(resolved)}")
