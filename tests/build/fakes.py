@@ -44,11 +44,11 @@ def _package(ctx: ActionContext) -> Produced:
     return Produced({"tree": Tree(folder)}, {f"packages/{ctx.params['backend']}": "tree"})
 
 
-def _simple(kind: str, output: str):  # type: ignore[no-untyped-def]
+def _simple(kind: str, *outputs: str):  # type: ignore[no-untyped-def]
     def run(ctx: ActionContext) -> Produced:
         CALLS.append(kind)
         _maybe_fail(kind, ctx)
-        return Produced({output: _fingerprint(ctx)})
+        return Produced({output: _fingerprint(ctx) + output.encode() for output in outputs})
     run.__name__ = kind
     return run
 
@@ -57,7 +57,7 @@ KINDS = {
     "package": (1, ("backend", "archs", "with_kernels"), _package),
     "convert": (1, (), _simple("convert", "bundle")),
     "quantize": (1, ("act_bitwidth", "weights_bitwidth", "bias_bitwidth", "per_channel",
-                     "quantizer", "float_fallback"), _simple("quantize", "bundle")),
+                     "quantizer", "float_fallback"), _simple("quantize", "bundle", "encodings")),
     "prepare": (1, ("arch", "vtcm_mb", "optimization_level", "input_dimensions", "outputs",
                     "precision"), _simple("prepare", "record")),
     "assemble": (1, (), _simple("assemble", "bundle")),

@@ -225,7 +225,9 @@ class Engine:
         import concurrent.futures as cf
 
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs)
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs,
+                                                initializer=_die_with_parent,
+                                                initargs=(os.getpid(),))
         return self._pool
 
     def _collect(self, finished: set[cf.Future[Any]]) -> None:
@@ -280,6 +282,27 @@ class Engine:
                 process.terminate()
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker exits when the build that started it dies (kill -9, OOM killer): the kernel
+    kills it on Linux, and a watcher thread everywhere else."""
+    import signal
+    import threading
+
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="udo-build-parent-watch", daemon=True).start()
 
 
 def error_problems(error: BaseException) -> list[Problem]:

@@ -55,7 +55,13 @@ def save_history(store: Store, recipe_path: Path, name: str,
     actions = {aid: old[aid] for aid in planned if aid in old}
     for aid, state in states.items():
         if state.status in ("built", "cached") and state.result is not None:
-            actions[aid] = entry(state)
+            fresh = entry(state)
+            last = actions.get(aid)
+            if last is not None and {**last, "built": 0} == {**fresh, "built": 0}:
+                continue  # unchanged since it was recorded
+            actions[aid] = fresh
+    if old == actions:  # a no-op build: nothing to record
+        return
     doc = {"schema": SCHEMA, "version": VERSION, "recipe": str(recipe_path.resolve()),
            "name": name, "updated": time.time(), "actions": actions}
     write_atomic(path, json.dumps(doc, indent=1, sort_keys=True).encode(), readonly=False,

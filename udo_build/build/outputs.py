@@ -1,10 +1,11 @@
 """The output folder: the built artifacts as files, for people and for deployment.
 
-Each action result says where its outputs are published (`opdef/MyPkgHtp.json`, a package tree
-under `packages/MyPkgHtp/`, ...). Files are written atomically and only when their content
-changed; a manifest (`.udo-build-manifest.json`) records what the folder holds, so files that an
-earlier build put there and the recipe no longer implies are removed (from the folder, never from
-the store). Files the build did not write are never touched.
+Each action says where its outputs are published (`opdef/MyPkgHtp.json`, a package tree under
+`packages/MyPkgHtp/`, ...): the plan does, when the place depends on names the key ignores (a
+model's file name), else the action's result. Files are written atomically and only when their
+content changed; a manifest (`.udo-build-manifest.json`) records what the folder holds, so files
+that an earlier build put there and the recipe no longer implies are removed (from the folder,
+never from the store). Files the build did not write are never touched.
 """
 
 from __future__ import annotations
@@ -31,12 +32,20 @@ class Sync:
 FileSpec = tuple[str, int, bool]  # digest, size, executable
 
 
-def desired_files(store: Store, results: list[ActionResult]) -> dict[str, FileSpec]:
+Published = tuple[ActionResult, dict[str, str]]  # a result and where its outputs go
+
+
+def desired_files(store: Store, results: list[Published]) -> dict[str, FileSpec]:
     """Relative path -> (digest, size, executable) of every published file."""
     files: dict[str, FileSpec] = {}
-    for result in results:
-        for rel, name in sorted(result.publish.items()):
-            out = result.outputs[name]
+    for result, publish in results:
+        for rel, name in sorted(publish.items()):
+            out = result.outputs.get(name)
+            if out is None:
+                raise UserError(f"the {result.kind} action has no output '{name}' to publish as "
+                                f"{rel}; it produced: {', '.join(result.outputs) or 'nothing'}",
+                                hint="an action kind must produce every output the plan "
+                                     "publishes (check the plugin or kind version)")
             _check_rel(rel)
             if out.type == "blob":
                 files[rel] = (out.digest, out.size, False)
@@ -51,7 +60,7 @@ def desired_files(store: Store, results: list[ActionResult]) -> dict[str, FileSp
     return files
 
 
-def materialize(store: Store, folder: Path, results: list[ActionResult], *,
+def materialize(store: Store, folder: Path, results: list[Published], *,
                 prune: bool = True) -> Sync:
     files = desired_files(store, results)
     manifest = folder / MANIFEST

@@ -23,6 +23,8 @@ from typing import Any
 from ..errors import UserError
 from ..recipe import Recipe, Target
 
+BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.model.bundle)
+
 
 @dataclass(frozen=True)
 class Source:
@@ -49,6 +51,10 @@ class PlannedAction:
     params: dict[str, Any]
     inputs: dict[str, Input]
     label: str
+    publish: dict[str, str] | None = None  # relative path -> output (None: as the action says)
+
+    def published(self, result: Any) -> dict[str, str]:
+        return dict(self.publish) if self.publish is not None else dict(result.publish)
 
     @property
     def deps(self) -> list[str]:
@@ -97,8 +103,10 @@ def plan_recipe(recipe: Recipe) -> Plan:
         inputs: dict[str, Input] = {"model": Source(recipe.model.onnx)}
         if recipe.package is not None:
             inputs["opdef"] = Dep("opdef", "generic")
+        stem = recipe.model.onnx.stem
         plan.add(PlannedAction("convert", "convert", {}, inputs,
-                               f"convert {recipe.model.onnx.name}"))
+                               f"convert {recipe.model.onnx.name}",
+                               {f"model/{stem}{BUNDLE_EXTENSION}": "bundle"}))
     if recipe.quantize is not None:
         _plan_quantize(plan, recipe, kernels)
     for target in recipe.targets:
@@ -159,8 +167,11 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
     params = {"act_bitwidth": q.act_bitwidth, "weights_bitwidth": q.weights_bitwidth,
               "bias_bitwidth": q.bias_bitwidth, "per_channel": q.per_channel,
               "quantizer": q.quantizer, "float_fallback": q.float_fallback}
+    stem = f"{recipe.model.onnx.stem}_quantized" if recipe.model else "model_quantized"
     plan.add(PlannedAction("quantize", "quantize", params, inputs,
-                           f"quantize with {q.quantizer} over {len(listing.inferences)} inputs"))
+                           f"quantize with {q.quantizer} over {len(listing.inferences)} inputs",
+                           {f"model/{stem}{BUNDLE_EXTENSION}": "bundle",
+                            f"model/{stem}.encodings.json": "encodings"}))
 
 
 def _bundle(recipe: Recipe, precision: str) -> Dep:

@@ -74,7 +74,8 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
         out = Path(args.out) if args.out else Path("out") / recipe.name
         if not args.dry_run:
             save_history(store, recipe.path, recipe.name, states, list(full.actions))
-            results = [s.result for s in states.values() if s.result is not None]
+            results = [(s.result, s.action.published(s.result)) for s in states.values()
+                       if s.result is not None]
             if results or (out / ".udo-build-manifest.json").exists():
                 materialize(store, out, results, prune=not args.targets)
     summary = _summary(recipe.name, recipe.path, store.root, out, states, args.dry_run,

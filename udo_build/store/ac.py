@@ -23,6 +23,7 @@ from .cas import Cas, _valid_digest
 RESULT_SCHEMA = "udo-build/action-result"
 RESULT_VERSION = 1
 OUTPUT_TYPES = ("blob", "tree")
+TOUCH_AFTER = 86400.0  # seconds: an entry's mtime is refreshed on use once it is this old
 
 
 @dataclass(frozen=True)
@@ -94,14 +95,16 @@ class ActionCache:
         """The cached result for `key`, if it is well-formed and all its outputs are stored."""
         path = self.path_of(key)
         try:
-            result = ActionResult.from_json(json.loads(path.read_bytes()))
+            with open(path, "rb") as fh:
+                mtime = os.fstat(fh.fileno()).st_mtime
+                result = ActionResult.from_json(json.loads(fh.read()))
         except (OSError, ValueError):
             return None
         if result is None or result.key != key:
             return None
         if not all(self._complete(o) for o in result.outputs.values()):
             return None
-        if touch:  # the entry's mtime is its last use, for gc
+        if touch and time.time() - mtime > TOUCH_AFTER:  # mtime = last use (a day's precision)
             try:
                 os.utime(path)
             except OSError:

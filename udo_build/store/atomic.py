@@ -8,14 +8,13 @@ and `store gc` remove.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 TMP_PREFIX = ".tmp-"
 
 
 def tmp_sibling(path: Path) -> Path:
-    return path.with_name(f"{TMP_PREFIX}{secrets.token_hex(8)}-{path.name}")
+    return path.with_name(f"{TMP_PREFIX}{os.urandom(8).hex()}-{path.name}")
 
 
 def write_atomic(path: Path, data: bytes, *, readonly: bool = True, durable: bool = True) -> None:
