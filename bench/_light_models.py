@@ -48,8 +48,8 @@ def randomized(name: str, seed: int, import_onnx: Importer) -> onnx.ModelProto:
     _constants_to_initializers(proto)
     params = _draw(proto, rng)
     _set_initializers(proto, params)
-    model = import_onnx(proto)
-    _set_initializers(proto, _calibrate(model, rng))  # type: ignore[arg-type]
+    if any(node.op_type == "BatchNormalization" for node in proto.graph.node):
+        _set_initializers(proto, _calibrate(import_onnx(proto), rng))
     return proto
 
 
@@ -108,10 +108,12 @@ def _by_role(node: onnx.NodeProto, k: int, shape: tuple[int, ...],
              rng: np.random.Generator) -> np.ndarray | None:
     op = node.op_type
     if op == "Conv" and k == 1:
-        return rng.standard_normal(shape) * np.sqrt(2.0 / np.prod(shape[1:]))
+        fan_in = int(np.prod(shape[1:]))
+        return rng.standard_normal(shape, np.float32) * np.float32(np.sqrt(2 / fan_in))
     if op == "Gemm" and k == 1:
         trans_b = any(a.name == "transB" and a.i for a in node.attribute)
-        return rng.standard_normal(shape) / np.sqrt(shape[1] if trans_b else shape[0])
+        reduced = shape[1] if trans_b else shape[0]
+        return rng.standard_normal(shape, np.float32) / np.float32(np.sqrt(reduced))
     if op in ("Conv", "Gemm") and k == 2:
         return rng.standard_normal(shape) * 0.01
     if op == "BatchNormalization":

@@ -55,11 +55,16 @@ def build_model() -> onnx.ModelProto:
         helper.make_node("Gemm", ["flat_out", "head.weight", "head.bias"], ["logits"],
                          name="head", transB=1),
     ]
+    # exporters record the shapes of custom ops' outputs (ONNX cannot infer them)
+    custom_shapes = [
+        helper.make_tensor_value_info("softplus1_out", TensorProto.FLOAT, [1, 8, 32, 32]),
+        helper.make_tensor_value_info("swish1_out", TensorProto.FLOAT, [1, 16, 16, 16]),
+    ]
     graph = helper.make_graph(
         nodes, "softplus_net",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, list(INPUT_SHAPE))],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])],
-        initializer=inits,
+        initializer=inits, value_info=custom_shapes,
     )
     model = helper.make_model(
         graph, producer_name="udo-build-example", producer_version="1",

@@ -32,6 +32,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("validate", "check a recipe and every op config it names; print the targets"),
     "opdef": ("opdef", "op configs: show the normalized definition of an XML or JSON config"),
     "store": ("store", "inspect and maintain the artifact store: stats, verify, gc, ls"),
+    "convert": ("convert", "convert an ONNX model (with custom ops) to a bundle, without a recipe"),
+    "run": ("run", "run a bundle on the emulator over an input list, writing its outputs"),
+    "info": ("info", "show what a bundle holds: layers, inputs, parameters, MACs, UDOs, records"),
 }
 
 EPILOG = """\

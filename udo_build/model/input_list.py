@@ -12,10 +12,12 @@ little-endian float32 or .npy.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ..errors import Problem, raise_if_any
+from ..errors import Problem, UserError, raise_if_any
 from ..source import decode_text, read_limited
 
 MAX_LIST_BYTES = 16 << 20
@@ -85,3 +87,58 @@ def _entries(line: str, number: int, path: Path, folder: Path, root: Path | None
             out.append(Entry(name or None, resolved, number))
     return out
 
+
+
+def load_tensor(path: Path, name: str, dtype: str, shape: tuple[int, ...] | None) -> Any:
+    """One input file as an array of the input's shape: raw little-endian float32 (SNPE's
+    format) or .npy; the size must match, else the message says what it implies."""
+    import numpy as np
+
+    if path.suffix == ".npy":
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise UserError(f"input '{name}': not a readable .npy file: {exc}",
+                            file=path) from None
+        if shape is not None and tuple(array.shape) != tuple(shape):
+            if array.size != int(np.prod(shape)):
+                raise UserError(f"input '{name}': the .npy holds shape {list(array.shape)}, "
+                                f"the model expects {list(shape)}", file=path)
+            array = array.reshape(shape)
+        return array.astype(dtype, copy=False)
+    data = read_limited(path, 4 << 30, "input file")
+    if shape is None:
+        raise UserError(f"input '{name}' has no static shape, so a raw file cannot be read",
+                        file=path, hint="give the input's dimensions (input_dimensions) or "
+                                        "use .npy files")
+    expected = int(np.prod(shape)) * 4
+    if len(data) != expected:
+        found = len(data) / 4
+        raise UserError(
+            f"input '{name}': expected {expected} bytes (float32 {list(shape)}), found "
+            f"{len(data)} bytes ({found:g} float32 values)", file=path,
+            hint="raw inputs are little-endian float32 in the model's input shape")
+    return np.frombuffer(data, dtype="<f4").reshape(shape).astype(dtype, copy=False)
+
+
+def feeds(listing: InputList, inputs: list[Any]) -> Iterator[dict[str, Any]]:
+    """The model feeds of each inference: {input name: array}. Bare paths map to the inputs in
+    order; named entries must name model inputs."""
+    names = [t.name for t in inputs]
+    by_name = {t.name: t for t in inputs}
+    for inference in listing.inferences:
+        line = inference[0].line if inference else 0
+        mapping: dict[str, Path] = {}
+        for position, entry in enumerate(inference):
+            name = entry.name or (names[position] if position < len(names) else None)
+            if name is None or name not in by_name:
+                raise UserError(f"'{entry.name or entry.path.name}' does not name a model input",
+                                file=listing.file, line=line,
+                                hint="model inputs: " + ", ".join(names))
+            mapping[name] = entry.path
+        missing = [n for n in names if n not in mapping]
+        if missing:
+            raise UserError(f"no file for input(s) {', '.join(missing)}", file=listing.file,
+                            line=line, hint="write name:=path for each input")
+        yield {n: load_tensor(p, n, by_name[n].dtype, by_name[n].static_shape)
+               for n, p in mapping.items()}

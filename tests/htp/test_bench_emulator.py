@@ -1,0 +1,46 @@
+"""bench/emulator.py on one small model without timing, so that the script cannot rot: the
+randomized weights, the batch-norm calibration and the comparison with onnxruntime."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_emulator_bench_accuracy_on_shufflenet(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _script("emulator")
+    assert bench.main(["--models", "shufflenet", "--no-timing"]) == 0
+    out = capsys.readouterr().out
+    passed = [line for line in out.splitlines() if line.startswith("  PASS")]
+    assert len(passed) == 2 and "FAIL" not in out  # the softmax output and the logits
+
+
+def test_batch_norms_are_calibrated_and_residual_ones_scaled() -> None:
+    import numpy as np
+    from onnx import numpy_helper
+
+    from udo_build.model.onnx_import import import_onnx
+
+    light = _script("_light_models")
+    proto = light.randomized("shufflenet", 0, import_onnx)
+    values = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
+    bns = [n for n in proto.graph.node if n.op_type == "BatchNormalization"]
+    gammas = {float(values[n.input[1]][0]) for n in bns}
+    assert gammas == {1.0, float(np.float32(light.RESIDUAL_GAMMA))}
+    variances = np.concatenate([values[n.input[4]] for n in bns])
+    assert variances.min() > 0 and not np.allclose(variances, 1.0)

@@ -1,0 +1,64 @@
+"""`udo-build convert MODEL.onnx [--opdef CONFIG ...] --out BUNDLE`: convert without a recipe."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import Diagnostics, UserError, display_path
+from .reporter import Reporter
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL.onnx", help="the ONNX model")
+    parser.add_argument("--opdef", metavar="CONFIG", action="append", default=[],
+                        help="an op config (XML or JSON) defining custom ops; repeatable")
+    parser.add_argument("--input-dims", metavar="NAME=D0,D1,...", action="append", default=[],
+                        help="override an input's dimensions, e.g. input=1,3,224,224")
+    parser.add_argument("--out", metavar="BUNDLE", required=True,
+                        help="the bundle to write (.udb)")
+
+
+def parse_dims(items: list[str]) -> dict[str, list[int]]:
+    dims: dict[str, list[int]] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            values = [int(v) for v in text.split(",")]
+        except ValueError:
+            values = []
+        if not sep or not name or not values or any(v < 1 for v in values):
+            raise UserError(f"--input-dims {item!r} is not NAME=D0,D1,... with positive sizes")
+        dims[name] = values
+    return dims
+
+
+def run(args: argparse.Namespace, rep: Reporter) -> int:
+    from ..build.kinds.convert import CONVERTER
+    from ..model.bundle import Bundle
+    from ..model.info import describe
+    from ..model.onnx_import import import_onnx, load_onnx
+    from ..opdef import recipe_package
+    from ..store.atomic import write_atomic
+
+    diag = Diagnostics()
+    opdefs = recipe_package(None, None, None, [Path(c) for c in args.opdef], diag) \
+        if args.opdef else None
+    for warning in diag.warnings:
+        rep.warning(warning)
+    model = import_onnx(load_onnx(args.model), file=args.model, opdefs=opdefs,
+                        input_dims=parse_dims(args.input_dims))
+    bundle = Bundle(model, opdefs.to_json() if opdefs else None, {"producer": CONVERTER})
+    data = bundle.to_bytes()
+    out = Path(args.out)
+    write_atomic(out, data, readonly=False)
+    info = describe(bundle)
+    if rep.mode == "json":
+        rep.emit({"ok": True, "bundle": display_path(out), "bytes": len(data),
+                  "layers": len(info["layers"]), "udos": info["udos"],
+                  "total_parameters": info["total_parameters"], "total_macs": info["total_macs"]})
+    else:
+        rep.line(f"wrote {display_path(out)}: {len(info['layers'])} layers, "
+                 f"{info['total_parameters']:,} parameters, {info['total_macs']:,} MACs"
+                 + (f"; custom ops {', '.join(info['udos'])}" if info["udos"] else ""))
+    return 0

@@ -1,0 +1,107 @@
+"""`udo-build run BUNDLE --input-list LIST --output-dir DIR [--outputs t1,t2]`: run a bundle on
+the emulator's float runtime and write the outputs as the vendor's net-run does:
+DIR/Result_<i>/<tensor>.raw (float32, tensor names with / and : replaced by _), plus a .npy
+beside each raw file so the shape travels with the data."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError, display_path
+from .reporter import Reporter
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    parser.add_argument("bundle", metavar="BUNDLE", help="a bundle (.udb)")
+    parser.add_argument("--input-list", metavar="LIST", required=True,
+                        help="an SNPE input list (one line per inference)")
+    parser.add_argument("--output-dir", metavar="DIR", required=True,
+                        help="where Result_<i>/ folders go")
+    parser.add_argument("--outputs", metavar="T1,T2",
+                        help="tensors to write (default: the list's #/%% lines, else the "
+                             "model outputs)")
+    parser.add_argument("--kernels", metavar="FILE", action="append", default=[],
+                        help="a numpy kernels file for the bundle's custom ops; repeatable")
+
+
+def file_name(tensor: str) -> str:
+    return tensor.replace("/", "_").replace(":", "_")
+
+
+def run(args: argparse.Namespace, rep: Reporter) -> int:
+    import numpy as np
+
+    from ..htp.runtime import Session
+    from ..model.bundle import load_bundle
+    from ..model.input_list import feeds, parse_input_list
+    from ..store.atomic import write_atomic
+
+    bundle = load_bundle(args.bundle)
+    graph = bundle.model.graph
+    listing = parse_input_list(Path(args.input_list))
+    outputs = requested_outputs(graph, args.outputs, listing)
+    session = Session(bundle.model, user_packages(bundle, args.kernels))
+    out_dir = Path(args.output_dir)
+    count = 0
+    for i, feed in enumerate(feeds(listing, list(graph.inputs))):
+        results = session.run(feed, outputs)
+        folder = out_dir / f"Result_{i}"
+        for name, value in results.items():
+            array = np.asarray(value)
+            write_atomic(folder / f"{file_name(name)}.raw",
+                         array.astype("<f4", copy=False).tobytes(), readonly=False,
+                         durable=False)
+            write_atomic(folder / f"{file_name(name)}.npy", _npy(array), readonly=False,
+                         durable=False)
+        count += 1
+    if rep.mode == "json":
+        rep.emit({"ok": True, "inferences": count, "outputs": outputs,
+                  "output_dir": display_path(out_dir)})
+    else:
+        rep.line(f"ran {count} inference(s); wrote {', '.join(outputs)} to "
+                 f"{display_path(out_dir)}/Result_*/")
+    return 0
+
+
+def _npy(array: Any) -> bytes:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def requested_outputs(graph: Any, given: str | None, listing: Any) -> list[str]:
+    """--outputs, else the list's %tensor and #layer lines, else the graph outputs."""
+    producers = {n.name: n for n in graph.nodes}
+    known = {o for n in graph.nodes for o in n.outputs} | {t.name for t in graph.inputs}
+    names = [t for t in (given or "").split(",") if t] or list(listing.output_tensors)
+    for layer in listing.output_layers if not given else ():
+        if layer not in producers:
+            raise UserError(f"output layer '{layer}' is not a layer of the model",
+                            file=listing.file, hint="layers: " + ", ".join(list(producers)[:20]))
+        names.extend(producers[layer].outputs)
+    for name in names:
+        if name not in known:
+            raise UserError(f"'{name}' is not a tensor of the model",
+                            hint="see 'udo-build info BUNDLE' for the tensor names")
+    return list(dict.fromkeys(names)) or [t.name for t in graph.outputs]
+
+
+def user_packages(bundle: Any, kernel_files: list[str]) -> dict[str, Any]:
+    """The bundle's custom-op package, from the kernels files (required when it has UDOs)."""
+    from ..htp.kernels import load_kernels, merged
+
+    name = bundle.opdefs["name"] if bundle.opdefs else None
+    used = sorted({n.op for n in bundle.model.graph.nodes if n.package != "default"})
+    if not used:
+        return {}
+    if not kernel_files:
+        raise UserError(f"the bundle uses custom ops {', '.join(used)} of package {name}",
+                        hint="give their numpy kernels with --kernels FILE")
+    packages = [p for f in kernel_files for p in load_kernels(Path(f))]
+    return {name: merged(name, packages)}

@@ -1,0 +1,126 @@
+"""Activations and friends: Relu and its relatives, Sigmoid, Softplus, Softmax, LogSoftmax,
+Hardmax, and the pass-through ops Identity and Dropout (inference: the identity)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import axis_of, relu_into
+from ._package import DEFAULT
+
+
+def _c(value: float, like: np.ndarray) -> np.ndarray:
+    """A scalar in the array's float type (so float32 stays float32 on any numpy)."""
+    return np.asarray(value, dtype=like.dtype if like.dtype.kind == "f" else np.float32)
+
+
+@DEFAULT.op("Relu")
+def relu(x: np.ndarray) -> np.ndarray:
+    return relu_into(x, np.empty_like(x, order="C"))
+
+
+@DEFAULT.op("LeakyRelu")
+def leaky_relu(x: np.ndarray, *, alpha: float = 0.01) -> np.ndarray:
+    return np.where(x >= 0, x, x * _c(alpha, x))
+
+
+@DEFAULT.op("PRelu")
+def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    return np.where(x >= 0, x, x * slope)
+
+
+@DEFAULT.op("ThresholdedRelu")
+def thresholded_relu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    return np.where(x > _c(alpha, x), x, 0).astype(x.dtype)
+
+
+@DEFAULT.op("Clip")
+def clip(x: np.ndarray, low: np.ndarray | None = None,
+         high: np.ndarray | None = None) -> np.ndarray:
+    if low is None and high is None:
+        return x.copy()
+    return np.clip(x, low, high)
+
+
+@DEFAULT.op("Sigmoid")
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)), without overflow: exp only ever sees -|x|."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1, e) / (1 + e)
+
+
+@DEFAULT.op("HardSigmoid")
+def hard_sigmoid(x: np.ndarray, *, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
+    return np.clip(x * _c(alpha, x) + _c(beta, x), 0, 1)
+
+
+@DEFAULT.op("HardSwish")
+def hard_swish(x: np.ndarray) -> np.ndarray:
+    return x * np.clip(x * _c(1 / 6, x) + _c(0.5, x), 0, 1)
+
+
+@DEFAULT.op("Elu")
+def elu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * _c(alpha, x))
+
+
+@DEFAULT.op("Selu")
+def selu(x: np.ndarray, *, alpha: float = 1.67326319217681884765625,
+         gamma: float = 1.05070102214813232421875) -> np.ndarray:
+    return _c(gamma, x) * np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * _c(alpha, x))
+
+
+@DEFAULT.op("Celu")
+def celu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    a = _c(alpha, x)
+    return np.maximum(x, 0) + np.minimum(0, a * np.expm1(np.minimum(x, 0) / a))
+
+
+@DEFAULT.op("Softplus")
+def softplus(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+@DEFAULT.op("Softsign")
+def softsign(x: np.ndarray) -> np.ndarray:
+    return x / (1 + np.abs(x))
+
+
+@DEFAULT.op("Softmax")
+def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
+    """exp(x - max) / sum along one axis (opset 13 semantics)."""
+    axis = axis_of(axis, x.ndim)
+    y = x - x.max(axis=axis, keepdims=True)
+    np.exp(y, out=y)
+    y /= y.sum(axis=axis, keepdims=True)
+    return y
+
+
+@DEFAULT.op("LogSoftmax")
+def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
+    axis = axis_of(axis, x.ndim)
+    y = x - x.max(axis=axis, keepdims=True)
+    y -= np.log(np.exp(y).sum(axis=axis, keepdims=True))
+    return y
+
+
+@DEFAULT.op("Hardmax")
+def hardmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
+    axis = axis_of(axis, x.ndim)
+    y = np.zeros_like(x)
+    np.put_along_axis(y, np.expand_dims(x.argmax(axis=axis), axis), 1, axis=axis)
+    return y
+
+
+@DEFAULT.op("Identity")
+def identity(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+@DEFAULT.op("Dropout")
+def dropout(x: np.ndarray, ratio: np.ndarray | None = None,
+            training_mode: np.ndarray | None = None, *, seed: int | None = None):
+    """Inference: (x, an all-true mask). Training mode is not emulated."""
+    if training_mode is not None and bool(training_mode) and (ratio is None or float(ratio)):
+        raise NotImplementedError("Dropout in training mode is not emulated")
+    return x, np.ones(x.shape, dtype=np.bool_)

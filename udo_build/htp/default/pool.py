@@ -1,0 +1,120 @@
+"""Pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, and LRN.
+
+Windows are strided views of the padded input, reduced with in-place maximum or sum one spatial
+axis at a time: no Python loop over pixels. With `ceil_mode` the end padding grows so that the
+last window fits; such extra padding never counts in an average, and neither does the declared
+padding unless `count_include_pad`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._common import pad_spatial, spatial, window_pads
+from ._package import DEFAULT
+
+
+def _pool(x: np.ndarray, reduce: np.ufunc, fill: float, auto_pad: str, ceil_mode: int,
+          dilations: Sequence[int] | None, kernel_shape: Sequence[int],
+          pads: Sequence[int] | None, strides: Sequence[int] | None):
+    """Windows reduced with `reduce` (maximum or add), one spatial axis after the other: a
+    window's max (or sum) is that of its rows' maxima (or sums), so a k x k window costs 2k
+    strided ufunc calls, not k^2."""
+    rank = x.ndim - 2
+    kernel = tuple(int(k) for k in kernel_shape)
+    strides_ = spatial(strides, rank, 1)
+    dilations_ = spatial(dilations, rank, 1)
+    begin, end, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_,
+                                   ceil_mode)
+    extra = [max((o - 1) * s + (k - 1) * d + 1 - (n + b + e), 0) for o, s, k, d, n, b, e in
+             zip(outs, strides_, kernel, dilations_, x.shape[2:], begin, end, strict=True)]
+    y = pad_spatial(x, begin, [e + x_ for e, x_ in zip(end, extra, strict=True)], fill)
+    for axis in reversed(range(rank)):
+        k, s, d, o = kernel[axis], strides_[axis], dilations_[axis], outs[axis]
+        lead = (slice(None),) * (2 + axis)
+        views = [y[lead + (slice(t * d, t * d + (o - 1) * s + 1, s),)] for t in range(k)]
+        y = views[0].copy()
+        for view in views[1:]:
+            reduce(y, view, out=y)
+    return y, (kernel, strides_, dilations_, begin, end, outs)
+
+
+@DEFAULT.op("MaxPool")
+def max_pool(x: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
+             dilations: Sequence[int] | None = None, kernel_shape: Sequence[int],
+             pads: Sequence[int] | None = None, storage_order: int = 0,
+             strides: Sequence[int] | None = None) -> np.ndarray:
+    """The maximum of each window (the optional Indices output is not supported)."""
+    lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    return _pool(x, np.maximum, lowest, auto_pad, ceil_mode, dilations, kernel_shape, pads,
+                 strides)[0]
+
+
+@DEFAULT.op("AveragePool")
+def average_pool(x: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
+                 count_include_pad: int = 0, dilations: Sequence[int] | None = None,
+                 kernel_shape: Sequence[int], pads: Sequence[int] | None = None,
+                 strides: Sequence[int] | None = None) -> np.ndarray:
+    y, geometry = _pool(x, np.add, 0, auto_pad, ceil_mode, dilations, kernel_shape, pads,
+                        strides)
+    counts = _counts(x.shape[2:], geometry, bool(count_include_pad))
+    if counts is None:
+        y *= np.asarray(1.0 / math.prod(geometry[0]), dtype=y.dtype)
+    else:
+        y /= counts
+    return y
+
+
+def _counts(size: Sequence[int], geometry, include_pad: bool) -> np.ndarray | None:
+    """How many positions of each window count (None when all count: a plain mean)."""
+    kernel, strides, dilations, begin, end, outs = geometry
+    per_axis = []
+    for n, k, s, d, b, e, o in zip(size, kernel, strides, dilations, begin, end, outs,
+                                   strict=True):
+        lo, hi = (0, n + b + e) if include_pad else (b, b + n)
+        starts = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d
+        per_axis.append(((starts >= lo) & (starts < hi)).sum(axis=1))
+    counts = per_axis[0]
+    for axis in per_axis[1:]:
+        counts = np.multiply.outer(counts, axis)
+    if np.all(counts == math.prod(kernel)):
+        return None
+    return counts.astype(np.float32)
+
+
+@DEFAULT.op("LpPool")
+def lp_pool(x: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
+            dilations: Sequence[int] | None = None, kernel_shape: Sequence[int],
+            p: int = 2, pads: Sequence[int] | None = None,
+            strides: Sequence[int] | None = None) -> np.ndarray:
+    y, _ = _pool(np.abs(x) ** p, np.add, 0, auto_pad, ceil_mode, dilations, kernel_shape, pads,
+                 strides)
+    return y ** (1.0 / p)
+
+
+@DEFAULT.op("GlobalAveragePool")
+def global_average_pool(x: np.ndarray) -> np.ndarray:
+    return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype)
+
+
+@DEFAULT.op("GlobalMaxPool")
+def global_max_pool(x: np.ndarray) -> np.ndarray:
+    return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@DEFAULT.op("LRN")
+def lrn(x: np.ndarray, *, alpha: float = 0.0001, beta: float = 0.75, bias: float = 1.0,
+        size: int) -> np.ndarray:
+    """x / (bias + alpha / size * sum of x^2 over the `size` neighbouring channels) ^ beta."""
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    channels = x.shape[1]
+    squares = pad_spatial(np.square(x).swapaxes(1, -1), [before], [after]).swapaxes(1, -1)
+    total = squares[:, :channels].copy()
+    for offset in range(1, size):
+        total += squares[:, offset:offset + channels]
+    total *= np.asarray(alpha / size, dtype=x.dtype)
+    total += np.asarray(bias, dtype=x.dtype)
+    return x / total ** np.asarray(beta, dtype=x.dtype)

@@ -1,0 +1,76 @@
+"""What `udo-build info` tells about a bundle, as the vendor's dlc-info does: the layers (id,
+name, type, inputs, outputs, output dims, parameters), the inputs with dims and types, the total
+number of parameters and of multiply-accumulates, the UDOs used, and the cache records."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..ir import DEFAULT_PACKAGE, Graph, Node
+from .bundle import Bundle
+
+
+def describe(bundle: Bundle) -> dict[str, Any]:
+    graph = bundle.model.graph
+    infos = graph.infos()
+    weights = bundle.model.weights
+    layers = []
+    for i, node in enumerate(graph.nodes):
+        layers.append({
+            "id": i, "name": node.name,
+            "type": node.op if node.package == DEFAULT_PACKAGE else f"{node.package}::{node.op}",
+            "inputs": [x for x in node.inputs if x],
+            "outputs": list(node.outputs),
+            "output_dims": [_dims(infos.get(o)) for o in node.outputs],
+            "parameters": node.kwargs,
+            "macs": macs(node, graph, weights),
+        })
+    udos = sorted({f"{n.package}::{n.op}" for n in graph.nodes if n.package != DEFAULT_PACKAGE})
+    return {
+        "name": graph.name,
+        "producer": bundle.meta.get("producer"),
+        "inputs": [{"name": t.name, "dims": _dims(t), "type": t.dtype} for t in graph.inputs],
+        "outputs": [{"name": t.name, "dims": _dims(t), "type": t.dtype} for t in graph.outputs],
+        "layers": layers,
+        "total_parameters": int(sum(a.size for a in weights.values())),
+        "total_macs": int(sum(layer["macs"] for layer in layers)),
+        "udos": udos,
+        "records": bundle.meta.get("records", []),
+        "parts": sorted(bundle.parts),
+    }
+
+
+def _dims(info: Any) -> list[Any] | None:
+    return None if info is None or info.shape is None else list(info.shape)
+
+
+def _shape(name: str, infos: dict[str, Any], weights: dict[str, Any]) -> tuple[int, ...] | None:
+    if name in weights:
+        return tuple(weights[name].shape)
+    info = infos.get(name)
+    return info.static_shape if info is not None else None
+
+
+def macs(node: Node, graph: Graph, weights: Any) -> int:
+    """Multiply-accumulates of a conv, gemm or matmul node (0 for others or unknown shapes)."""
+    infos = graph.infos()
+    out = _shape(node.outputs[0], infos, weights) if node.outputs else None
+    if out is None:
+        return 0
+    if node.op in ("Conv", "ConvTranspose") and len(node.inputs) > 1:
+        w = _shape(node.inputs[1], infos, weights)
+        x = _shape(node.inputs[0], infos, weights)
+        if w is None or x is None:
+            return 0
+        # Conv: each output element sums Cin/group x kernel products; ConvTranspose: each input
+        # element is spread over Cout/group x kernel outputs
+        return math.prod(out) * math.prod(w[1:]) if node.op == "Conv" \
+            else math.prod(x) * math.prod(w[1:])
+    if node.op in ("Gemm", "MatMul"):
+        a = _shape(node.inputs[0], infos, weights)
+        if a is None:
+            return 0
+        k = a[0] if node.op == "Gemm" and node.attr("transA", 0) else a[-1]
+        return math.prod(out) * k
+    return 0

@@ -1,0 +1,298 @@
+"""ONNX -> the graph IR: checked, shape-inferred, at one opset, custom nodes validated.
+
+1. `onnx.checker`, then the version converter to opset 17 (every standard node then has opset-17
+   semantics), input dimension overrides, and shape inference.
+2. Constants become weights: initializers, `Constant` nodes, `ConstantOfShape` of a constant
+   shape and `Shape` of a tensor whose shape is known. `auto_pad` is resolved into explicit pads.
+3. Every standard node must be an op of the emulator's default package. Every custom node
+   (a domain other than the ONNX ones, or an op whose definition says UseDefaultTranslation) is
+   matched to its op definition and validated (`custom.py`): counts, Repeated, mandatory
+   parameters, enumeration names, defaults filled in, datatypes. A mismatch is a UserError
+   naming the node, the op and what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import Problem, UserError, raise_if_any
+from ..ir import Graph, Model, Node, TensorInfo
+from .custom import CustomOps
+
+if TYPE_CHECKING:
+    import onnx
+
+    from ..opdef.model import OpPackageDef
+
+TARGET_OPSET = 17
+ONNX_DOMAINS = ("", "ai.onnx")
+MAX_MODEL_BYTES = 2 << 30  # protobuf's own limit
+POOLS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
+
+
+def load_onnx(path: str | Path) -> onnx.ModelProto:
+    """Parse an ONNX file (no external data: a model is one file), with clear errors."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    from ..source import read_limited
+
+    data = read_limited(path, MAX_MODEL_BYTES, "ONNX model")
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise UserError(f"not an ONNX model: {exc}", file=path,
+                        hint="export the model with torch.onnx.export or similar") from None
+    for init in model.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            raise UserError(f"initializer {init.name} keeps its data in an external file",
+                            file=path, hint="save the model as one file "
+                            "(onnx.save(model, path, save_as_external_data=False))")
+    return model
+
+
+def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
+                opdefs: OpPackageDef | None = None,
+                input_dims: Mapping[str, Sequence[int]] | None = None) -> Model:
+    """The IR model of an ONNX model (see the module docstring)."""
+    proto = _normalize(model, file, input_dims or {})
+    weights = {init.name: _array(init) for init in proto.graph.initializer}
+    infos = _infos(proto)
+    customs = CustomOps(opdefs, file)
+    problems: list[Problem] = []
+    nodes: list[Node] = []
+    names: set[str] = set()
+    for index, proto_node in enumerate(proto.graph.node):
+        name = _unique(proto_node.name or f"{proto_node.op_type}_{index}", names)
+        folded = _fold(proto_node, weights, infos)
+        if folded:
+            continue
+        if customs.claims(proto_node):
+            node = customs.node(proto_node, name, infos, problems)
+        else:
+            node = _standard(proto_node, name, infos, problems, file)
+        if node is not None:
+            nodes.append(node)
+    raise_if_any(problems)
+    constant = set(weights)
+    used = {i for n in nodes for i in n.inputs} | {o.name for o in proto.graph.output}
+    weights = {k: v for k, v in weights.items() if k in used}
+    inputs = tuple(infos[i.name] for i in proto.graph.input if i.name not in constant)
+    outputs = tuple(infos.get(o.name, TensorInfo(o.name, "float32")) for o in proto.graph.output)
+    produced = {o for n in nodes for o in n.outputs}
+    values = tuple(t for name, t in sorted(infos.items())
+                   if name in produced and name not in {o.name for o in outputs})
+    graph = Graph(proto.graph.name or Path(file).stem, inputs, outputs, tuple(nodes), values)
+    return Model(graph, weights)
+
+
+# -- normalization --------------------------------------------------------------------------------
+
+
+def _normalize(model: onnx.ModelProto, file: str,
+               input_dims: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
+    import onnx
+    from onnx import shape_inference, version_converter
+
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise UserError(f"the ONNX checker refuses the model: {_first_line(exc)}",
+                        file=file) from None
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
+    if opset is None:
+        raise UserError("the model imports no ONNX opset", file=file)
+    if opset != TARGET_OPSET:
+        try:
+            model = version_converter.convert_version(model, TARGET_OPSET)
+        except Exception as exc:  # the converter raises bare RuntimeErrors
+            raise UserError(f"cannot convert the model from opset {opset} to {TARGET_OPSET}: "
+                            f"{_first_line(exc)}", file=file) from None
+    if input_dims:
+        model = _override_dims(model, input_dims, file)
+    try:
+        return shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception as exc:  # onnx raises InferenceError or RuntimeError
+        raise UserError(f"shape inference fails: {_first_line(exc)}", file=file) from None
+
+
+def _override_dims(model: onnx.ModelProto, dims: Mapping[str, Sequence[int]],
+                   file: str) -> onnx.ModelProto:
+    import onnx
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    inputs = {i.name: i for i in model.graph.input}
+    for name, shape in dims.items():
+        if name not in inputs:
+            raise UserError(f"input_dimensions names '{name}', which is not a model input",
+                            file=file, hint="model inputs: " + ", ".join(inputs))
+        tensor = inputs[name].type.tensor_type
+        if len(tensor.shape.dim) != len(shape):
+            raise UserError(f"input '{name}' has rank {len(tensor.shape.dim)}, but "
+                            f"input_dimensions gives {len(shape)} dimensions {list(shape)}",
+                            file=file)
+        for dim, size in zip(tensor.shape.dim, shape, strict=True):
+            dim.Clear()
+            dim.dim_value = int(size)
+    del model.graph.value_info[:]  # inferred again for the new dimensions
+    for output in model.graph.output:  # their declared dims may hold the old batch size
+        output.type.tensor_type.ClearField("shape")
+    return model
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
+    out: dict[str, TensorInfo] = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        info = _info(vi)
+        if info is not None:
+            out[vi.name] = info
+    for init in model.graph.initializer:
+        out[init.name] = TensorInfo(init.name, _np_dtype(init.data_type), tuple(init.dims))
+    return out
+
+
+def _info(vi: Any) -> TensorInfo | None:
+    t = vi.type.tensor_type
+    if not t.elem_type:
+        return None
+    shape = None
+    if t.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                      for d in t.shape.dim)
+    return TensorInfo(vi.name, _np_dtype(t.elem_type), shape)
+
+
+def _np_dtype(elem_type: int) -> str:
+    from onnx import helper
+
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+
+
+def _array(tensor: Any) -> np.ndarray:
+    from onnx import numpy_helper
+
+    return np.ascontiguousarray(numpy_helper.to_array(tensor))
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, n = name, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}_{n}"
+    taken.add(candidate)
+    return candidate
+
+
+# -- constants ----------------------------------------------------------------------------------
+
+
+def _fold(node: Any, weights: dict[str, np.ndarray], infos: dict[str, TensorInfo]) -> bool:
+    """Turn a node into weights when its value is known now; True when it was."""
+    from onnx import helper, numpy_helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    value: np.ndarray | None = None
+    if node.domain in ONNX_DOMAINS and node.op_type == "Constant":
+        value = _constant_value(attrs, numpy_helper)
+    elif node.op_type == "ConstantOfShape" and node.input[0] in weights:
+        fill = attrs.get("value")
+        fill_array = numpy_helper.to_array(fill) if fill is not None else np.zeros(1, "float32")
+        value = np.full(tuple(int(d) for d in weights[node.input[0]]), fill_array.reshape(-1)[0],
+                        dtype=fill_array.dtype)
+    elif node.op_type == "Shape" and node.input[0] in infos and not attrs:
+        shape = infos[node.input[0]].static_shape
+        value = None if shape is None else np.array(shape, dtype=np.int64)
+    if value is None:
+        return False
+    weights[node.output[0]] = value
+    infos[node.output[0]] = TensorInfo(node.output[0], value.dtype.name, value.shape)
+    return True
+
+
+def _constant_value(attrs: dict[str, Any], numpy_helper: Any) -> np.ndarray | None:
+    if "value" in attrs:
+        return numpy_helper.to_array(attrs["value"])
+    for key, dtype in (("value_float", np.float32), ("value_int", np.int64)):
+        if key in attrs:
+            return np.array(attrs[key], dtype=dtype)
+    for key, dtype in (("value_floats", np.float32), ("value_ints", np.int64)):
+        if key in attrs:
+            return np.array(list(attrs[key]), dtype=dtype)
+    return None
+
+
+# -- standard nodes -------------------------------------------------------------------------------
+
+
+def _standard(node: Any, name: str, infos: dict[str, TensorInfo], problems: list[Problem],
+              file: str) -> Node | None:
+    from onnx import helper
+
+    from ..htp.default import DEFAULT
+
+    if node.domain not in ONNX_DOMAINS:
+        problems.append(Problem(
+            f"node {name}: op {node.op_type} of domain '{node.domain}' has no op definition",
+            file, hint="add its op config to the recipe's package.ops (or to --opdef)"))
+        return None
+    if node.op_type not in DEFAULT.ops():
+        problems.append(Problem(
+            f"node {name}: op {node.op_type} is not supported by the emulator's default package",
+            file, hint="supported: " + ", ".join(DEFAULT.ops())))
+        return None
+    attrs = {a.name: _attr_value(helper.get_attribute_value(a)) for a in node.attribute}
+    if node.op_type in POOLS and attrs.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        attrs = _explicit_pads(node, name, attrs, infos, problems, file)
+    return Node.make(name, node.op_type, node.input, node.output, attrs)
+
+
+def _attr_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (list, tuple)):
+        return [_attr_value(v) for v in value]
+    if hasattr(value, "dims") and hasattr(value, "data_type"):  # a TensorProto attribute
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(value).tolist()
+    return value
+
+
+def _explicit_pads(node: Any, name: str, attrs: dict[str, Any], infos: dict[str, TensorInfo],
+                   problems: list[Problem], file: str) -> dict[str, Any]:
+    mode = attrs.pop("auto_pad")
+    x = infos.get(node.input[0])
+    shape = x.static_shape if x is not None else None
+    kernel = attrs.get("kernel_shape")
+    if kernel is None and len(node.input) > 1 and node.input[1] in infos:
+        w = infos[node.input[1]].static_shape
+        kernel = list(w[2:]) if w else None
+    if shape is None or kernel is None:
+        problems.append(Problem(f"node {name}: auto_pad {mode} needs the input's shape",
+                                file, hint="give the model static input dimensions"))
+        return attrs
+    spatial = shape[2:]
+    strides = attrs.get("strides") or [1] * len(spatial)
+    dilations = attrs.get("dilations") or [1] * len(spatial)
+    begins, ends = [], []
+    for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+        if mode == "VALID":
+            begins.append(0)
+            ends.append(0)
+            continue
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        small, large = total // 2, total - total // 2
+        begins.append(small if mode == "SAME_UPPER" else large)
+        ends.append(large if mode == "SAME_UPPER" else small)
+    attrs["pads"] = begins + ends
+    return attrs
