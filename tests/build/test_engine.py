@@ -183,15 +183,18 @@ def test_a_failure_stops_the_build_and_poisons_nothing(project: Project) -> None
 
 
 def test_fail_fast_and_keep_going(project: Project) -> None:
-    FAIL.add("package:backend=CPU")
+    # the package and convert kinds are real (no failure injection): fail a stand-in prepare
+    project.write(["sm8550", "sm8650"])
+    FAIL.add("prepare:arch=v73")
     stopped = project.build(code=1)
     status = {a["id"]: a["status"] for a in stopped["actions"]}
-    assert status["package:CPU"] == "failed"
-    assert status["package:HTP"] == "skipped" and status["convert"] == "skipped"
+    assert status["prepare:sm8550/O2/native/default/int8"] == "failed"
+    assert status["prepare:sm8650/O2/native/default/int8"] == "skipped"
     going = project.build("--keep-going", code=1)
     status = {a["id"]: a["status"] for a in going["actions"]}
-    assert status["package:CPU"] == "failed"
-    assert status["package:HTP"] == "built" and status["run:smoke"] == "built"
+    assert status["prepare:sm8550/O2/native/default/int8"] == "failed"
+    assert status["prepare:sm8650/O2/native/default/int8"] == "built"
+    assert status["assemble"] == "skipped" and status["run:smoke"] == "skipped"
 
 
 def test_dry_run_runs_and_writes_nothing(project: Project) -> None:
@@ -238,15 +241,22 @@ def test_the_output_folder_follows_the_recipe(project: Project) -> None:
         ".udo-build-manifest.json", "model/net.udb", "model/net_quantized.encodings.json",
         "model/net_quantized.udb", "opdef/SoftplusPackage.json",
         "opdef/SoftplusPackageCpu.json", "opdef/SoftplusPackageHtp.json",
-        "packages/CPU/Makefile", "packages/CPU/src/ops.cpp",
-        "packages/HTP/Makefile", "packages/HTP/src/ops.cpp"]
+        *(f"packages/SoftplusPackageCpu/{f}" for f in (
+            "Makefile", "config/softplus.xml", "config/swish.json",
+            "include/SoftplusPackageCpu.hpp", "makefiles/Makefile.android-aarch64",
+            "makefiles/Makefile.linux-x86_64", "package.json",
+            "src/SoftplusPackageCpuInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp")),
+        *(f"packages/SoftplusPackageHtp/{f}" for f in (
+            "Makefile", "config/softplus.xml", "config/swish.json",
+            "include/SoftplusPackageHtp.hpp", "package.json",
+            "src/SoftplusPackageHtpInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp"))]
     (project.out / "notes.txt").write_text("mine")
     project.recipe.write_text(project.recipe.read_text().replace("[CPU, HTP]", "[HTP]"))
     project.build()
-    assert not (project.out / "packages/CPU").exists()
+    assert not (project.out / "packages/SoftplusPackageCpu").exists()
     assert not (project.out / "opdef/SoftplusPackageCpu.json").exists()
     assert (project.out / "notes.txt").read_text() == "mine"
-    assert (project.out / "packages/HTP/Makefile").exists()
+    assert (project.out / "packages/SoftplusPackageHtp/Makefile").exists()
 
 
 def test_parallel_workers_build_the_same(project: Project) -> None:

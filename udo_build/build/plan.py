@@ -142,11 +142,13 @@ def _plan_package(plan: Plan, recipe: Recipe) -> None:
     ))
     htp_archs = sorted({t.soc.arch for t in recipe.targets}, key=lambda a: int(a[1:]))
     with_kernels = [op.kernels is not None for op in spec.ops]
+    names = [op.config.name for op in spec.ops]  # the packages copy the configs by these names
     for backend in spec.backends:
         archs = {"DSP": list(spec.dsp_arch), "HTP": htp_archs}.get(backend, [])
         plan.add(PlannedAction(
             f"package:{backend}", "package",
-            {"backend": backend, "archs": archs, "with_kernels": with_kernels},
+            {"backend": backend, "archs": archs, "with_kernels": with_kernels,
+             "config_names": names},
             {"opdef": Dep("opdef", backend), "origins": Dep("opdef", "origins"), **configs},
             f"{backend} op package",
         ))

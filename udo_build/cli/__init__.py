@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("explain", "say why each action of a recipe would run, against its last build"),
     "validate": ("validate", "check a recipe and every op config it names; print the targets"),
     "opdef": ("opdef", "op configs: show the normalized definition of an XML or JSON config"),
+    "package": ("package", "generate op packages from op configs, without a recipe"),
     "store": ("store", "inspect and maintain the artifact store: stats, verify, gc, ls"),
     "convert": ("convert", "convert an ONNX model (with custom ops) to a bundle, without a recipe"),
     "run": ("run", "run a bundle on the emulator over an input list, writing its outputs"),

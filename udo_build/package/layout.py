@@ -1,0 +1,167 @@
+"""Which files a package has and which libraries its Makefile builds, per backend.
+
+    every backend   Makefile, package.json, config/<file>, include/<Pkg>.hpp,
+                    src/<Pkg>Interface.cpp, src/ops/<Op>.cpp, emulator/<Base>_kernels.py (stubs)
+    CPU             makefiles/Makefile.linux-x86_64, makefiles/Makefile.android-aarch64; targets
+                    cpu_x86, cpu_android
+    GPU             src/kernels/<Op>.cl (embedded into the library at build time); gpu_android
+    HTP             targets htp_x86 (host-side prepare), htp_<arch> per dsp arch, htp_aarch64
+    DSP             v68 and later: the HTP layout, targets dsp_x86, dsp_<arch>, dsp_aarch64;
+                    v65/v66: src/dsp_v65_v66/ (its own interface, one library per op), dsp_<arch>
+
+A DSP package for v65/v66 only has no src/<Pkg>Interface.cpp or src/ops/: its sources live under
+src/dsp_v65_v66/ whatever other arches are listed, so adding v68 never moves a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .tables import Toolchain, split_archs, toolchain
+from .views import OpView
+
+LEGACY_DIR = "src/dsp_v65_v66"
+
+
+@dataclass(frozen=True)
+class Lib:
+    """One shared library a Makefile target builds."""
+
+    output: str
+    sources: tuple[str, ...]
+    platform: str  # x86 | aarch64 | v73 ...
+
+    @property
+    def toolchain(self) -> Toolchain:
+        return toolchain(self.platform)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    comment: str
+    libs: tuple[Lib, ...]
+    makefile: str = "Makefile"  # the file holding its rules (CPU: one per platform)
+
+
+@dataclass(frozen=True)
+class Embed:
+    """An OpenCL kernel embedded into a generated C++ source at build time."""
+
+    output: str
+    source: str
+    symbol: str
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A file rendered from a template with extra context (e.g. the op)."""
+
+    path: str
+    template: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Layout:
+    files: tuple[Rendered, ...]
+    targets: tuple[Target, ...]
+    embeds: tuple[Embed, ...] = ()
+    includes: tuple[str, ...] = ()  # include folders of the backend's SDK headers
+    notes: tuple[str, ...] = ()  # said at the top of the Makefile
+    makefile: str = "common/Makefile.j2"  # the template of the top Makefile
+
+
+def layout(name: str, backend: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+    return BACKEND_LAYOUTS[backend](name, archs, ops)
+
+
+def _sources(name: str, ops: tuple[OpView, ...], folder: str = "src") -> list[Rendered]:
+    return [Rendered(f"{folder}/{name}Interface.cpp", "{family}/interface.cpp.j2"),
+            *(Rendered(f"{folder}/ops/{op.name}.cpp", "{family}/op.cpp.j2", {"op": op})
+              for op in ops)]
+
+
+def _family(files: list[Rendered], family: str) -> list[Rendered]:
+    return [Rendered(f.path, f.template.format(family=family), f.context) for f in files]
+
+
+def _one_lib(name: str, platform: str, sources: tuple[str, ...]) -> Lib:
+    return Lib(f"{toolchain(platform).folder}/lib{name}.so", sources, platform)
+
+
+def _htp_style(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...], prefix: str
+               ) -> tuple[list[Rendered], list[Target]]:
+    files = _family(_sources(name, ops), "htp")
+    sources = tuple(f.path for f in files)
+    targets = [Target(f"{prefix}_x86", "host-side library for offline prepare (x86-64 Linux)",
+                      (_one_lib(name, "x86", sources),))]
+    targets += [Target(f"{prefix}_{arch}", f"the library the HTP runs ({arch})",
+                       (_one_lib(name, arch, sources),)) for arch in archs]
+    targets.append(Target(f"{prefix}_aarch64", "library for online prepare on the device "
+                          "(Android aarch64)", (_one_lib(name, "aarch64", sources),)))
+    return files, targets
+
+
+def _htp(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+    _, hexagon = split_archs(archs)
+    files, targets = _htp_style(name, hexagon, ops, "htp")
+    notes = () if hexagon else ("no dsp arch was given: add SoCs to the recipe's prepare "
+                                "matrix (or --arch) for htp_<arch> targets",)
+    return Layout(tuple(files), tuple(targets), includes=("HTP",), notes=notes)
+
+
+def _dsp(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+    legacy, hexagon = split_archs(archs)
+    files: list[Rendered] = []
+    targets: list[Target] = []
+    if hexagon or not legacy:
+        files, targets = _htp_style(name, hexagon, ops, "dsp")
+    if legacy:
+        part = _family(_sources(name, ops, LEGACY_DIR), "dsp")
+        files += part
+        interface, op_files = part[0].path, part[1:]
+        older = []
+        for arch in legacy:
+            folder = toolchain(arch).folder
+            libs = [Lib(f"{folder}/lib{name}.so", (interface,), arch)]
+            libs += [Lib(f"{folder}/lib{name}_{f.context['op'].name}.so", (f.path,), arch)
+                     for f in op_files]
+            older.append(Target(f"dsp_{arch}", f"the registration library and one "
+                                f"implementation library per op ({arch})", tuple(libs)))
+        at = 1 if targets else 0  # in arch order: after dsp_x86, before dsp_v68 and later
+        targets[at:at] = older
+    return Layout(tuple(files), tuple(targets), includes=("DSP", "HTP"))
+
+
+def _cpu(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+    files = _family(_sources(name, ops), "cpu")
+    sources = tuple(f.path for f in files)
+    targets = (
+        Target("cpu_x86", "x86-64 Linux", (_one_lib(name, "x86", sources),),
+               "makefiles/Makefile.linux-x86_64"),
+        Target("cpu_android", "Android aarch64", (_one_lib(name, "aarch64", sources),),
+               "makefiles/Makefile.android-aarch64"),
+    )
+    files += [Rendered(t.makefile, "cpu/Makefile.platform.j2", {"target": t}) for t in targets]
+    return Layout(tuple(files), targets, includes=("CPU",), makefile="cpu/Makefile.j2")
+
+
+def _gpu(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+    files = _family(_sources(name, ops), "gpu")
+    files += [Rendered(f"src/kernels/{op.name}.cl", "gpu/kernel.cl.j2", {"op": op})
+              for op in ops]
+    embeds = tuple(Embed(f"build/gen/{op.name}_cl.cpp", f"src/kernels/{op.name}.cl",
+                         f"k{op.name}KernelSource") for op in ops)
+    sources = (*(f.path for f in files if f.path.endswith(".cpp")),
+               *(e.output for e in embeds))
+    targets = (Target("gpu_android", "Android aarch64 (Adreno GPU)",
+                      (_one_lib(name, "aarch64", sources),)),)
+    return Layout(tuple(files), targets, embeds, includes=("GPU",))
+
+
+BACKEND_LAYOUTS: dict[str, Callable[[str, tuple[str, ...], tuple[OpView, ...]], Layout]] = {
+    "CPU": _cpu, "GPU": _gpu, "DSP": _dsp, "HTP": _htp,
+}

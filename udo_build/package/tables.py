@@ -1,0 +1,111 @@
+"""The mapping tables of the generator: datatypes to C++/OpenCL/Python types, arches to build
+targets. Rules are data: the templates read these, they never spell a mapping themselves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DType:
+    """How one op-definition datatype appears in generated code."""
+
+    name: str  # FLOAT_32
+    c: str  # the C element type of a value (defaults, static arrays)
+    field: str  # the member of Qnn_Scalar_t holding a scalar of this type
+    literal: str  # how a value is written: float | double | half | int | bool | string
+    htp: str  # the HTP tensor type of a tensor of this type ("Tensor": the generic one)
+    cl: str  # the OpenCL C element type
+    py: str  # the Python type of a scalar parameter
+
+    @property
+    def qnn(self) -> str:
+        return f"QNN_DATATYPE_{self.name}"
+
+
+def _int(name: str, c: str, field: str, htp: str = "Tensor", cl: str = "int") -> DType:
+    # the emulator's kernels see fixed-point values as the real numbers they stand for
+    return DType(name, c, field, "int", htp, cl, "float" if "FIXED" in name else "int")
+
+
+DTYPES: dict[str, DType] = {d.name: d for d in (
+    DType("FLOAT_32", "float", "floatValue", "float", "PlainFloatTensor", "float", "float"),
+    DType("FLOAT_16", "uint16_t", "floatValue", "half", "PlainFloat16Tensor", "half", "float"),
+    DType("FLOAT_64", "double", "doubleValue", "double", "Tensor", "double", "float"),
+    _int("INT_8", "int8_t", "int8Value", cl="char"),
+    _int("INT_16", "int16_t", "int16Value", cl="short"),
+    _int("INT_32", "int32_t", "int32Value", "Int32Tensor"),
+    _int("INT_64", "int64_t", "int64Value", cl="long"),
+    _int("UINT_8", "uint8_t", "uint8Value", cl="uchar"),
+    _int("UINT_16", "uint16_t", "uint16Value", cl="ushort"),
+    _int("UINT_32", "uint32_t", "uint32Value", cl="uint"),
+    _int("UINT_64", "uint64_t", "uint64Value", cl="ulong"),
+    _int("SFIXED_POINT_4", "int8_t", "int8Value", cl="char"),
+    _int("SFIXED_POINT_8", "int8_t", "int8Value", "QuantInt8Tensor", "char"),
+    _int("SFIXED_POINT_16", "int16_t", "int16Value", "QuantInt16Tensor", "short"),
+    _int("SFIXED_POINT_32", "int32_t", "int32Value", "QuantInt32Tensor"),
+    _int("UFIXED_POINT_4", "uint8_t", "uint8Value", cl="uchar"),
+    _int("UFIXED_POINT_8", "uint8_t", "uint8Value", "QuantUint8Tensor", "uchar"),
+    _int("UFIXED_POINT_16", "uint16_t", "uint16Value", "QuantUint16Tensor", "ushort"),
+    _int("UFIXED_POINT_32", "uint32_t", "uint32Value", cl="uint"),
+    DType("BOOL_8", "uint8_t", "bool8Value", "bool", "Tensor", "uchar", "bool"),
+    DType("STRING", "const char*", "stringValue", "string", "Tensor", "char", "str"),
+)}
+
+# a real-valued default of a fixed-point datatype is kept as a float (it is not quantized here)
+REAL_VALUED = DTYPES["FLOAT_32"]
+
+GENERIC_TENSOR = "Tensor"
+
+
+def dtype(name: str) -> DType:
+    return DTYPES[name]
+
+
+# -- HTP registration: the generic implementation is the slow fallback, typed ones are cheaper --
+
+@dataclass(frozen=True)
+class Registration:
+    types: tuple[str, ...]  # template arguments (empty: not a template)
+    cost: str  # GLACIAL | SNAIL | FAST | FREE
+    flags: tuple[str, ...]
+
+
+def registration(types: tuple[str, ...], all_generic: bool) -> Registration:
+    if all_generic:
+        return Registration(types, "GLACIAL", ())
+    return Registration(types, "SNAIL", ("Flags::RESOURCE_HVX",))
+
+
+# -- arches and toolchains ----------------------------------------------------------------------
+
+LEGACY_DSP_ARCHS = ("v65", "v66")  # the DSP before the HTP: one implementation library per op
+
+
+def arch_number(arch: str) -> int:
+    return int(arch[1:])
+
+
+def split_archs(archs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(v65/v66 arches, v68-and-later arches), each sorted by number."""
+    ordered = sorted(set(archs), key=arch_number)
+    return (tuple(a for a in ordered if a in LEGACY_DSP_ARCHS),
+            tuple(a for a in ordered if a not in LEGACY_DSP_ARCHS))
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    compiler: str  # the make variable naming the compiler
+    folder: str  # the build folder of its libraries
+    flags: str
+    includes: str = ""  # make variables of extra include folders
+
+
+def toolchain(platform: str) -> Toolchain:
+    """x86 (host), aarch64 (Android) or a hexagon arch such as v73."""
+    if platform == "x86":
+        return Toolchain("X86_CXX", "build/x86_64-linux-clang", "")
+    if platform == "aarch64":
+        return Toolchain("ANDROID_CXX", "build/aarch64-android", "")
+    return Toolchain("HEXAGON_CXX", f"build/hexagon-{platform}",
+                     f"-m{platform} -mhvx -mhvx-length=128B", "$(HEXAGON_INCLUDES)")
