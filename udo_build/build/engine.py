@@ -7,6 +7,9 @@ cut-off for free: an upstream action that rebuilds to the same bytes leaves its 
 Actions run in worker processes (`-j N`), or in this process for `-j 1`. Fail-fast by default:
 after a failure nothing new starts, and what was running finishes; `keep_going` builds everything
 that does not depend on a failure. Actions with equal keys in one build run once.
+
+With a remote tier, a local miss is looked up there in the background; a hit counts at once while
+its blobs download (`_settle`); an action whose blobs could not be had runs here, and what follows.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ STATUSES = ("built", "cached", "failed", "skipped")
 @dataclass
 class ActionState:
     action: PlannedAction
-    status: str = "pending"  # pending | running | built | cached | failed | skipped
+    status: str = "pending"  # pending | running | waiting | built | cached | failed | skipped
     key: str | None = None
     inputs: dict[str, str] = field(default_factory=dict)  # input name -> digest
     result: ActionResult | None = None
@@ -43,6 +46,7 @@ class ActionState:
     cause: ActionState | None = None  # for a skip: the action that is not built
     would_run: bool = False  # dry run: this action would execute
     retries: int = 0  # times rescheduled because an input blob was corrupt
+    origin: str = ""  # for a cached action: "local" or "remote" (the tier that had it)
 
     @property
     def id(self) -> str:
@@ -61,6 +65,7 @@ class Options:
     jobs: int = 0  # 0: the number of cores
     keep_going: bool = False
     dry_run: bool = False
+    remote: str = "fetch"  # the remote tier, if any: "fetch" hits, "peek" (entries only), "off"
 
 
 class Engine:
@@ -77,6 +82,10 @@ class Engine:
         self._pool: cf.ProcessPoolExecutor | None = None
         self._running: dict[cf.Future[Any], list[ActionState]] = {}
         self._by_key: dict[str, cf.Future[Any]] = {}
+        self._fetching: set[cf.Future[Any]] = set()  # lookups in the remote tier
+        self._downloads: dict[cf.Future[Any], list[ActionState]] = {}  # blobs of remote hits
+        self._waiting: list[list[ActionState]] = []  # misses that run once those are stored
+        self._local_only: set[str] = set()  # keys whose remote blobs could not be had
 
     # -- resolving keys ---------------------------------------------------------------------------
 
@@ -124,6 +133,10 @@ class Engine:
         try:
             while True:
                 progressed = self._schedule_ready()
+                if self._downloads and not self._fetching and (
+                        self._waiting or not (progressed or self._running)):
+                    self._settle()
+                    continue
                 if not self._running:
                     if not progressed:
                         break
@@ -176,20 +189,73 @@ class Engine:
             return
         key = self.resolve(state, kind)
         assert key is not None  # every dependency is done
-        hit = self.store.ac.get(key)
+        hit, state.origin = self.store.lookup(key)
         if hit is not None:
             state.result = hit
             self._finish(state, "cached")
-        elif self.options.dry_run:
-            state.would_run = True
-            self._finish(state, "skipped", reason="would run: no cache entry for its key")
         elif key in self._by_key:
             self._running[self._by_key[key]].append(state)  # same key: one execution
             state.status = "running"
-        else:
-            self._submit(state, kind)
+        elif not self._fetch(state, key):
+            self._miss([state], kind)
 
-    def _submit(self, state: ActionState, kind: ActionKind) -> None:
+    def _fetch(self, state: ActionState, key: str) -> bool:
+        """Look the key up in the remote tier, in the background; False: no remote to ask."""
+        if self.options.remote == "off" or key in self._local_only:
+            return False
+        future = self.store.fetch(key, peek=self.options.remote == "peek")
+        if future is None:
+            return False
+        state.status, state.started = "running", time.perf_counter()
+        self._running[future] = [state]
+        self._by_key[key] = future
+        self._fetching.add(future)
+        return True
+
+    def _miss(self, states: list[ActionState], kind: ActionKind) -> None:
+        """No cache has their key: run the first (once downloads of inputs are done)."""
+        if self.options.dry_run:
+            for state in states:
+                state.would_run = True
+                self._finish(state, "skipped", reason="would run: no cache entry for its key")
+        elif self._downloads:
+            for state in states:
+                state.status = "waiting"
+            self._waiting.append(states)
+        else:
+            self._submit(states[0], kind, states[1:])
+
+    def _settle(self) -> None:
+        """Wait for the blobs of the remote hits (no lookup is in flight now). An action whose
+        blobs could not be had runs here, and what depends on it is resolved again; then the
+        actions that waited for the downloads run."""
+        downloads, self._downloads = self._downloads, {}
+        for future, states in downloads.items():
+            if not future.result():
+                self._local_only.add(states[0].key or "")
+                for state in states:
+                    self._reset(state)
+        waiting, self._waiting = self._waiting, []
+        for states in waiting:
+            states = [s for s in states if s.status == "waiting"]
+            if states and self.stopping:
+                for state in states:
+                    self._finish(state, "skipped", reason="the build stopped after a failure")
+            elif states:
+                self._submit(states[0], get_kind(states[0].action.kind), states[1:])
+
+    def _reset(self, state: ActionState) -> None:
+        """Make an action and what follows it pending again (none runs: see `_miss`)."""
+        todo = [state]
+        while todo:
+            st = todo.pop()
+            if st.status != "pending":
+                st.status, st.result, st.key, st.origin, st.reason = "pending", None, None, "", ""
+                todo += [s for s in self.states.values() if st.id in s.action.deps]
+
+    def _submit(self, state: ActionState, kind: ActionKind | None,
+                others: list[ActionState] | None = None) -> None:
+        assert kind is not None
         action = state.action
         sources = {n: str(i.path) for n, i in action.inputs.items() if isinstance(i, Source)}
         blobs = {n: (state.inputs[n], self._output_type(i)) for n, i in action.inputs.items()
@@ -211,7 +277,7 @@ class Engine:
         else:
             future = self._executor().submit(execute, *args)
         state.started = started
-        self._running[future] = [state]
+        self._running[future] = [state, *(others or [])]
         self._by_key[state.key or ""] = future
         if future.done():  # ran in this process: record it before starting anything else
             self._collect({future})
@@ -230,9 +296,29 @@ class Engine:
                                                 initargs=(os.getpid(),))
         return self._pool
 
+    def _collected_fetch(self, future: cf.Future[Any], states: list[ActionState]) -> None:
+        """A remote hit is cached at once (its blobs download meanwhile); a miss runs."""
+        self._fetching.discard(future)
+        self._by_key.pop(states[0].key or "", None)
+        fetched = future.result()
+        if fetched is None:
+            kind = get_kind(states[0].action.kind)
+            assert kind is not None
+            self._miss(states, kind)
+            return
+        result, blobs = fetched
+        if blobs is not None:
+            self._downloads[blobs] = states
+        for state in states:
+            state.result, state.origin = result, "remote"
+            self._finish(state, "cached")
+
     def _collect(self, finished: set[cf.Future[Any]]) -> None:
         for future in finished:
             states = self._running.pop(future)
+            if future in self._fetching:
+                self._collected_fetch(future, states)
+                continue
             elapsed = time.perf_counter() - states[0].started
             try:
                 doc, executed = future.result()
@@ -250,6 +336,8 @@ class Engine:
                     self.stopping = True
                 continue
             result = ActionResult.from_json(doc)
+            if executed and result is not None:
+                self.store.publish(result)
             for i, state in enumerate(states):
                 state.result = result
                 status = "built" if executed and i == 0 else "cached"

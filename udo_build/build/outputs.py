@@ -20,6 +20,8 @@ from ..store import ActionResult, Store
 from ..store.atomic import write_atomic
 
 MANIFEST = ".udo-build-manifest.json"
+PARALLEL_BYTES = 8 << 20  # write files in WRITERS threads when there is more than this
+WRITERS = 4
 
 
 @dataclass
@@ -66,15 +68,11 @@ def materialize(store: Store, folder: Path, results: list[Published], *,
     manifest = folder / MANIFEST
     old = _read_manifest(manifest)
     sync = Sync()
-    for rel, (digest, size, executable) in files.items():
-        dest = folder / rel
-        if old.get(rel) == digest and _size(dest) == size:
-            sync.unchanged += 1
-            continue
-        if not store.cas.materialize(digest, dest, executable=executable):
-            raise UserError(f"the content of {rel} is missing from the store",
-                            hint="run 'udo-build store verify --repair' and build again")
-        sync.written += 1
+    todo = [(rel, spec) for rel, spec in files.items()
+            if not (old.get(rel) == spec[0] and _size(folder / rel) == spec[1])]
+    sync.unchanged = len(files) - len(todo)
+    _write_files(store, folder, todo)
+    sync.written = len(todo)
     keep = {rel: spec[0] for rel, spec in files.items()}
     if not prune:
         keep = {**old, **keep}
@@ -89,6 +87,26 @@ def materialize(store: Store, folder: Path, results: list[Published], *,
         write_atomic(manifest, json.dumps(data, indent=1).encode(), readonly=False,
                      durable=False)
     return sync
+
+
+def _write_files(store: Store, folder: Path, todo: list[tuple[str, FileSpec]]) -> None:
+    """Write files from the store; several at once when there is much to write (reading,
+    decompressing, verifying and writing release the GIL: a fresh checkout fed by a remote
+    cache writes its whole output folder)."""
+    def write(item: tuple[str, FileSpec]) -> None:
+        rel, (digest, _, executable) = item
+        if not store.cas.materialize(digest, folder / rel, executable=executable):
+            raise UserError(f"the content of {rel} is missing from the store",
+                            hint="run 'udo-build store verify --repair' and build again")
+
+    if len(todo) < 2 or sum(max(spec[1], 0) for _, spec in todo) < PARALLEL_BYTES:
+        for item in todo:
+            write(item)
+        return
+    import concurrent.futures as cf
+
+    with cf.ThreadPoolExecutor(WRITERS, thread_name_prefix="udo-build-out") as pool:
+        list(pool.map(write, todo))
 
 
 def _size(path: Path) -> int | None:

@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "opdef": ("opdef", "op configs: show the normalized definition of an XML or JSON config"),
     "package": ("package", "generate op packages from op configs, without a recipe"),
     "store": ("store", "inspect and maintain the artifact store: stats, verify, gc, ls"),
+    "cache": ("cache", "move a recipe's artifacts to (push) or from (pull) the remote cache"),
+    "key": ("key", "signing keys for the remote cache: generate one, show its public key"),
     "convert": ("convert", "convert an ONNX model (with custom ops) to a bundle, without a recipe"),
     "run": ("run", "run a bundle on the emulator over an input list, writing its outputs"),
     "info": ("info", "show what a bundle holds: layers, inputs, parameters, MACs, UDOs, records"),

@@ -1,7 +1,9 @@
 """`udo-build [build] RECIPE [ACTION-ID ...]`: build what is stale, reuse what is cached.
 
 Prints a summary (built / cached / failed / skipped, hit rate, time); with --json exactly one
-JSON object. --dry-run plans and says what would run and why, running nothing.
+JSON object. --dry-run plans and says what would run and why, running nothing. With a remote
+cache (--remote, or configured: see cli/remote.py) local misses are looked up there, and with
+--remote-upload or --ci what this build makes is uploaded.
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ from ..errors import (
     UserError,
     display_path,
 )
+from .remote import (
+    add_remote_arguments,
+    open_remote,
+    remote_line,
+    remote_summary,
+    upload_wanted,
+)
 from .reporter import Reporter
 
 
@@ -37,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="after a failure, build everything that does not depend on it")
     parser.add_argument("-n", "--dry-run", action="store_true",
                         help="say what would run and why; run nothing, write nothing")
+    add_remote_arguments(parser, upload=True)
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,36 +62,50 @@ def _jobs(text: str) -> int:
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
+    from ..store import Store, default_store_path
+
+    started = time.perf_counter()
+    store = Store(default_store_path(args.store))
+    try:
+        with store.build_lock():
+            recipe, states, out = _build(store, args, rep)
+            store.finish(count=not args.dry_run)
+        summary = _summary(recipe.name, recipe.path, store.root, out, states, args.dry_run,
+                           time.perf_counter() - started)
+        summary["remote"] = remote_summary(store)
+    finally:
+        store.close()
+    _report(rep, summary, states, args.debug)
+    return _exit_code(states)
+
+
+def _build(store: Any, args: argparse.Namespace,
+           rep: Reporter) -> tuple[Any, dict[str, Any], Path]:
     from ..build.engine import Engine, Options
     from ..build.history import save_history
     from ..build.outputs import materialize
     from ..build.plan import plan_recipe
     from ..recipe import load_recipe
-    from ..store import Store, default_store_path
 
-    started = time.perf_counter()
-    store = Store(default_store_path(args.store))
-    with store.build_lock():
-        diag = Diagnostics()
-        recipe = load_recipe(args.recipe, diag, checked=store.root / "checked")
-        for warning in diag.warnings:
-            rep.warning(warning)
-        full = plan_recipe(recipe)
-        plan = full.select(args.targets) if args.targets else full
-        options = Options(jobs=args.jobs, keep_going=args.keep_going, dry_run=args.dry_run)
-        with rep.progress(len(plan.actions)) as progress:
-            states = Engine(store, plan, options, progress.update).run()
-        out = Path(args.out) if args.out else Path("out") / recipe.name
-        if not args.dry_run:
-            save_history(store, recipe.path, recipe.name, states, list(full.actions))
-            results = [(s.result, s.action.published(s.result)) for s in states.values()
-                       if s.result is not None]
-            if results or (out / ".udo-build-manifest.json").exists():
-                materialize(store, out, results, prune=not args.targets)
-    summary = _summary(recipe.name, recipe.path, store.root, out, states, args.dry_run,
-                       time.perf_counter() - started)
-    _report(rep, summary, states, args.debug)
-    return _exit_code(states)
+    diag = Diagnostics()
+    recipe = load_recipe(args.recipe, diag, checked=store.root / "checked")
+    for warning in diag.warnings:
+        rep.warning(warning)
+    open_remote(args, store, recipe.path.parent, rep, upload=upload_wanted(args))
+    full = plan_recipe(recipe)
+    plan = full.select(args.targets) if args.targets else full
+    options = Options(jobs=args.jobs, keep_going=args.keep_going, dry_run=args.dry_run,
+                      remote="peek" if args.dry_run else "fetch")
+    with rep.progress(len(plan.actions)) as progress:
+        states = Engine(store, plan, options, progress.update).run()
+    out = Path(args.out) if args.out else Path("out") / recipe.name
+    if not args.dry_run:
+        save_history(store, recipe.path, recipe.name, states, list(full.actions))
+        results = [(s.result, s.action.published(s.result)) for s in states.values()
+                   if s.result is not None]
+        if results or (out / ".udo-build-manifest.json").exists():
+            materialize(store, out, results, prune=not args.targets)
+    return recipe, states, out
 
 
 def _summary(name: str, path: Path, store: Path, out: Path, states: dict[str, Any],
@@ -93,6 +117,8 @@ def _summary(name: str, path: Path, store: Path, out: Path, states: dict[str, An
     for st in states.values():
         row: dict[str, Any] = {"id": st.id, "kind": st.action.kind, "status": st.status,
                                "key": st.key, "seconds": round(st.seconds, 4)}
+        if st.status == "cached" and st.origin:
+            row["source"] = st.origin
         if st.reason:
             row["reason"] = st.reason
         if dry_run:
@@ -150,6 +176,8 @@ def _report(rep: Reporter, summary: dict[str, Any], states: dict[str, Any], debu
     if unavailable:
         rep.line(f"  not available yet in this udo-build: {', '.join(unavailable)} (those "
                  "actions and what needs them are skipped)")
+    if summary["remote"]:
+        rep.line(f"  {remote_line(summary['remote'])}")
     if summary["out"] and not summary["dry_run"]:
         rep.line(f"  outputs in {summary['out']}")
 

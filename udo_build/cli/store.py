@@ -119,6 +119,7 @@ def _stats(store: Any, args: argparse.Namespace, rep: Reporter) -> int:
     rows += [("quarantine", f"{st.quarantined} files ({human_size(st.quarantine_bytes)})"),
              ("temporary files", f"{st.stale_temporary} stale"),
              ("lock files", str(st.lock_files))]
+    rows += _cache_rows(st.cache)
     rep.facts(rows)
     if st.recipes:
         now = time.time()
@@ -126,6 +127,28 @@ def _stats(store: Any, args: argparse.Namespace, rep: Reporter) -> int:
                   [[r["name"], r["recipe"], _ago(now, r["updated"]), r["actions"]]
                    for r in st.recipes])
     return 0
+
+
+def _cache_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
+    """The builds' cache counters (store/stats.json), as rows of `store stats`."""
+    if not c.get("builds") and not c.get("bytes_uploaded") and not c.get("bytes_downloaded"):
+        return [("cache lookups", "none counted yet")]
+    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(c["since"])) if c["since"] else "?"
+    rows = [("builds counted", f"{c['builds']} since {since}"),
+            ("local cache", f"{c['local_hits']} hits, {c['local_misses']} misses")]
+    incomplete = f" ({c['remote_incomplete']} incomplete)" if c["remote_incomplete"] else ""
+    rows.append(("remote cache", f"{c['remote_hits']} hits, {c['remote_misses']} misses"
+                 f"{incomplete}; {human_size(c['bytes_downloaded'])} downloaded in "
+                 f"{_count(c['blobs_downloaded'], 'blob')}"))
+    rows.append(("uploaded", f"{_count(c['entries_uploaded'], 'entry')}, "
+                 f"{_count(c['blobs_uploaded'], 'blob')}, {human_size(c['bytes_uploaded'])}"))
+    kinds = ", ".join(f"{why} {n}" for why, n in c["rejected"].items())
+    rows.append(("refused from remote",
+                 f"{c['rejected_total']}" + (f" ({kinds})" if kinds else "")))
+    if c["remote_errors"] or c["remote_disabled"]:
+        rows.append(("remote failures", f"{_count(c['remote_errors'], 'failed request')}; "
+                     f"disabled in {_count(c['remote_disabled'], 'build')}"))
+    return rows
 
 
 # -- verify ---------------------------------------------------------------------------------------

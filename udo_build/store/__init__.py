@@ -10,18 +10,29 @@ Layout of a store folder (default `./store`, or `--store DIR`, or `UDO_BUILD_STO
     gc.lock               shared by builds, exclusive for gc
     quarantine/           blobs whose bytes did not match their name
     filecache.sqlite      digests of source files by (path, device, inode, size, mtime)
+    stats.json            cache counters of the builds on this store (`store stats`)
+
+A store may have a remote tier (`attach_remote`, see `remote`): after a local miss (`lookup`),
+`fetch` asks the remote, and `publish` uploads what a build made.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from .ac import ActionCache, ActionResult, Output
 from .cas import BlobRef, Cas
+from .counters import Counters, save_counters
 from .filecache import FileDigests
 from .locks import action_lock, store_lock
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from .remote import Fetched, Remote
 
 __all__ = ["ActionResult", "BlobRef", "Output", "Store", "default_store_path"]
 
@@ -41,6 +52,8 @@ class Store:
         self.cas = Cas(self.root)
         self.ac = ActionCache(self.root, self.cas)
         self.files = FileDigests(self.root)
+        self.counters = Counters()
+        self.remote: Remote | None = None
 
     def _check_layout(self, create: bool) -> None:
         marker = self.root / "VERSION"
@@ -75,5 +88,45 @@ class Store:
     def history_dir(self) -> Path:
         return self.root / "history"
 
+    # -- the tiers --------------------------------------------------------------------------------
+
+    def attach_remote(self, remote: Remote | None) -> None:
+        self.remote = remote
+
+    def lookup(self, key: str) -> tuple[ActionResult | None, str]:
+        """(the result for `key` in the local action cache, "local"), or (None, "")."""
+        hit = self.ac.get(key)
+        if hit is not None:
+            self.counters.add(local_hits=1)
+            return hit, "local"
+        self.counters.add(local_misses=1)
+        return None, ""
+
+    def fetch(self, key: str, *, peek: bool = False) -> Future[Fetched | None] | None:
+        """Look `key` up in the remote tier, in a background thread (None when there is no
+        remote tier, or it is disabled). The future gives None on a miss, else the verified
+        result with a future of its blobs (True once they and then the entry are stored
+        locally). With `peek`, only the entry is read and verified (dry runs)."""
+        if self.remote is None:
+            return None
+        return self.remote.fetch_async(key, store=not peek)
+
+    def publish(self, result: ActionResult) -> None:
+        """Share a result this process built (uploaded in the background when a remote tier
+        is attached and writable)."""
+        if self.remote is not None:
+            self.remote.publish(result)
+
+    def finish(self, *, count: bool = True, build: bool = True) -> None:
+        """The end of a build (or a transfer): wait for its uploads; add its counters to
+        `stats.json` (and count it as a build)."""
+        if self.remote is not None:
+            self.remote.wait()
+        if count:
+            self.counters.add(builds=int(build))
+            save_counters(self.root, self.counters)
+
     def close(self) -> None:
+        if self.remote is not None:
+            self.remote.close()
         self.files.close()

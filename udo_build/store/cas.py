@@ -83,8 +83,10 @@ class Cas:
 
     # -- writing ----------------------------------------------------------------------------------
 
-    def put(self, data: bytes) -> BlobRef:
-        digest = sha256_bytes(data)
+    def put(self, data: bytes, *, digest: str | None = None) -> BlobRef:
+        """Store a blob; `digest` only when the caller has just verified that it is the
+        sha256 of `data` (a download), to save hashing it twice."""
+        digest = digest or sha256_bytes(data)
         if not self.has(digest):
             stored, suffix = _maybe_compress(data)
             base = self._base(digest)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import Store
+from ..counters import read_counters
 from .scan import (
     Trees,
     blob_files,
@@ -37,6 +38,7 @@ class Stats:
     quarantine_bytes: int = 0
     stale_temporary: int = 0
     lock_files: int = 0
+    cache: dict[str, Any] = field(default_factory=dict)  # the builds' counters (stats.json)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class Stats:
             "recipes": self.recipes, "unreadable_histories": self.unreadable_histories,
             "quarantine": {"count": self.quarantined, "bytes": self.quarantine_bytes},
             "stale_temporary_files": self.stale_temporary, "lock_files": self.lock_files,
+            "cache": self.cache,
         }
 
 
@@ -80,6 +83,8 @@ def stats(store: Store, now: float | None = None) -> Stats:
         st.quarantine_bytes += path.lstat().st_size
     st.stale_temporary = sum(1 for _ in temporary_files(store.root, now, TMP_AGE))
     st.lock_files = sum(1 for _ in lock_files(store))
+    counters, since = read_counters(store.root)
+    st.cache = {**counters.to_json(), "since": since}
     return st
 
 

@@ -1,0 +1,312 @@
+"""The remote tier of a store: shared action results over the Bazel HTTP remote-cache protocol.
+
+    {URL}/ac/<action key>   a signed envelope around the action's result (see `trust`)
+    {URL}/cas/<sha256>      a blob: its raw, uncompressed bytes, named by their sha256
+
+Reading (`fetch_async`, in background threads): the entry must be signed by a trusted key and
+made for the key it is filed under; its verified result is handed to the build at once (what
+depends on it can be looked up meanwhile), and every output blob (for a tree: its manifest and
+every file) that the local store lacks is downloaded, its sha256 checked, and stored locally;
+only when all are there is the entry written to the local action cache. A blob whose bytes do
+not match its name is refused and never stored; an entry whose blobs the remote lacks is a miss.
+
+Writing (`publish`, in background threads; `upload` waits): blobs first, the signed entry last,
+and the entry only when every blob is up. So a reader never sees an entry whose upload did not
+finish. Blobs the remote has are not sent again (HEAD first, for blobs over 64 KiB).
+
+Faults never fail a build: a failed request is a miss (or a skipped upload), the client retries
+and opens its circuit breaker (see `httpcache`), and each kind of trouble is told once through
+`warn`; the counters say how often.
+
+Blobs go up raw: bazel-remote checks that a /cas/ body hashes to its name, nginx stores what it
+gets, and a reader verifies the bytes it downloads without decompressing first.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import Problem
+from .ac import ActionCache, ActionResult
+from .cas import Cas, sha256_bytes
+from .counters import Counters
+from .httpcache import HttpCache, Refused, RemoteError, Unavailable
+from .trust import CORRUPT_BLOB, PublicKey, SigningKey, open_entry, sign_entry
+
+HEAD_FIRST = 64 * 1024  # bytes: smaller blobs are PUT without asking whether they are there
+THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
+
+
+Fetched = tuple[ActionResult, "cf.Future[bool] | None"]  # a verified result, its blobs
+
+
+@dataclass(frozen=True)
+class Blob:
+    digest: str
+    size: int | None  # None: not known before it is read
+
+
+class Remote:
+    def __init__(self, cas: Cas, ac: ActionCache, http: HttpCache,
+                 trusted: dict[bytes, PublicKey], counters: Counters, *,
+                 signing_key: SigningKey | None = None,
+                 warn: Callable[[Problem], None] | None = None) -> None:
+        self.cas = cas
+        self.ac = ac
+        self.http = http
+        self.trusted = dict(trusted)
+        self.counters = counters
+        self.signing_key = signing_key
+        self.public = signing_key.public() if signing_key is not None else None
+        if self.public is not None:
+            self.trusted.setdefault(self.public.raw, self.public)  # a writer reads its own
+        self.warn = warn or (lambda problem: None)
+        self.warnings: list[str] = []
+        self._told: set[str] = set()
+        self._lock = threading.Lock()
+        self._sent: set[str] = set()  # digests known to be on the remote
+        self._bad: set[str] = set()  # digests whose remote bytes were corrupt
+        self._lookups: cf.ThreadPoolExecutor | None = None
+        self._downloads: cf.ThreadPoolExecutor | None = None  # one job per action
+        self._files: cf.ThreadPoolExecutor | None = None  # one job per blob of a job above
+        self._uploads: cf.ThreadPoolExecutor | None = None
+        self._pending: list[cf.Future[bool]] = []
+        self.uploading = signing_key is not None
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def fetch_async(self, key: str, *, store: bool = True) -> cf.Future[Fetched | None] | None:
+        """Look `key` up in a background thread. The future gives None on a miss, else the
+        verified result at once (so that the build can go on to what depends on it) with a
+        future of its blobs: True once every blob, then the entry, is stored locally; False
+        when they could not be had (then no entry is written). With `store=False` the entry
+        is only read and verified, and there is no blob future. None when the remote is
+        disabled."""
+        if not self.trusted or self.http.disabled is not None:
+            return None
+        return self._pool("lookups").submit(self._guarded, self._lookup, key, store)
+
+    def fetch(self, key: str, *, store: bool = True) -> ActionResult | None:
+        """`fetch_async`, waited for: the result once it is stored locally (or only verified)."""
+        got = self._guarded(self._lookup, key, store)
+        if got is None:
+            return None
+        result, blobs = got
+        return result if blobs is None or blobs.result() else None
+
+    def _lookup(self, key: str, store: bool) -> Fetched | None:
+        result = self.entry(key)
+        if result is None:
+            return None
+        if not store:
+            self.counters.add(remote_hits=1)
+            return result, None
+        return result, self._pool("downloads").submit(self._guarded, self.download, result)
+
+    def entry(self, key: str) -> ActionResult | None:
+        """The remote's entry for `key` if it is signed by a trusted key and made for `key`
+        (None: no entry, a refused one, or the remote failed; counted as a miss)."""
+        _, data = self._call(self.http.get, "ac", key)
+        if data is None:
+            self.counters.add(remote_misses=1)
+            return None
+        verdict = open_entry(data, key, self.trusted)
+        if verdict.result is None:
+            assert verdict.rejected is not None
+            self._reject(verdict.rejected, f"the entry for action {key[:12]}: {verdict.detail}")
+            self.counters.add(remote_misses=1)
+            return None
+        return verdict.result
+
+    def download(self, result: ActionResult) -> bool:
+        """Store every blob of a verified result locally (each verified), then the entry."""
+        if not self._fetch_outputs(result):
+            self.counters.add(remote_misses=1)
+            return False
+        self.ac.put(result)
+        self.counters.add(remote_hits=1)
+        return True
+
+    def _guarded(self, step: Callable[..., Any], *args: Any) -> Any:
+        """A step of a lookup; an unexpected error is told once and is a miss (None): never a
+        failed build because of the remote."""
+        try:
+            return step(*args)
+        except Exception as exc:  # noqa: BLE001 - reported, then a miss
+            what = exc.strerror if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            self._tell("fetch error", f"remote cache: a lookup failed ({what}); building "
+                                      "locally what it could not fetch")
+            return None
+
+    def _fetch_outputs(self, result: ActionResult) -> bool:
+        """Download every blob of the outputs the local store lacks; False when one is missing,
+        corrupt or could not be downloaded (those downloaded are stored: they are verified)."""
+        blobs = [Blob(o.digest, o.size) for o in result.outputs.values() if o.type == "blob"]
+        trees = [o for o in result.outputs.values() if o.type == "tree"]
+        if not self._download([*blobs, *(Blob(t.digest, t.size) for t in trees)]):
+            return False
+        for tree in trees:
+            entries = self.cas.tree_entries(tree.digest)
+            if entries is None:
+                self._reject(CORRUPT_BLOB, f"the tree {tree.digest[:12]} is not a tree manifest")
+                return False
+            if not self._download([Blob(e["digest"], _size(e)) for e in entries]):
+                return False
+        return True
+
+    def _download(self, blobs: list[Blob]) -> bool:
+        todo = list({b.digest: b for b in blobs if not self.cas.has(b.digest)}.values())
+        if len(todo) <= 1:
+            return all(self._download_one(b) for b in todo)
+        return all(list(self._pool("files").map(self._download_one, todo)))
+
+    def _download_one(self, blob: Blob) -> bool:
+        ok, data = self._call(self.http.get, "cas", blob.digest)
+        if data is None:
+            if ok:  # the entry names a blob the remote does not have (evicted?)
+                self.counters.add(remote_incomplete=1)
+            return False
+        if sha256_bytes(data) != blob.digest or blob.size not in (None, len(data)):
+            self._bad.add(blob.digest)  # an upload from here sends it again, without asking
+            self._reject(CORRUPT_BLOB, f"the bytes of blob {blob.digest[:12]} do not match its "
+                                       "name; it is not stored")
+            return False
+        self.cas.put(data, digest=blob.digest)
+        self._sent.add(blob.digest)  # an upload from here need not send it
+        self.counters.add(blobs_downloaded=1, bytes_downloaded=len(data))
+        return True
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def publish(self, result: ActionResult) -> cf.Future[bool] | None:
+        """Upload a result in the background (see `wait`); None when not uploading."""
+        if not self.uploading or self.http.disabled is not None:
+            return None
+        future = self._pool("uploads").submit(self.upload, result)
+        with self._lock:
+            self._pending.append(future)
+        return future
+
+    def upload(self, result: ActionResult) -> bool:
+        """Upload the blobs of a result, then its signed entry; True when the entry is up."""
+        if not self.uploading or self.signing_key is None:
+            return False
+        for blob in self._blobs_of(result):
+            if blob is None or not self._send_blob(blob):
+                return False
+        entry = sign_entry(result, self.signing_key, self.public)
+        if not self._call(self.http.put, "ac", result.key, entry, upload=True)[0]:
+            return False
+        self.counters.add(entries_uploaded=1, bytes_uploaded=len(entry))
+        return True
+
+    def _blobs_of(self, result: ActionResult) -> list[str | None]:
+        """The digests to upload, trees' files before their manifests (None: not stored
+        locally, so the entry cannot be uploaded)."""
+        digests: list[str | None] = []
+        for output in result.outputs.values():
+            if output.type == "tree":
+                entries = self.cas.tree_entries(output.digest)
+                if entries is None:
+                    return [None]
+                digests += [e["digest"] for e in entries]
+            digests.append(output.digest)
+        return list(dict.fromkeys(digests))
+
+    def _send_blob(self, digest: str) -> bool:
+        if digest in self._sent:
+            return True
+        data = self.cas.get(digest)
+        if data is None:
+            return False
+        if len(data) > HEAD_FIRST and digest not in self._bad:
+            ok, there = self._call(self.http.head, "cas", digest, upload=True)
+            if not ok:
+                return False
+            if there:
+                self._sent.add(digest)
+                return True
+        if not self._call(self.http.put, "cas", digest, data, upload=True)[0]:
+            return False
+        self.counters.add(blobs_uploaded=1, bytes_uploaded=len(data))
+        self._sent.add(digest)
+        return True
+
+    def wait(self) -> None:
+        """Wait for the uploads started by `publish`."""
+        while True:
+            with self._lock:
+                pending, self._pending = self._pending, []
+            if not pending:
+                return
+            cf.wait(pending)
+
+    def close(self) -> None:
+        self.wait()
+        for pool in (self._lookups, self._downloads, self._files, self._uploads):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self.http.close()
+
+    # -- faults -----------------------------------------------------------------------------------
+
+    def _call(self, method: Callable[..., Any], *args: Any, upload: bool = False
+              ) -> tuple[bool, Any]:
+        """(True, what the request returned), or (False, None) when it failed: each kind of
+        failure is told once, and counted."""
+        try:
+            return True, method(*args)
+        except Unavailable:
+            pass
+        except Refused as exc:
+            if upload:
+                self.uploading = False
+                self._tell("refused upload", f"remote cache {self.url} refuses uploads "
+                           f"({exc}); not uploading", hint="check the server's write access")
+            else:
+                self._tell("refused read", f"remote cache {self.url} refuses reads ({exc})")
+            return False, None
+        except RemoteError:
+            self.counters.add(remote_errors=1)
+        if self.http.disabled is not None and "unreachable" not in self._told:
+            self.counters.add(remote_disabled=1)
+            self._tell("unreachable", f"remote cache unreachable ({self.http.disabled}); "
+                                      "building locally")
+        return False, None
+
+    def _reject(self, why: str, detail: str) -> None:
+        self.counters.reject(why)
+        self._tell(why, f"remote cache: refused {detail} ({why}); it is not used",
+                   hint="further refusals of this kind are counted, not shown "
+                        "(udo-build store stats)")
+
+    def _tell(self, kind: str, message: str, hint: str | None = None) -> None:
+        with self._lock:
+            if kind in self._told:
+                return
+            self._told.add(kind)
+            self.warnings.append(message)
+            self.warn(Problem(message, hint=hint))
+
+    def _pool(self, which: str) -> cf.ThreadPoolExecutor:
+        with self._lock:
+            pool = getattr(self, f"_{which}")
+            if pool is None:
+                pool = cf.ThreadPoolExecutor(THREADS[which],
+                                             thread_name_prefix=f"udo-build-{which}")
+                setattr(self, f"_{which}", pool)
+            return pool
+
+
+def _size(entry: dict[str, object]) -> int | None:
+    size = entry.get("size")
+    return size if isinstance(size, int) else None
+
