@@ -135,13 +135,13 @@ def test_settings_from_a_config_file_the_environment_and_ci(
         assert "no trusted keys" in err
         summary, _ = build(writer, "--ci", "--no-remote")
         assert summary["remote"] is None
-        (writer.root / "ex/data/calib/input_03.raw").write_bytes(b"\0" * 3072)
+        (writer.root / "ex/data/calib/input_03.raw").write_bytes(b"\0" * 12288)
         summary, _ = build(writer, "--ci")
         assert summary["remote"]["entries_uploaded"] == summary["executed"] == 4
         monkeypatch.setenv("UDO_BUILD_REMOTE", nginx_server.url)
         monkeypatch.setenv("UDO_BUILD_TRUSTED_KEYS", f"  {keys.public}, ")
         reader = Project(tmp_path / "b")
-        (reader.root / "ex/data/calib/input_03.raw").write_bytes(b"\0" * 3072)
+        (reader.root / "ex/data/calib/input_03.raw").write_bytes(b"\0" * 12288)
         summary, err = build(reader)  # what the writer built since it uploads: 4 hits
         assert (summary["remote"]["hits"], summary["executed"], err) == (4, 4, "")
         monkeypatch.setenv("UDO_BUILD_REMOTE_UPLOAD", "1")

@@ -33,6 +33,7 @@ def file_name(tensor: str) -> str:
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     import numpy as np
 
+    from ..htp.kernels import packages_for
     from ..htp.runtime import Session
     from ..model.bundle import load_bundle
     from ..model.input_list import feeds, parse_input_list
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     graph = bundle.model.graph
     listing = parse_input_list(Path(args.input_list))
     outputs = requested_outputs(graph, args.outputs, listing)
-    session = Session(bundle.model, user_packages(bundle, args.kernels))
+    session = Session(bundle.model, packages_for(bundle, [Path(f) for f in args.kernels]))
     out_dir = Path(args.output_dir)
     count = 0
     for i, feed in enumerate(feeds(listing, list(graph.inputs))):
@@ -90,18 +91,3 @@ def requested_outputs(graph: Any, given: str | None, listing: Any) -> list[str]:
             raise UserError(f"'{name}' is not a tensor of the model",
                             hint="see 'udo-build info BUNDLE' for the tensor names")
     return list(dict.fromkeys(names)) or [t.name for t in graph.outputs]
-
-
-def user_packages(bundle: Any, kernel_files: list[str]) -> dict[str, Any]:
-    """The bundle's custom-op package, from the kernels files (required when it has UDOs)."""
-    from ..htp.kernels import load_kernels, merged
-
-    name = bundle.opdefs["name"] if bundle.opdefs else None
-    used = sorted({n.op for n in bundle.model.graph.nodes if n.package != "default"})
-    if not used:
-        return {}
-    if not kernel_files:
-        raise UserError(f"the bundle uses custom ops {', '.join(used)} of package {name}",
-                        hint="give their numpy kernels with --kernels FILE")
-    packages = [p for f in kernel_files for p in load_kernels(Path(f))]
-    return {name: merged(name, packages)}

@@ -65,3 +65,20 @@ def merged(name: str, packages: Iterable[OpPackage]) -> OpPackage:
         except OpPackageError as exc:
             raise StepFailed("kernels", str(exc)) from None
     return out
+
+
+def packages_for(bundle: object, kernel_files: Iterable[Path]) -> dict[str, OpPackage]:
+    """The bundle's custom-op package built from the kernels files (required when the bundle
+    has custom ops; {} when it has none)."""
+    opdefs = getattr(bundle, "opdefs", None)
+    model = bundle.model
+    name = opdefs["name"] if opdefs else None
+    used = sorted({n.op for n in model.graph.nodes if n.package != "default"})
+    files = list(kernel_files)
+    if not used:
+        return {}
+    if not files or name is None:
+        raise UserError(f"the model uses custom ops {', '.join(used)} of package {name}",
+                        hint="give their numpy kernels (kernels: in the recipe, or "
+                             "--kernels FILE)")
+    return {name: merged(name, [p for f in files for p in load_kernels(Path(f))])}

@@ -1,0 +1,103 @@
+"""The quantization pipeline: preparation, calibration and the choice of every encoding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from udo_build.errors import Diagnostics
+from udo_build.htp.kernels import load_kernels
+from udo_build.htp.runtime import Session
+from udo_build.model.bundle import read_bundle
+from udo_build.model.onnx_import import import_onnx, load_onnx
+from udo_build.opdef import recipe_package
+from udo_build.quant.encodings import from_aimet
+from udo_build.quant.pipeline import quantize_model
+from udo_build.quant.prepare import prepare
+from udo_build.quant.qmodel import from_bundle, to_bundle
+from udo_build.quant.quantizers import asymmetric
+
+from ..conftest import EXAMPLES
+from ..model.test_udo_end_to_end import LIGHT, randomized
+
+OPS = EXAMPLES / "softplus/ops"
+
+
+@pytest.fixture(scope="module")
+def example():  # type: ignore[no-untyped-def]
+    defs = recipe_package(None, None, None, [OPS / "softplus.xml", OPS / "swish.json"],
+                          Diagnostics())
+    model = import_onnx(load_onnx(EXAMPLES / "softplus/model/net.onnx"), opdefs=defs)
+    (package,) = load_kernels(OPS / "kernels.py")
+    rng = np.random.default_rng(3)
+    feeds = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+             for _ in range(6)]
+    return model, {"SoftplusPackage": package}, feeds
+
+
+def test_preparation_folds_batch_norms_and_keeps_the_numbers() -> None:
+    model = import_onnx(randomized(onnx.load(LIGHT / "light_resnet50.onnx")))
+    prepared = prepare(model)
+    ops = [n.op for n in prepared.graph.nodes]
+    assert "BatchNormalization" not in ops and ops.count("Conv") == 53
+    assert {n.op for n in prepared.graph.nodes} <= {n.op for n in model.graph.nodes}
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    (before,) = Session(model).run({"gpu_0/data_0": x}).values()
+    (after,) = Session(prepared).run({"gpu_0/data_0": x}).values()
+    np.testing.assert_allclose(after, before, rtol=1e-3, atol=1e-5 * np.abs(before).max())
+
+
+def test_encodings_of_the_example(example) -> None:  # type: ignore[no-untyped-def]
+    model, packages, feeds = example
+    q = quantize_model(model, packages, feeds, {"per_channel": True})
+    acts, params = q.activations, q.params
+    assert set(acts) == {"input", "conv1_out", "softplus1_out", "conv2_out", "swish1_out",
+                         "pool_out", "flat_out", "logits"}
+    assert acts["flat_out"] == acts["pool_out"]  # Flatten moves bytes: one encoding
+    assert len(params["conv1.weight"]) == 8 and len(params["conv2.weight"]) == 16
+    assert all(e.signed and e.offset == 0 for e in params["conv2.weight"])
+    bias = params["conv2.bias"]
+    assert [b.scale for b in bias] == pytest.approx(
+        [acts["softplus1_out"].scale * w.scale for w in params["conv2.weight"]])
+    assert q.settings["calibration_inputs"] == 6
+    again = quantize_model(model, packages, feeds, {"per_channel": True})
+    assert again.encodings_json() == q.encodings_json()  # deterministic
+
+
+def test_an_absorbed_relu_and_shared_encodings() -> None:
+    model = import_onnx(randomized(onnx.load(LIGHT / "light_squeezenet.onnx")))
+    feeds = [{"data_0": np.random.default_rng(i).standard_normal((1, 3, 224, 224))
+              .astype(np.float32)} for i in range(2)]
+    q = quantize_model(model, {}, feeds, {"quantizer": "enhanced"})
+    absorbed = q.absorbed()
+    conv = next(n for n in q.model.graph.nodes if n.op == "Conv")
+    assert conv.outputs[0] in absorbed and conv.outputs[0] not in q.activations
+    relu_out = absorbed[conv.outputs[0]]
+    assert q.activations[relu_out].min == 0.0  # a ReLU's output holds no negatives
+    pools = [n for n in q.model.graph.nodes if n.op == "MaxPool"]
+    assert all(q.activations[p.outputs[0]] == q.activations[p.inputs[0]] for p in pools)
+
+
+def test_overrides_and_float_fallback(example) -> None:  # type: ignore[no-untyped-def]
+    model, packages, feeds = example
+    forced = asymmetric(-1.0, 1.0, 8)
+    overrides = ({"conv1_out": [forced]}, {})
+    q = quantize_model(model, packages, feeds, {}, overrides)
+    assert q.activations["conv1_out"] == forced and "logits" in q.activations
+    fallback = quantize_model(model, packages, iter(()), {"float_fallback": True}, overrides)
+    assert fallback.activations == {"conv1_out": forced} and fallback.params == {}
+    assert fallback.settings["calibration_inputs"] == 0
+
+
+def test_quantized_bundles_round_trip(example, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    model, packages, feeds = example
+    q = quantize_model(model, packages, feeds, {"quantizer": "symmetric", "act_bitwidth": 16})
+    bundle = read_bundle(to_bundle(q, None, {"producer": "test"}).to_bytes())
+    back = from_bundle(bundle)
+    assert back.activations == q.activations and back.params == q.params
+    assert back.settings["act_bitwidth"] == 16 and bundle.meta["producer"] == "test"
+    acts, _ = from_aimet(__import__("json").loads(q.encodings_json()), "e.json")
+    assert acts["logits"][0].offset == -(2 ** 15)  # symmetric: zero in the middle

@@ -1,0 +1,49 @@
+"""Calibration: run the float model over the calibration inputs and gather, in one pass, the
+statistics of every tensor that may be quantized (running min/max and a histogram each; no
+activation is kept beyond the inference that made it). Custom ops run through the user's numpy
+kernels, which is why the vendor needs a CPU implementation of every UDO for this step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..ir import Model
+from .stats import TensorStats
+
+FLOAT_KINDS = "f"
+
+
+def observed_tensors(model: Model) -> list[str]:
+    """The graph inputs and node outputs that are (or may be) float tensors."""
+    graph = model.graph
+    infos = graph.infos()
+    names = [t.name for t in graph.inputs]
+    for node in graph.nodes:
+        for out in node.outputs:
+            info = infos.get(out)
+            if out and (info is None or np.dtype(info.dtype).kind in FLOAT_KINDS):
+                names.append(out)
+    return list(dict.fromkeys(names))
+
+
+def calibrate(model: Model, packages: Mapping[str, Any],
+              feeds: Iterable[Mapping[str, np.ndarray]]) -> tuple[dict[str, TensorStats], int]:
+    """(statistics by tensor, number of inferences run)."""
+    from ..htp.runtime import Session
+
+    session = Session(model, packages)
+    names = observed_tensors(model)
+    produced = [n for n in names if n not in {t.name for t in model.graph.inputs}]
+    stats = {name: TensorStats() for name in names}
+    count = 0
+    for feed in feeds:
+        outputs = session.run(feed, produced)
+        for name, value in [*feed.items(), *outputs.items()]:
+            array = np.asarray(value)
+            if name in stats and array.dtype.kind in FLOAT_KINDS:
+                stats[name].add(array)
+        count += 1
+    return {k: v for k, v in stats.items() if not v.empty}, count

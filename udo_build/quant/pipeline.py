@@ -1,0 +1,128 @@
+"""The quantization pipeline: prepare the float graph, calibrate it, choose every encoding.
+
+    qmodel = quantize_model(model, packages, feeds, settings)
+
+Settings: act_bitwidth (8|16), weights_bitwidth (4|8|16), bias_bitwidth (8|32), per_channel,
+quantizer (tf|enhanced|symmetric), float_fallback. Activation encodings come from the calibration
+statistics through the quantizer; tensors that only move data (Reshape, Transpose, MaxPool, ...)
+take their input's encoding so the integer path moves bytes; a Conv/Gemm/MatMul/Add output read
+only by a Relu or Clip gets no encoding (the activation absorbs it). Weights of Conv (per output
+channel, axis 0), Gemm (axis of B's output dim) and MatMul (last axis) are signed symmetric,
+per channel when `per_channel`; other constant operands get unsigned encodings of their range;
+biases get scale = input scale x weight scale. `overrides` (AIMET encodings, e.g. from
+`override_encodings`) replace what was computed for the tensors they name; with float_fallback
+only they are used, and no calibration runs: every other tensor stays float.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..ir import Model, Node
+from .calibrate import calibrate
+from .prepare import prepare
+from .qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
+from .quantizers import Encoding, activation_encoding, asymmetric, symmetric_weights
+from .stats import TensorStats
+
+SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
+                   "GlobalMaxPool", "Identity", "Dropout", "Slice", "Split", "Gather",
+                   "DepthToSpace", "SpaceToDepth", "Expand", "Tile")
+DEFAULTS = {"act_bitwidth": 8, "weights_bitwidth": 8, "bias_bitwidth": 32, "per_channel": False,
+            "quantizer": "tf", "float_fallback": False}
+Overrides = tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]
+
+
+def quantize_model(model: Model, packages: Mapping[str, Any],
+                   feeds: Iterable[Mapping[str, np.ndarray]], settings: Mapping[str, Any],
+                   overrides: Overrides | None = None) -> QuantizedModel:
+    config = {**DEFAULTS, **settings}
+    prepared = prepare(model)
+    stats: dict[str, TensorStats] = {}
+    count = 0
+    if not config["float_fallback"]:
+        stats, count = calibrate(prepared, packages, feeds)
+    chooser = _Chooser(prepared, stats, config)
+    activations, params = chooser.choose()
+    if overrides is not None:
+        activations.update({k: v[0] for k, v in overrides[0].items()})
+        params.update(overrides[1])
+    if config["float_fallback"]:
+        names = set(overrides[0]) if overrides else set()
+        activations = {k: v for k, v in activations.items() if k in names}
+        params = {k: v for k, v in params.items() if overrides and k in overrides[1]}
+    return QuantizedModel(prepared, activations, params,
+                          {**config, "calibration_inputs": count})
+
+
+class _Chooser:
+    def __init__(self, model: Model, stats: dict[str, TensorStats], config: dict[str, Any]):
+        self.model = model
+        self.graph = model.graph
+        self.stats = stats
+        self.config = config
+        self.consumers = self.graph.consumers()
+        self.acts: dict[str, Encoding] = {}
+        self.params: dict[str, list[Encoding]] = {}
+
+    def choose(self) -> tuple[dict[str, Encoding], dict[str, list[Encoding]]]:
+        for t in self.graph.inputs:
+            self._activation(t.name)
+        for node in self.graph.nodes:
+            self._outputs(node)
+        for node in self.graph.nodes:
+            self._weights(node)
+        return self.acts, self.params
+
+    def _activation(self, name: str) -> None:
+        if name in self.stats:
+            self.acts[name] = activation_encoding(self.stats[name], self.config["act_bitwidth"],
+                                                  self.config["quantizer"])
+
+    def _outputs(self, node: Node) -> None:
+        source = node.inputs[0] if node.inputs else ""
+        for out in node.outputs:
+            if not out or out not in self.stats:
+                continue
+            if node.op in SHARES_ENCODING and source in self.acts:
+                self.acts[out] = self.acts[source]
+            elif not self._absorbed(node, out):
+                self._activation(out)
+
+    def _absorbed(self, node: Node, out: str) -> bool:
+        readers = self.consumers.get(out, [])
+        outputs = {t.name for t in self.graph.outputs}
+        return (node.op in ABSORBED_PRODUCERS and len(readers) == 1
+                and readers[0].op in ABSORBING and out not in outputs)
+
+    def _weights(self, node: Node) -> None:
+        weights = self.model.weights
+        w_name = node.inputs[1] if len(node.inputs) > 1 else ""
+        if node.op in ("Conv", "Gemm", "MatMul") and w_name in weights:
+            axis = _channel_axis(node, weights[w_name])
+            encs = symmetric_weights(weights[w_name], self.config["weights_bitwidth"],
+                                     axis if self.config["per_channel"] else None)
+            self.params[w_name] = encs
+            bias = node.inputs[2] if len(node.inputs) > 2 else ""
+            x = self.acts.get(node.inputs[0])
+            if bias in weights and x is not None:
+                self.params[bias] = [Encoding(self.config["bias_bitwidth"], x.scale * e.scale, 0,
+                                              signed=True) for e in encs]
+            return
+        for name in node.inputs:  # other constant operands: the range they hold
+            if name in weights and name not in self.params and weights[name].dtype.kind == "f":
+                w = weights[name]
+                lo, hi = (float(w.min()), float(w.max())) if w.size else (0.0, 0.0)
+                self.params[name] = [asymmetric(lo, hi, self.config["act_bitwidth"])]
+
+
+def _channel_axis(node: Node, w: np.ndarray) -> int:
+    """The axis of a weight that indexes output channels."""
+    if node.op == "Conv":
+        return 0
+    if node.op == "Gemm":
+        return 0 if node.attr("transB", 0) else w.ndim - 1
+    return w.ndim - 1  # MatMul: (K, N)
