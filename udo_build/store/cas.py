@@ -27,6 +27,8 @@ TREE_SCHEMA = "udo-build/tree"
 TREE_VERSION = 1
 COMPRESS_MIN = 256  # bytes: smaller blobs are never worth a zstd frame
 ZSTD_LEVEL = 3
+PROBE_FROM = 1 << 20  # blobs larger than this are probed before being compressed
+PROBE_BYTES = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -190,11 +192,19 @@ def _safe_relpath(path: str) -> bool:
 
 
 def _maybe_compress(data: bytes) -> tuple[bytes, str]:
+    """zstd when it saves at least a tenth. A large blob is probed first: when a slice of it
+    does not compress, the whole is not tried (float weights and noise rarely compress)."""
     if len(data) < COMPRESS_MIN:
         return data, ""
     import zstandard
 
-    packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    if len(data) > PROBE_FROM:
+        middle = len(data) // 2
+        probe = data[middle - PROBE_BYTES // 2:middle + PROBE_BYTES // 2]
+        if len(compressor.compress(probe)) > len(probe) * 0.95:
+            return data, ""
+    packed = compressor.compress(data)
     return (packed, ".zst") if len(packed) <= len(data) * 0.9 else (data, "")
 
 
