@@ -37,6 +37,7 @@ class Prepared:
     dims: Any = None  # input dimensions ({} or None: the model's own)
     outputs: Any = "default"
     name: str = ""
+    precision: str = ""  # int8 | fp16 ("" for a run that takes either)
 
     @property
     def arch_number(self) -> int:
@@ -98,6 +99,8 @@ def rejection(record: Prepared, device: Device, mode: str = "permissive",
     if mode == "always_generate_new":
         return "mode always_generate_new uses no record"
     if want is not None:
+        if want.precision and record.precision and want.precision != record.precision:
+            return f"prepared for {record.precision}, the run is {want.precision}"
         if _norm(record.outputs) != _norm(want.outputs):
             return f"prepared for outputs {_show(record.outputs)}, the run wants " \
                    f"{_show(want.outputs)}"

@@ -1,0 +1,135 @@
+"""`udo-build fleet RECIPE --devices ...`: for each device and run configuration, the record of
+the recipe it would load, or that it would fall back to preparing online, and why (every record
+it saw, with the reason it was rejected). The devices helpers serve `plan-records` too."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from .reporter import Reporter
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    parser.add_argument("recipe", metavar="RECIPE", help="the recipe file (YAML)")
+    device_arguments(parser)
+
+
+def device_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--devices", metavar="SOC,SOC,...",
+                        help="device SoCs, by name (see the SoC table in README)")
+    parser.add_argument("--devices-file", metavar="FILE",
+                        help="a YAML or JSON list of SoC names or {name, arch, vtcm_mb}")
+
+
+def devices(args: argparse.Namespace, socs: dict[str, Any]) -> list[Any]:
+    from ..htp.compat import Device
+
+    entries: list[Any] = [d for d in (args.devices or "").split(",") if d.strip()]
+    if args.devices_file:
+        entries += _device_file(Path(args.devices_file))
+    if not entries:
+        raise UserError("no devices given", hint="pass --devices sm8550,sm8650 or "
+                                                 "--devices-file FILE")
+    out = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            try:
+                out.append(Device(str(entry["name"]), str(entry["arch"]),
+                                  float(entry["vtcm_mb"])))
+            except (KeyError, TypeError, ValueError):
+                raise UserError(f"device {entry!r} needs name, arch and vtcm_mb") from None
+            continue
+        soc = socs.get(str(entry).strip().lower())
+        if soc is None or soc.vtcm_mb is None:
+            known = ", ".join(n for n, s in socs.items() if s.vtcm_mb is not None)
+            raise UserError(f"'{entry}' is not a SoC with a known VTCM size",
+                            hint=f"known: {known}; or give {{name, arch, vtcm_mb}} in a "
+                                 "--devices-file")
+        out.append(Device(soc.name, soc.arch, soc.vtcm_mb))
+    return out
+
+
+def _device_file(path: Path) -> list[Any]:
+    from ..source import MAX_YAML_BYTES, decode_text, load_yaml, read_limited
+
+    data, _ = load_yaml(decode_text(read_limited(path, MAX_YAML_BYTES, "devices file"),
+                                    str(path)), str(path))
+    if isinstance(data, dict) and "devices" in data:
+        data = data["devices"]
+    if not isinstance(data, list):
+        raise UserError("a devices file is a list of SoC names or {name, arch, vtcm_mb}",
+                        file=path)
+    return data
+
+
+def run(args: argparse.Namespace, rep: Reporter) -> int:
+    from ..errors import Diagnostics
+    from ..htp.compat import Prepared, choose
+    from ..recipe import load_recipe
+
+    recipe = load_recipe(args.recipe, Diagnostics())
+    fleet = devices(args, recipe.socs)
+    native = native_dims(recipe)
+    records = [Prepared(t.soc.arch, t.soc.vtcm_mb, t.input_dimensions.to_json() or native,
+                        t.outputs.to_json(), t.id, t.precision) for t in recipe.targets]
+    rows, found = [], []
+    for config in _configs(recipe):
+        want = Prepared("", 0, config["dims"] or native, config["outputs"],
+                        precision=config["precision"])
+        for device in fleet:
+            best, rejected = choose(records, device, config["mode"], want)
+            found.append({"device": device.name, "run": config["name"],
+                          "record": best.name if best else None,
+                          "online_prepare": best is None,
+                          "rejected": [{"record": r.name, "reason": why}
+                                       for r, why in rejected]})
+            rows.append([device.name, device.arch, config["name"],
+                         best.name if best else "online prepare (slow init)",
+                         "" if best else _why(rejected)])
+    if rep.mode == "json":
+        rep.emit({"ok": True, "recipe": recipe.name, "devices": found})
+        return 0
+    rep.table(f"{recipe.name}: records per device", ["device", "arch", "run", "loads", "why not"],
+              rows)
+    return 0
+
+
+def _configs(recipe: Any) -> list[dict[str, Any]]:
+    """The run configurations: the recipe's runs, else each (dims, outputs) it prepares."""
+    if recipe.runs:
+        return [{"name": r.name, "dims": r.input_dimensions.to_json(),
+                 "outputs": r.outputs.to_json(), "mode": r.mode, "precision": r.precision}
+                for r in recipe.runs]
+    seen: dict[str, dict[str, Any]] = {}
+    for t in recipe.targets:
+        name = f"{t.input_dimensions.label}/{t.outputs.label}"
+        seen.setdefault(name, {"name": name, "dims": t.input_dimensions.to_json(),
+                               "outputs": t.outputs.to_json(), "mode": "permissive",
+                               "precision": t.precision})
+    return list(seen.values())
+
+
+def native_dims(recipe: Any) -> dict[str, list[int]]:
+    """The model's own input dimensions (what a target without input_dimensions prepares)."""
+    if recipe.model is None:
+        return {}
+    from ..model.onnx_import import load_onnx
+
+    proto = load_onnx(recipe.model.onnx)
+    constants = {i.name for i in proto.graph.initializer}
+    out = {}
+    for value in proto.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name not in constants and all(d.HasField("dim_value") for d in dims):
+            out[value.name] = [d.dim_value for d in dims]
+    return out
+
+
+def _why(rejected: list[Any]) -> str:
+    if not rejected:
+        return "the recipe prepares no record"
+    reasons = sorted({why for _, why in rejected})
+    return "; ".join(reasons[:3]) + (f"; +{len(reasons) - 3} more" if len(reasons) > 3 else "")
