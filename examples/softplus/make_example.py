@@ -3,7 +3,7 @@
     python examples/softplus/make_example.py
 
 writes, next to this script:
-  model/net.onnx      a small CNN: conv -> Softplus (custom) -> conv -> Swish (custom) -> pool -> gemm
+  model/net.onnx      a small CNN: conv, Softplus (custom), conv, Swish (custom), pool, gemm
   data/calib/*.raw    16 calibration inputs (raw little-endian float32, 1x3x32x32)
   data/calib.txt      their SNPE input list
   data/test/*.raw     4 held-out inputs, and data/test.txt

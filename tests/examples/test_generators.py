@@ -1,4 +1,4 @@
-"""The Softplus example's committed model and data are exactly what its generator writes."""
+"""The examples' committed models and data are exactly what their generators write."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from ..conftest import EXAMPLES
 
@@ -17,9 +19,11 @@ def digests(root: Path) -> dict[str, str]:
                                                                               ".txt")}
 
 
-def test_generator_reproduces_the_committed_files(tmp_path: Path) -> None:
-    source = EXAMPLES / "softplus"
-    copy = tmp_path / "softplus"
+
+@pytest.mark.parametrize("example", ["softplus", "squeezenet"])
+def test_generator_reproduces_the_committed_files(example: str, tmp_path: Path) -> None:
+    source = EXAMPLES / example
+    copy = tmp_path / example
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns("model", "data"))
     subprocess.run([sys.executable, str(copy / "make_example.py")], check=True,
                    capture_output=True)
