@@ -1,0 +1,338 @@
+"""Benchmark: quantization accuracy and the int8 path's latency, against onnxruntime, in one run.
+
+    python bench/quant.py [--models resnet50,squeezenet] [--calibration 32] [--held-out 16]
+                          [--quantizers enhanced,tf] [--methods MinMax,Percentile,Entropy]
+                          [--repeats 10] [--warmup 2] [--threads 1] [--seed 0] [--no-timing]
+
+For each model (the onnx wheel's light ResNet-50 and SqueezeNet with random weights drawn by role,
+seed --seed, batch norms calibrated, residual branches ending with gamma 0.2;
+bench/_light_models.py), --calibration N(0, 1) inputs (seed+1) and --held-out ones (seed+2):
+
+- udo-build: `quantize_model` (the quantize pipeline: prepare, calibrate, encodings) with 8-bit
+  activations, 8-bit per-channel weights, 32-bit biases and each quantizer; the emulator's int8
+  path (`QuantizedSession`) runs the held-out inputs;
+- onnxruntime: the float model at opset 17 (per-channel Q/DQ needs 13), `quant_pre_process`
+  (shape inference, batch norms folded), then `quantize_static` (QDQ, QUInt8 activations, QInt8
+  per-channel weights) with each calibration method on the same calibration inputs; ORT runs it.
+
+Accuracy: output SQNR of the logits (the input of the final Softmax) against the float model over
+all held-out inputs, 10 log10(sum ref^2 / sum (ref - q)^2) dB, and top-1 agreement with the float
+model. Latency (batch 1, medians of --repeats runs after --warmup, one phase per --threads
+count, the runtimes taking turns in blocks of --block runs so that load drift hits them alike):
+the int8 path with numpy's BLAS on N threads, onnxruntime (intra_op_num_threads N) on
+udo-build's QDQ export of the same quantized model (`udo_build.quant.qdq`), and on its own
+MinMax QDQ model. Only 1 thread is measured by default: with more, OpenBLAS's and onnxruntime's
+idle workers spin on the same cores in one process, and neither figure means much.
+
+Targets: the enhanced quantizer's SQNR >= the best of onnxruntime's calibrations, per model;
+ResNet-50's int8 latency <= 6x onnxruntime's on the QDQ export, 1 thread each. Prints a table and
+PASS/FAIL per target; exits 1 if one is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _light_models as light  # noqa: E402
+from emulator import Blas, environment  # noqa: E402
+
+RATIO = 6.0
+RATIO_MODEL = "resnet50"
+TARGET_QUANTIZER = "enhanced"
+SETTINGS = {"act_bitwidth": 8, "weights_bitwidth": 8, "bias_bitwidth": 32, "per_channel": True}
+
+Feeds = list[dict[str, np.ndarray]]
+
+
+@dataclass
+class Accuracy:
+    label: str  # "udo-build enhanced", "ORT MinMax"
+    sqnr: float
+    top1: float
+    seconds: float  # quantization time
+
+
+@dataclass
+class Row:
+    model: str
+    results: list[Accuracy] = field(default_factory=list)
+    times: dict[str, list[float]] = field(default_factory=dict)  # config -> seconds
+
+    def median_ms(self, config: str) -> float:
+        return statistics.median(self.times[config]) * 1e3 if self.times.get(config) else 0.0
+
+    def best_ort(self) -> Accuracy | None:
+        theirs = [r for r in self.results if r.label.startswith("ORT")]
+        return max(theirs, key=lambda r: r.sqnr) if theirs else None
+
+
+# -- data and metrics ----------------------------------------------------------------------------
+
+
+def inputs(model: Any, count: int, seed: int) -> Feeds:
+    x = model.graph.inputs[0]
+    rng = np.random.default_rng(seed)
+    return [{x.name: rng.standard_normal(x.static_shape).astype(np.float32)}
+            for _ in range(count)]
+
+
+def sqnr_db(reference: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> float:
+    ref = np.concatenate([np.ravel(r) for r in reference]).astype(np.float64)
+    out = np.concatenate([np.ravel(o) for o in outputs]).astype(np.float64)
+    noise = float(np.sum((ref - out) ** 2))
+    return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(ref ** 2)) / noise)
+
+
+def top1(reference: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> float:
+    same = [int(np.argmax(r)) == int(np.argmax(o)) for r, o in zip(reference, outputs,
+                                                                    strict=True)]
+    return sum(same) / len(same)
+
+
+# -- the two quantizers --------------------------------------------------------------------------
+
+
+def ours(model: Any, calibration: Feeds, held_out: Feeds, logits: str, reference: list,
+         quantizer: str) -> tuple[Accuracy, Any]:
+    from udo_build.htp.integer import QuantizedSession
+    from udo_build.quant.pipeline import quantize_model
+
+    start = time.perf_counter()
+    qmodel = quantize_model(model, {}, calibration, {**SETTINGS, "quantizer": quantizer})
+    seconds = time.perf_counter() - start
+    session = QuantizedSession(qmodel)
+    outputs = [session.run(feed, [logits])[logits] for feed in held_out]
+    return Accuracy(f"udo-build {quantizer}", sqnr_db(reference, outputs),
+                    top1(reference, outputs), seconds), qmodel
+
+
+def ort_static(proto: Any, calibration: Feeds, held_out: Feeds, logits: str, reference: list,
+               method: str, folder: Path) -> tuple[Accuracy, Path]:
+    import onnx
+    from onnx import version_converter
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter(calibration)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    float_path, pre_path = folder / "float.onnx", folder / "pre.onnx"
+    out_path = folder / f"qdq_{method}.onnx"
+    start = time.perf_counter()
+    onnx.save(version_converter.convert_version(proto, 17), os.fspath(float_path))
+    quant_pre_process(os.fspath(float_path), os.fspath(pre_path))
+    quantize_static(os.fspath(pre_path), os.fspath(out_path), Reader(),
+                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, per_channel=True,
+                    calibrate_method=getattr(CalibrationMethod, method))
+    seconds = time.perf_counter() - start
+    session = ort_session(out_path.read_bytes(), 1)
+    outputs = [session.run([logits], feed)[0] for feed in held_out]
+    return Accuracy(f"ORT {method}", sqnr_db(reference, outputs), top1(reference, outputs),
+                    seconds), out_path
+
+
+def ort_session(model: bytes, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+# -- one model -----------------------------------------------------------------------------------
+
+
+def bench_model(name: str, args: argparse.Namespace, blas: Blas, folder: Path) -> Row:
+    from udo_build.htp.runtime import Session
+    from udo_build.model.onnx_import import import_onnx
+
+    proto, logits = with_logits(light.randomized(name, args.seed, import_onnx))
+    model = import_onnx(proto)
+    calibration = inputs(model, args.calibration, args.seed + 1)
+    held_out = inputs(model, args.held_out, args.seed + 2)
+    session = Session(model)
+    reference = [session.run(feed, [logits])[logits] for feed in held_out]
+    row = Row(name)
+    qmodels = {}
+    for quantizer in args.quantizers.split(","):
+        result, qmodels[quantizer] = ours(model, calibration, held_out, logits, reference,
+                                          quantizer)
+        row.results.append(result)
+        print(f"  {name} {result.label}: {result.sqnr:.2f} dB", flush=True)
+    ort_models = {}
+    for method in [m for m in args.methods.split(",") if m]:
+        result, ort_models[method] = ort_static(proto, calibration, held_out, logits,
+                                                reference, method, folder / name)
+        row.results.append(result)
+        print(f"  {name} {result.label}: {result.sqnr:.2f} dB", flush=True)
+    if not args.no_timing:
+        qmodel = qmodels.get(TARGET_QUANTIZER) or next(iter(qmodels.values()))
+        static = ort_models.get("MinMax")
+        time_model(row, qmodel, static, held_out[0], args, blas)
+    return row
+
+
+def with_logits(proto: Any) -> tuple[Any, str]:
+    """The model with the logits, the input of its last Softmax (a softmax over 1000 classes
+    squeezes differences), as an extra graph output; and their name."""
+    from onnx import shape_inference
+
+    softmax = [n for n in proto.graph.node if n.op_type == "Softmax"]
+    if not softmax:
+        return proto, proto.graph.output[0].name
+    logits = softmax[-1].input[0]
+    if logits not in {o.name for o in proto.graph.output}:
+        inferred = shape_inference.infer_shapes(proto).graph.value_info
+        proto.graph.output.extend(v for v in inferred if v.name == logits)
+    return proto, logits
+
+
+def time_model(row: Row, qmodel: Any, static: Path | None, feed: dict[str, np.ndarray],
+               args: argparse.Namespace, blas: Blas) -> None:
+    """Blocks of --block runs of each runtime in turn, one phase per thread count."""
+    from udo_build.htp.integer import QuantizedSession
+    from udo_build.quant.qdq import to_qdq
+
+    gc.collect()  # the calibration's onnxruntime sessions and their thread pools go first
+    session = QuantizedSession(qmodel)
+    outputs = [t.name for t in qmodel.model.graph.outputs]
+    export = to_qdq(qmodel).SerializeToString()
+    initial = blas.threads() or 1
+    for n in [int(t) for t in args.threads.split(",")]:
+        blas.set_threads(n)
+        runs: list[tuple[str, Callable[[], object]]] = [
+            (f"int8-{n}", lambda: session.run(feed)),
+            (f"ort-export-{n}", _ort_run(ort_session(export, n), outputs, feed))]
+        if static is not None:
+            runs.append((f"ort-static-{n}", _ort_run(ort_session(static.read_bytes(), n),
+                                                     outputs, feed)))
+        for _, fn in runs:
+            for _ in range(args.warmup):
+                fn()
+        for start in range(0, args.repeats, args.block):
+            for config, fn in runs:
+                for _ in range(min(args.block, args.repeats - start)):
+                    begin = time.perf_counter()
+                    fn()
+                    row.times.setdefault(config, []).append(time.perf_counter() - begin)
+    blas.set_threads(initial)
+
+
+def _ort_run(session: Any, outputs: list[str], feed: dict[str, np.ndarray]) -> Callable[[], Any]:
+    return lambda: session.run(outputs, feed)
+
+
+# -- report --------------------------------------------------------------------------------------
+
+
+def report(rows: Sequence[Row], args: argparse.Namespace) -> bool:
+    print(f"\n{'model':<12} {'quantization':<22} {'SQNR dB':>8} {'top-1':>7} {'quantize s':>11}")
+    for row in rows:
+        for r in row.results:
+            print(f"{row.model:<12} {r.label:<22} {r.sqnr:8.2f} {r.top1:7.1%} {r.seconds:11.1f}")
+    if not args.no_timing:
+        print(f"\n{'model':<12} {'threads':>7} {'int8 ms':>8} {'ORT export ms':>14} {'ratio':>6} "
+              f"{'ORT static ms':>14} {'ratio':>6}")
+        for row in rows:
+            for n in args.threads.split(","):
+                ours_ms = row.median_ms(f"int8-{n}")
+                export_ms, static_ms = (row.median_ms(f"ort-{k}-{n}") for k in ("export", "static"))
+                print(f"{row.model:<12} {n:>7} {ours_ms:8.1f} {export_ms:14.1f} "
+                      f"{ours_ms / export_ms:6.2f} {static_ms:14.1f} "
+                      f"{ours_ms / static_ms if static_ms else 0:6.2f}")
+        print("(medians; int8 = udo-build's integer path, numpy's BLAS on that many threads; ORT "
+              "export = onnxruntime on udo-build's QDQ export of the same model; ORT static = "
+              "onnxruntime on its own MinMax QDQ model)")
+    return _targets(rows, args)
+
+
+def _targets(rows: Sequence[Row], args: argparse.Namespace) -> bool:
+    ok = True
+    for row in rows:
+        mine = next((r for r in row.results if r.label == f"udo-build {TARGET_QUANTIZER}"), None)
+        best = row.best_ort()
+        if mine is not None and best is not None:
+            passed = mine.sqnr >= best.sqnr
+            ok &= passed
+            print(f"  {'PASS' if passed else 'FAIL'}  {row.model}: {TARGET_QUANTIZER} SQNR "
+                  f"{mine.sqnr:.2f} dB >= best onnxruntime ({best.label[4:]}) {best.sqnr:.2f} dB")
+    timed = [r for r in rows if r.model == RATIO_MODEL and r.times.get("int8-1")]
+    if not args.no_timing and timed:
+        row = timed[0]
+        ratio = row.median_ms("int8-1") / row.median_ms("ort-export-1")
+        ok &= ratio <= RATIO
+        print(f"  {'PASS' if ratio <= RATIO else 'FAIL'}  {RATIO_MODEL} batch 1, 1 thread: int8 "
+              f"{row.median_ms('int8-1'):.1f} ms / onnxruntime on the QDQ export "
+              f"{row.median_ms('ort-export-1'):.1f} ms = {ratio:.2f}x (<= {RATIO:g}x)")
+    return ok
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="resnet50,squeezenet")
+    p.add_argument("--calibration", type=int, default=32, help="calibration inputs (32)")
+    p.add_argument("--held-out", type=int, default=16, help="held-out inputs (16)")
+    p.add_argument("--quantizers", default="enhanced,tf", help="udo-build quantizers")
+    p.add_argument("--methods", default="MinMax,Percentile,Entropy",
+                   help="onnxruntime calibration methods")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--block", type=int, default=5,
+                   help="timed runs of one runtime before the next one's (5)")
+    p.add_argument("--threads", default="1",
+                   help="thread counts to time, e.g. 1,2 (the target is on 1; with 2, both "
+                        "runtimes' idle workers spin on the same cores: unreliable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-timing", action="store_true", help="accuracy only")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    unknown = [n for n in args.models.split(",") if n not in light.NAMES]
+    if unknown:
+        print(f"unknown model {unknown[0]!r}; the light models are: {', '.join(light.NAMES)}",
+              file=sys.stderr)
+        return 2
+    blas = Blas()
+    environment(blas)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            (Path(tmp) / name).mkdir()
+            start = time.perf_counter()
+            rows.append(bench_model(name, args, blas, Path(tmp)))
+            print(f"  {name}: done in {time.perf_counter() - start:.1f} s", flush=True)
+    ok = report(rows, args)
+    print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

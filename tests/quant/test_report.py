@@ -1,0 +1,49 @@
+"""`udo-build quant-report`: per-layer SQNR as a table, JSON and a PNG."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from udo_build.cli import main
+
+from ..conftest import EXAMPLES
+
+OPS = EXAMPLES / "softplus/ops"
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), stdout=out, stderr=err, env={}), out.getvalue(), err.getvalue()
+
+
+def test_report_of_the_example(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    (tmp_path / ".udo-build-root").write_text("")
+    import shutil
+
+    shutil.copytree(EXAMPLES / "softplus", tmp_path / "ex")
+    recipe.write_text(
+        "recipe: 1\nname: q\npackage:\n  ops:\n"
+        "    - {config: ex/ops/softplus.xml, kernels: ex/ops/kernels.py}\n"
+        "    - {config: ex/ops/swish.json, kernels: ex/ops/kernels.py}\n"
+        "model: {onnx: ex/model/net.onnx}\nquantize: {input_list: ex/data/calib.txt}\n")
+    code, out, err = cli("build", str(recipe), "quantize", "--store", str(tmp_path / "s"),
+                         "--out", str(tmp_path / "out"), "-j", "1")
+    assert code == 0, err
+    bundle = tmp_path / "out/model/net_quantized.udb"
+    png = tmp_path / "sqnr.png"
+    code, out, err = cli("quant-report", str(bundle), "--input-list",
+                         str(tmp_path / "ex/data/test.txt"), "--kernels",
+                         str(tmp_path / "ex/ops/kernels.py"), "--png", str(png), "--json")
+    assert code == 0, err
+    layers = json.loads(out)["layers"]
+    assert [layer["tensor"] for layer in layers] == [
+        "conv1_out", "softplus1_out", "conv2_out", "swish1_out", "pool_out", "flat_out",
+        "logits"]
+    assert all(20 < layer["sqnr_db"] < 60 for layer in layers)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    code, out, err = cli("quant-report", str(tmp_path / "out/model/net.udb"), "--input-list",
+                         str(tmp_path / "ex/data/test.txt"))
+    assert code == 2 and "the bundle is not quantized (it has no encodings)" in err

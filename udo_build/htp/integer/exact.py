@@ -1,0 +1,115 @@
+"""Exact integer matrix products through BLAS.
+
+numpy has no fast integer matmul, but float BLAS is exact on integers as long as every partial
+sum it forms is: a sum of products x_k * w_k in any order and grouping is bounded by
+max|x| x sum_k |w_k|, so when that bound stays below 2^24 (float32) or 2^53 (float64), sgemm or
+dgemm compute the integer result exactly. The operands are centered (x - zero point, as the
+uint8 -> float conversion BLAS needs anyway goes), so no zero-point correction term is needed and
+convolution padding is the real zero.
+
+`pack` prepares a weight matrix once, at load (like onnxruntime's prepacked weights): it splits
+the reduction axis K into the fewest equal chunks whose bound, with the weights' own sums of
+|w| (per output channel) and the input's largest |x - zp|, stays below 2^24, and keeps each
+chunk as a float32 operand; a product then takes one sgemm per chunk and adds the chunks' exact
+results in float64. When that would take more than MAX_F32_CHUNKS chunks (16-bit activations),
+it uses float64 operands instead (chunked the same way below 2^53). With 8-bit activations and
+weights most layers need a single float32 chunk (He-initialized ResNet-50: all but two).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+F32_LIMIT = 2 ** 24
+F64_LIMIT = 2 ** 53
+MAX_F32_CHUNKS = 4
+
+
+@dataclass(frozen=True, eq=False)
+class Packed:
+    """Integer weights (G, M, K) as BLAS operands, split along K into exact chunks."""
+
+    operands: tuple[np.ndarray, ...]  # (G, M, k1 - k0) each, in `dtype`
+    bounds: tuple[tuple[int, int], ...]  # the K range of each chunk
+    dtype: np.dtype
+    acc_bound: float  # max |sum_k x_k w_k| over outputs, for |x| <= the x_reach packed for
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        g, m, _ = self.operands[0].shape
+        return g, m, self.bounds[-1][1]
+
+
+def pack(w: np.ndarray, x_reach: int) -> Packed:
+    """Pack integer weights (G, M, K) for products with inputs of |x| <= x_reach."""
+    w = np.asarray(w)
+    magnitude = np.abs(w.astype(np.int64, copy=False))
+    acc_bound = float(magnitude.sum(axis=-1).max(initial=0)) * x_reach
+    dtype: type = np.float32
+    bounds = _chunks(magnitude, x_reach, F32_LIMIT, MAX_F32_CHUNKS)
+    if bounds is None:
+        dtype, bounds = np.float64, _chunks(magnitude, x_reach, F64_LIMIT, w.shape[-1])
+    if bounds is None:  # pragma: no cover (one column is always exact in float64)
+        raise ValueError("weights too large for an exact product")
+    operands = tuple(np.ascontiguousarray(w[..., k0:k1], dtype=dtype) for k0, k1 in bounds)
+    return Packed(operands, tuple(bounds), np.dtype(dtype), acc_bound)
+
+
+def _chunks(magnitude: np.ndarray, x_reach: int, limit: int,
+            most: int) -> list[tuple[int, int]] | None:
+    """The fewest (at most `most`) equal K chunks in which every row's sum of |w| x x_reach
+    stays below `limit` (None: more would be needed)."""
+    k = magnitude.shape[-1]
+    rows = magnitude.reshape(-1, k)
+    total = float(rows.sum(axis=1).max(initial=0)) * x_reach
+    for n in range(max(1, math.ceil(total / (limit - 1))), min(most, max(k, 1)) + 1):
+        edges = np.linspace(0, k, n + 1).round().astype(int)
+        sums = np.add.reduceat(rows, edges[:-1], axis=1) if k else np.zeros((1, 1))
+        if float(sums.max(initial=0)) * x_reach < limit:
+            return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    return None
+
+
+def product(packed: Packed, cols: np.ndarray) -> np.ndarray:
+    """packed @ cols for cols (..., G, K, P) (or (K, P) when G == 1): exact integers, float32
+    (one chunk) or float64."""
+    if cols.dtype != packed.dtype:
+        raise TypeError(f"columns are {cols.dtype}, the packed weights {packed.dtype}")
+    acc = None
+    for (k0, k1), operand in zip(packed.bounds, packed.operands, strict=True):
+        w = operand[0] if cols.ndim == 2 else operand
+        part = np.matmul(w, cols[..., k0:k1, :])
+        if len(packed.bounds) == 1:
+            return part
+        if acc is None:
+            acc = part.astype(np.float64)
+        else:
+            acc += part
+    assert acc is not None
+    return acc
+
+
+def chunk_size(reach_a: int, reach_b: int, k: int) -> tuple[np.dtype, int]:
+    """For a product of two runtime operands (|a| <= reach_a, |b| <= reach_b) over K: the type
+    and the K chunk size that keep it exact."""
+    per_term = max(1, reach_a * reach_b)
+    f32 = max(1, (F32_LIMIT - 1) // per_term)
+    if math.ceil(k / f32) <= MAX_F32_CHUNKS:
+        return np.dtype(np.float32), f32
+    return np.dtype(np.float64), max(1, (F64_LIMIT - 1) // per_term)
+
+
+def runtime_product(a: np.ndarray, b: np.ndarray, chunk: int) -> np.ndarray:
+    """a @ b (centered integers in float32/float64) in K chunks of `chunk`, exact."""
+    k = a.shape[-1]
+    if k <= chunk:
+        return np.matmul(a, b)
+    acc = None
+    for k0 in range(0, k, chunk):
+        part = np.matmul(a[..., k0:k0 + chunk], b[..., k0:k0 + chunk, :])
+        acc = part.astype(np.float64) if acc is None else acc.__iadd__(part)
+    assert acc is not None
+    return acc

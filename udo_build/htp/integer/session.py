@@ -1,0 +1,239 @@
+"""`QuantizedSession`: runs a QuantizedModel with integer semantics.
+
+    session = QuantizedSession(qmodel, {"SoftplusPackage": package})
+    outputs = session.run({"input": x})                  # float in, dequantized floats out
+    raw = session.run_quantized({"input": x}, ["t7"])    # the integer tensors themselves
+
+Feeds are float32 (quantized at entry with the input's encoding, as QuantizeLinear does), or,
+for an encoded input, already quantized values of the encoding's type. `run_quantized` returns
+quantized tensors as they are held (uint8/uint16) and float-fallback tensors as float;
+`run` dequantizes the quantized ones. Requesting a tensor the default plan absorbs (a Conv
+output feeding a Relu) gives a plan where it is not absorbed (see `plan.py`).
+
+Memory: the kernels' temporaries are multi-megabyte numpy arrays, allocated and freed at every
+step. glibc hands blocks above 128 KiB back to the kernel when they are freed (munmap, heap
+trimming), so every inference would fault each of them in again, zeroed page by page (on
+ResNet-50, a tenth of the inference's time). A session therefore raises
+glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB, once per process (`mallopt`;
+Linux with glibc only): freed blocks are reused, as the arena of an inference runtime is. The
+process keeps up to that much freed memory for reuse.
+
+Errors are the float runtime's: bad feeds are a UserError naming the input; a UDO kernel that
+raises, or returns too few outputs or a dtype or shape the model contradicts, is the user's step
+failing (StepFailed); a default-package or integer kernel that raises is a KernelError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import sys
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ...errors import StepFailed, UserError
+from ...ir.graph import DEFAULT_PACKAGE, Node
+from ...quant.qmodel import QuantizedModel
+from ..default import DEFAULT
+from ..oppkg import Impl, OpPackage, OpPackageError
+from ..runtime import KernelError
+from .fixed import qtype, quantize
+from .plan import Planner, QPlan, QStep
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
+
+
+class QuantizedSession:
+    def __init__(self, qmodel: QuantizedModel,
+                 packages: Mapping[str, OpPackage] | None = None) -> None:
+        self.qmodel = qmodel
+        self.graph = qmodel.model.graph
+        self.packages: dict[str, OpPackage] = {DEFAULT_PACKAGE: DEFAULT}
+        for name, package in (packages or {}).items():
+            if name == DEFAULT_PACKAGE:
+                raise OpPackageError("a UDO op package cannot be named 'default'")
+            self.packages[name] = package
+        self._weights = qmodel.model.weights
+        self._infos = self.graph.infos()
+        self._inputs = {t.name: t for t in self.graph.inputs if t.name not in self._weights}
+        self._check_wiring()
+        reuse_freed_memory()
+        self._impls = {node.name: self._float_impl(node) for node in self.graph.nodes}
+        self._planner = Planner(qmodel, lambda node: self._impls[node.name])
+        self._plans: dict[tuple[str, ...], QPlan] = {}
+        self.plan(tuple(t.name for t in self.graph.outputs))
+
+    # -- load ------------------------------------------------------------------------------------
+
+    def _check_wiring(self) -> None:
+        known = set(self._inputs) | set(self._weights)
+        for node in self.graph.nodes:
+            for name in node.inputs:
+                if name and name not in known:
+                    raise UserError(f"node {node.name!r} ({node.op}) reads {name!r}, which no "
+                                    "earlier node, graph input or weight provides")
+            known.update(o for o in node.outputs if o)
+        self._known = known
+
+    def _float_impl(self, node: Node) -> Impl:
+        package = self.packages.get(node.package)
+        if package is None:
+            raise OpPackageError(
+                f"node {node.name!r} uses {node.package}::{node.op}, but the session has no op "
+                f"package {node.package!r}; it has: {', '.join(sorted(self.packages))}")
+        dtypes = [str(self._weights[i].dtype) if i in self._weights
+                  else getattr(self._infos.get(i), "dtype", "") for i in node.inputs if i]
+        return package.select(node.op, dtypes)
+
+    def plan(self, outputs: Sequence[str]) -> QPlan:
+        """The execution plan that yields these tensors (built once per set of outputs)."""
+        key = tuple(outputs)
+        if key not in self._plans:
+            for name in key:
+                if name not in self._known:
+                    raise UserError(f"the model has no tensor {name!r} to output",
+                                    hint="request a graph input, a weight or a node's output")
+            plan = self._planner.build(key)
+            for name in plan.constants:
+                plan.constants[name] = _read_only(plan.constants[name])
+            self._plans[key] = plan
+        return self._plans[key]
+
+    # -- run -------------------------------------------------------------------------------------
+
+    def run(self, feeds: Mapping[str, np.ndarray],
+            outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """The requested tensors (default: the graph outputs) as floats: quantized ones
+        dequantized."""
+        plan = self.plan(self._names(outputs))
+        raw = self._execute(plan, feeds)
+        return {name: plan.encodings[name].dequantize(value)
+                if name in plan.encodings and value.dtype.kind in "iu" else value
+                for name, value in raw.items()}
+
+    def run_quantized(self, feeds: Mapping[str, np.ndarray],
+                      outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """The requested tensors as the integer path holds them (quantized: integers)."""
+        return self._execute(self.plan(self._names(outputs)), feeds)
+
+    def _names(self, outputs: Sequence[str] | None) -> tuple[str, ...]:
+        return tuple(outputs) if outputs is not None else tuple(t.name for t in self.graph.outputs)
+
+    def _execute(self, plan: QPlan, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, Any] = dict(plan.constants)
+        env.update(self._check_feeds(feeds, plan))
+        for step in plan.steps:
+            self._run_step(step, env)
+        return {name: _detached(env[name]) for name in plan.outputs}
+
+    def _run_step(self, step: QStep, env: dict[str, Any]) -> None:
+        args = [env[name] if name else None for name in step.inputs]
+        if step.dequantize:
+            args = [a if e is None else e.dequantize(a) for a, e in zip(args, step.dequantize,
+                                                                         strict=True)]
+        if step.user:  # the user's kernel sees read-only inputs
+            args = [_read_only(a) if isinstance(a, np.ndarray) else a for a in args]
+        kwargs = step.kwargs
+        if not step.integer and "num_outputs" not in kwargs and _takes_num_outputs(step.fn):
+            kwargs = {**kwargs, "num_outputs": len(step.outputs)}
+        try:
+            result = step.fn(*args, **kwargs)
+        except Exception as error:
+            raise _failure(step, error) from error
+        values = result if isinstance(result, tuple) else (result,)
+        named = [(i, o) for i, o in enumerate(step.outputs) if o]
+        if named and named[-1][0] >= len(values):
+            raise _failure(step, ValueError(
+                f"returned {len(values)} output(s), the node has {len(step.outputs)}"))
+        for i, name in named:
+            value = self._check_user_output(step, name, values[i]) if step.user else values[i]
+            enc = step.quantize[i] if step.quantize else None
+            if enc is not None and np.asarray(value).dtype.kind == "f":
+                value = quantize(value, enc)
+            env[name] = value
+        result = args = values = None  # type: ignore[assignment]  (hold nothing past its use)
+        for name in step.frees:
+            del env[name]
+
+    def _check_feeds(self, feeds: Mapping[str, np.ndarray], plan: QPlan) -> dict[str, Any]:
+        unknown = [name for name in feeds if name not in self._inputs]
+        if unknown:
+            raise UserError(f"unknown input {unknown[0]!r}; the model's inputs are: "
+                            + ", ".join(repr(n) for n in self._inputs))
+        missing = [name for name in plan.feeds if name not in feeds]
+        if missing:
+            raise UserError(f"missing input {missing[0]!r}")
+        checked = {}
+        for name, value in feeds.items():
+            info, enc = self._inputs[name], plan.encodings.get(name)
+            array = np.asarray(value)
+            raw = enc is not None and array.dtype == qtype(enc)
+            if not raw and info.dtype and array.dtype != np.dtype(info.dtype):
+                expected = info.dtype + (f" (or {qtype(enc)}, quantized)" if enc else "")
+                raise UserError(f"input {name!r}: expected {expected}, given {array.dtype}",
+                                hint=f"convert it, e.g. x.astype(np.{info.dtype})")
+            if info.shape is not None and not _fits(array.shape, info.shape):
+                raise UserError(f"input {name!r}: expected shape {list(info.shape)}, given "
+                                f"{list(array.shape)}")
+            checked[name] = _read_only(quantize(array, enc) if enc and not raw else array)
+        return checked
+
+    def _check_user_output(self, step: QStep, name: str, value: Any) -> np.ndarray:
+        array = np.asarray(value)
+        info = self._infos.get(name)
+        if info is None:
+            return array
+        if info.dtype and array.dtype != np.dtype(info.dtype):
+            raise _failure(step, TypeError(
+                f"output {name!r} is {array.dtype}, the model says {info.dtype}"))
+        if info.shape is not None and not _fits(array.shape, info.shape):
+            raise _failure(step, ValueError(
+                f"output {name!r} has shape {list(array.shape)}, the model says "
+                f"{list(info.shape)}"))
+        return array
+
+
+@cache
+def reuse_freed_memory() -> bool:
+    """Keep freed heap blocks for reuse (see the module docstring); False where unavailable."""
+    if sys.platform != "linux":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):  # not glibc
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20) and mallopt(M_TRIM_THRESHOLD, 1 << 30))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = np.asarray(array).view()
+    view.flags.writeable = False
+    return view
+
+
+def _detached(value: Any) -> np.ndarray:
+    array = np.asarray(value)
+    return array if array.flags.writeable and array.flags.owndata else array.copy()
+
+
+def _failure(step: QStep, error: BaseException) -> Exception:
+    message = f"{step.label} raised {type(error).__name__}: {error}"
+    return StepFailed("run", message) if step.user else KernelError(message)
+
+
+def _fits(shape: tuple[int, ...], expected: tuple[int | str, ...]) -> bool:
+    return len(shape) == len(expected) and all(
+        not isinstance(e, int) or e < 0 or e == s for s, e in zip(shape, expected, strict=True))
+
+
+@cache
+def _takes_num_outputs(fn: Any) -> bool:
+    try:
+        parameter = inspect.signature(fn).parameters.get("num_outputs")
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind == inspect.Parameter.KEYWORD_ONLY
