@@ -1,7 +1,8 @@
 """Stand-in action kinds for engine tests: cheap, deterministic, and counting their runs.
 
 They register only the kinds udo-build does not implement yet, under the kinds' real names, so
-the tests exercise the real planner and engine with every step of the pipeline.
+the tests exercise the real planner and engine with every step of the pipeline. Implemented
+kinds stay real, behind the same failure injection (FAIL).
 """
 
 from __future__ import annotations
@@ -66,14 +67,27 @@ KINDS = {
 }
 
 
+def _failing(kind: str, run):  # type: ignore[no-untyped-def]
+    """A real kind with failure injection (FAIL) in front of it."""
+    def wrapper(ctx: ActionContext) -> Produced:
+        _maybe_fail(kind, ctx)
+        return run(ctx)
+    return wrapper
+
+
 @contextmanager
 def fake_kinds() -> Iterator[list[str]]:
     actions.load_kinds()
-    added = []
+    added, real = [], {}
     for name, (version, params, fn) in KINDS.items():
-        if actions.get_kind(name) is None:
-            action_kind(name, version=version, params=params)(fn)
-            added.append(name)
+        kind = actions.get_kind(name)
+        if kind is not None:  # implemented: keep it, but let FAIL fail it
+            real[name] = kind
+            actions.unregister(name)
+            fn = _failing(name, kind.run)
+            version, params = kind.version, kind.params
+        action_kind(name, version=version, params=params)(fn)
+        added.append(name)
     CALLS.clear()
     FAIL.clear()
     try:
@@ -81,4 +95,6 @@ def fake_kinds() -> Iterator[list[str]]:
     finally:
         for name in added:
             actions.unregister(name)
+        for name, kind in real.items():
+            action_kind(name, version=kind.version, params=kind.params)(kind.run)
         FAIL.clear()

@@ -110,7 +110,7 @@ def plan_recipe(recipe: Recipe) -> Plan:
     if recipe.quantize is not None:
         _plan_quantize(plan, recipe, kernels)
     for target in recipe.targets:
-        plan.add(_prepare(target))
+        plan.add(_prepare(target, kernels))
     if recipe.targets:
         records: dict[str, Input] = {f"record[{t.id}]": Dep(f"prepare:{t.id}", "record")
                                      for t in recipe.targets}
@@ -182,16 +182,19 @@ def _bundle(recipe: Recipe, precision: str) -> Dep:
     return Dep("convert", "bundle")
 
 
-def _prepare(target: Target) -> PlannedAction:
+def _prepare(target: Target, kernels: dict[str, Input]) -> PlannedAction:
+    """A cache record; the kernels count (their module may add optimization rules, and shapes
+    of custom ops at other input dimensions come from running them)."""
     params = {
         "soc": target.soc.name, "arch": target.soc.arch, "vtcm_mb": target.soc.vtcm_mb,
         "optimization_level": target.optimization_level,
         "input_dimensions": target.input_dimensions.to_json(),
         "outputs": target.outputs.to_json(), "precision": target.precision,
     }
-    return PlannedAction(f"prepare:{target.id}", "prepare", params, {"bundle": Dep(
-        "quantize" if target.precision == "int8" else "convert", "bundle")},
-        f"prepare {target.id}")
+    inputs: dict[str, Input] = {"bundle": Dep(
+        "quantize" if target.precision == "int8" else "convert", "bundle"), **kernels}
+    return PlannedAction(f"prepare:{target.id}", "prepare", params, inputs,
+                         f"prepare {target.id}")
 
 
 def _plan_run(plan: Plan, recipe: Recipe, run: Any, kernels: dict[str, Input]) -> None:

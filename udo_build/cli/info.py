@@ -1,5 +1,5 @@
 """`udo-build info BUNDLE`: what a bundle holds (layers, inputs, parameters, MACs, UDOs,
-cache records), like the vendor's dlc-info."""
+cache records), like the vendor's dlc-info; `udo-build info RECORD`: one cache record."""
 
 from __future__ import annotations
 
@@ -10,13 +10,17 @@ from .reporter import Reporter
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", metavar="BUNDLE", help="a bundle (.udb)")
+    parser.add_argument("bundle", metavar="BUNDLE",
+                        help="a bundle (.udb), or a cache record (.udr)")
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..model.bundle import load_bundle
     from ..model.info import describe
+    from .records import is_record, show_record
 
+    if is_record(args.bundle):
+        return show_record(args.bundle, rep)
     info = describe(load_bundle(args.bundle))
     if rep.mode == "json":
         rep.emit({"ok": True, **info})

@@ -87,6 +87,7 @@ class OpPackage:
         self.name = name
         self._impls: dict[str, list[Impl]] = {}
         self._params: dict[str, tuple[Param, ...]] = {}
+        self._rules: list[Any] = []
 
     def __repr__(self) -> str:
         return f"OpPackage({self.name!r}, ops={sorted(self._impls)})"
@@ -120,7 +121,22 @@ class OpPackage:
             raise OpPackageError(f"{self.name}::{op}: a parameter is listed twice: {names}")
         self._params[op] = order
 
+    def rule(self, rule: Any) -> Any:
+        """Register an optimization rule (a `udo_build.htp.compiler.rules.Rule` value) that the
+        graph compiler applies with the default package's rules; names are unique."""
+        name = getattr(rule, "name", None)
+        if not isinstance(name, str) or not name:
+            raise OpPackageError(f"{self.name}: a rule needs a name, got {rule!r}")
+        if any(r.name == name for r in self._rules):
+            raise OpPackageError(f"{self.name}: two rules are named {name!r}")
+        self._rules.append(rule)
+        return rule
+
     # -- lookup ---------------------------------------------------------------------------------
+
+    def rules(self) -> list[Any]:
+        """The optimization rules registered with `rule`, in registration order."""
+        return list(self._rules)
 
     def ops(self) -> list[str]:
         return sorted(self._impls)
@@ -154,6 +170,8 @@ class OpPackage:
             for impl in impls:
                 self.add(impl)
         self._params.update(other._params)
+        for rule in other._rules:
+            self.rule(rule)
 
 
 def _check_signature(package: str, impl: Impl) -> None:
