@@ -68,7 +68,8 @@ def make_project(folder: Path, targets: int) -> Path:
         lines = []
         for j in range(count):
             raw = folder / "data" / listing / f"input_{j}.raw"
-            raw.write_bytes(_floats(3 * 8 * 8, seed=j + 7 * count))
+            size = 3 * 8 * (9 if listing == "test" else 8)  # the run's input dimensions
+            raw.write_bytes(_floats(size, seed=j + 7 * count))
             lines.append(f"{listing}/{raw.name}")
         (folder / "data" / f"{listing}.txt").write_text("\n".join(lines) + "\n")
     return write_recipe(folder, targets)

@@ -258,8 +258,9 @@ def test_the_output_folder_follows_the_recipe(project: Project) -> None:
     files = sorted(str(p.relative_to(project.out)) for p in project.out.rglob("*")
                    if p.is_file())
     assert files == [
-        ".udo-build-manifest.json", "model/net.udb", "model/net_quantized.encodings.json",
-        "model/net_quantized.udb", "opdef/SoftplusPackage.json",
+        ".udo-build-manifest.json", "model/net.udb", "model/net_deploy.udb",
+        "model/net_quantized.encodings.json", "model/net_quantized.udb",
+        "opdef/SoftplusPackage.json",
         "opdef/SoftplusPackageCpu.json", "opdef/SoftplusPackageHtp.json",
         *(f"packages/SoftplusPackageCpu/{f}" for f in (
             "Makefile", "config/softplus.xml", "config/swish.json",
@@ -269,7 +270,11 @@ def test_the_output_folder_follows_the_recipe(project: Project) -> None:
         *(f"packages/SoftplusPackageHtp/{f}" for f in (
             "Makefile", "config/softplus.xml", "config/swish.json",
             "include/SoftplusPackageHtp.hpp", "package.json",
-            "src/SoftplusPackageHtpInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp"))]
+            "src/SoftplusPackageHtpInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp")),
+        *(f"runs/smoke/{f}" for f in (
+            "Result_0/logits.npy", "Result_0/logits.raw", "Result_1/logits.npy",
+            "Result_1/logits.raw", "Result_2/logits.npy", "Result_2/logits.raw",
+            "Result_3/logits.npy", "Result_3/logits.raw", "report.json"))]
     (project.out / "notes.txt").write_text("mine")
     project.recipe.write_text(project.recipe.read_text().replace("[CPU, HTP]", "[HTP]"))
     project.build()

@@ -111,12 +111,14 @@ def plan_recipe(recipe: Recipe) -> Plan:
         _plan_quantize(plan, recipe, kernels)
     for target in recipe.targets:
         plan.add(_prepare(target, kernels))
-    if recipe.targets:
-        records: dict[str, Input] = {f"record[{t.id}]": Dep(f"prepare:{t.id}", "record")
-                                     for t in recipe.targets}
+    if recipe.targets:  # records by position: a SoC's name enters no key
+        records: dict[str, Input] = {f"record[{i}]": Dep(f"prepare:{t.id}", "record")
+                                     for i, t in enumerate(recipe.targets)}
+        stem = recipe.model.onnx.stem if recipe.model else "model"
         plan.add(PlannedAction("assemble", "assemble", {},
                                {"bundle": _bundle(recipe, "int8"), **records},
-                               f"assemble the deployable bundle ({len(records)} records)"))
+                               f"assemble the deployable bundle ({len(records)} records)",
+                               {f"model/{stem}_deploy{BUNDLE_EXTENSION}": "bundle"}))
     for run in recipe.runs:
         _plan_run(plan, recipe, run, kernels)
     return plan
@@ -217,4 +219,5 @@ def _plan_run(plan: Plan, recipe: Recipe, run: Any, kernels: dict[str, Input]) -
         "precision": run.precision, "mode": run.mode, "check": check,
     }
     plan.add(PlannedAction(f"run:{run.name}", "run", params, inputs,
-                           f"run {run.name} on {run.soc.name}"))
+                           f"run {run.name} on {run.soc.name}",
+                           {f"runs/{run.name}": "results"}))

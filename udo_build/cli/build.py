@@ -121,6 +121,8 @@ def _summary(name: str, path: Path, store: Path, out: Path, states: dict[str, An
             row["source"] = st.origin
         if st.reason:
             row["reason"] = st.reason
+        if st.result is not None and st.result.description:
+            row["description"] = st.result.description
         if dry_run:
             row["would_run"] = st.would_run
         if st.error is not None:
@@ -159,6 +161,9 @@ def _report(rep: Reporter, summary: dict[str, Any], states: dict[str, Any], debu
     if rep.mode == "json":
         rep.emit(summary)
         return
+    for st in states.values():  # what each run found: the record it used, its checks
+        if st.action.kind == "run" and st.result is not None and st.status == "built":
+            rep.line(st.result.description)
     if summary["dry_run"]:
         would = [st for st in states.values() if st.would_run]
         for st in would:
