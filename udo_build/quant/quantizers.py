@@ -98,7 +98,7 @@ def activation_encoding(stats: TensorStats, bitwidth: int, quantizer: str) -> En
     raise ValueError(f"unknown quantizer {quantizer!r}; known: {', '.join(QUANTIZERS)}")
 
 
-def enhanced_range(stats: TensorStats, bitwidth: int, steps: int = 64) -> tuple[float, float]:
+def enhanced_range(stats: TensorStats, bitwidth: int, steps: int = 128) -> tuple[float, float]:
     """The [lo, hi] minimizing the expected squared quantization error over the histogram."""
     centers = stats.centers()
     counts = stats.hist.astype(np.float64)

@@ -13,7 +13,7 @@ SETTINGS = ("act_bitwidth", "weights_bitwidth", "bias_bitwidth", "per_channel", 
             "float_fallback")
 
 
-@action_kind("quantize", version=1, params=SETTINGS)
+@action_kind("quantize", version=2, params=SETTINGS)
 def quantize(ctx: ActionContext) -> Produced:
     from pathlib import Path
 
