@@ -238,18 +238,25 @@ class Session:
                 else values[i]
 
     def _check_user_output(self, step: Step, name: str, value: Any) -> np.ndarray:
-        array = np.asarray(value)
-        info = self._infos.get(name)
-        if info is None:
-            return array
-        if info.dtype and array.dtype != np.dtype(info.dtype):
-            raise _failure(step, TypeError(
-                f"output {name!r} is {array.dtype}, the model says {info.dtype}"))
-        if info.shape is not None and not _fits(array.shape, info.shape):
-            raise _failure(step, ValueError(
-                f"output {name!r} has shape {list(array.shape)}, the model says "
-                f"{_shape_text(info.shape)}"))
+        return check_user_output(step, name, value, self._infos)
+
+
+def check_user_output(step: Any, name: str, value: Any,
+                      infos: Mapping[str, TensorInfo]) -> np.ndarray:
+    """A UDO kernel's output as an array; a dtype or shape the model contradicts is the user's
+    step failing."""
+    array = np.asarray(value)
+    info = infos.get(name)
+    if info is None:
         return array
+    if info.dtype and array.dtype != np.dtype(info.dtype):
+        raise _failure(step, TypeError(
+            f"output {name!r} is {array.dtype}, the model says {info.dtype}"))
+    if info.shape is not None and not _fits(array.shape, info.shape):
+        raise _failure(step, ValueError(
+            f"output {name!r} has shape {list(array.shape)}, the model says "
+            f"{_shape_text(info.shape)}"))
+    return array
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -266,7 +273,7 @@ def _detached(value: Any) -> np.ndarray:
     return array if array.flags.writeable and array.flags.owndata else array.copy()
 
 
-def _failure(step: Step, error: BaseException) -> Exception:
+def _failure(step: Any, error: BaseException) -> Exception:
     message = f"{step.label} raised {type(error).__name__}: {error}"
     if step.user:
         return StepFailed("run", message)

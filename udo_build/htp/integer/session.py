@@ -26,7 +26,6 @@ failing (StepFailed); a default-package or integer kernel that raises is a Kerne
 from __future__ import annotations
 
 import ctypes
-import inspect
 import sys
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -34,12 +33,19 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import StepFailed, UserError
+from ...errors import UserError
 from ...ir.graph import DEFAULT_PACKAGE, Node
 from ...quant.qmodel import QuantizedModel
 from ..default import DEFAULT
 from ..oppkg import Impl, OpPackage, OpPackageError
-from ..runtime import KernelError
+from ..runtime import (
+    _detached,
+    _failure,
+    _fits,
+    _read_only,
+    _takes_num_outputs,
+    check_user_output,
+)
 from .fixed import qtype, quantize
 from .plan import Planner, QPlan, QStep
 
@@ -182,18 +188,7 @@ class QuantizedSession:
         return checked
 
     def _check_user_output(self, step: QStep, name: str, value: Any) -> np.ndarray:
-        array = np.asarray(value)
-        info = self._infos.get(name)
-        if info is None:
-            return array
-        if info.dtype and array.dtype != np.dtype(info.dtype):
-            raise _failure(step, TypeError(
-                f"output {name!r} is {array.dtype}, the model says {info.dtype}"))
-        if info.shape is not None and not _fits(array.shape, info.shape):
-            raise _failure(step, ValueError(
-                f"output {name!r} has shape {list(array.shape)}, the model says "
-                f"{list(info.shape)}"))
-        return array
+        return check_user_output(step, name, value, self._infos)
 
 
 @cache
@@ -207,33 +202,3 @@ def reuse_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20) and mallopt(M_TRIM_THRESHOLD, 1 << 30))
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    view = np.asarray(array).view()
-    view.flags.writeable = False
-    return view
-
-
-def _detached(value: Any) -> np.ndarray:
-    array = np.asarray(value)
-    return array if array.flags.writeable and array.flags.owndata else array.copy()
-
-
-def _failure(step: QStep, error: BaseException) -> Exception:
-    message = f"{step.label} raised {type(error).__name__}: {error}"
-    return StepFailed("run", message) if step.user else KernelError(message)
-
-
-def _fits(shape: tuple[int, ...], expected: tuple[int | str, ...]) -> bool:
-    return len(shape) == len(expected) and all(
-        not isinstance(e, int) or e < 0 or e == s for s, e in zip(shape, expected, strict=True))
-
-
-@cache
-def _takes_num_outputs(fn: Any) -> bool:
-    try:
-        parameter = inspect.signature(fn).parameters.get("num_outputs")
-    except (TypeError, ValueError):
-        return False
-    return parameter is not None and parameter.kind == inspect.Parameter.KEYWORD_ONLY
