@@ -169,6 +169,13 @@ class _Builder:
                 file=self.positions.file, line=mark.line + 1, column=mark.column + 1,
             )
         self.positions.values.setdefault(path, (mark.line + 1, mark.column + 1))
+        plain = {yaml.MappingNode: "tag:yaml.org,2002:map",
+                 yaml.SequenceNode: "tag:yaml.org,2002:seq"}.get(type(node))
+        if plain is not None and node.tag != plain:
+            raise UserError(
+                f"the tag {node.tag} is not allowed: recipes are safe YAML (plain mappings, "
+                "lists and scalars)", file=self.positions.file, line=mark.line + 1,
+                column=mark.column + 1, field=format_path(path) or None)
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path, depth)
         if isinstance(node, yaml.SequenceNode):

@@ -214,3 +214,17 @@ def test_dsp_arch_defaults_to_the_matrix_arches(project: Path) -> None:
     assert problems(write(project, text, "a.xml")) == [
         "5:13: package.backends: the DSP backend needs DSP architectures; list them under "
         "package.dsp_arch (v65, v66, v68, ...), or add SoCs to prepare.matrix.soc"]
+
+
+@pytest.mark.parametrize("value", ['!!python/object/apply:os.system ["echo hi"]',
+                                   "!!set {a, b}", "!!omap [a: 1]"])
+def test_tags_beyond_safe_yaml_are_refused(project: Path, value: str) -> None:
+    (message,) = [p.message for p in _load_problems(project, f"recipe: 1\nname: {value}\n")]
+    assert message.startswith("the tag ") and message.endswith(
+        "is not allowed: recipes are safe YAML (plain mappings, lists and scalars)")
+
+
+def _load_problems(project: Path, text: str) -> list:  # type: ignore[type-arg]
+    with pytest.raises(UserError) as info:
+        load_recipe(write(project, text))
+    return info.value.problems
