@@ -18,6 +18,8 @@ from pathlib import Path
 from ..errors import UserError
 from ..store import ActionResult, Store
 from ..store.atomic import write_atomic
+from ..store.cas import safe_relpath
+from ..store.manifest import read_manifest
 
 MANIFEST = ".udo-build-manifest.json"
 PARALLEL_BYTES = 8 << 20  # write files in WRITERS threads when there is more than this
@@ -66,7 +68,7 @@ def materialize(store: Store, folder: Path, results: list[Published], *,
                 prune: bool = True) -> Sync:
     files = desired_files(store, results)
     manifest = folder / MANIFEST
-    old = _read_manifest(manifest)
+    old = read_manifest(manifest)
     sync = Sync()
     todo = [(rel, spec) for rel, spec in files.items()
             if not (old.get(rel) == spec[0] and _size(folder / rel) == spec[1])]
@@ -116,23 +118,8 @@ def _size(path: Path) -> int | None:
         return None
 
 
-def _read_manifest(path: Path) -> dict[str, str]:
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(doc, dict):
-        return {}
-    return {str(k): str(v) for k, v in doc.items() if _safe(str(k))}
-
-
-def _safe(rel: str) -> bool:
-    parts = rel.split("/")
-    return bool(rel) and not rel.startswith("/") and ".." not in parts and "" not in parts
-
-
 def _check_rel(rel: str) -> None:
-    if not _safe(rel):
+    if not safe_relpath(rel):
         raise UserError(f"an action published to an unsafe path: {rel!r}",
                         hint="outputs stay inside the output folder")
 

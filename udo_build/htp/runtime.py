@@ -74,9 +74,12 @@ class Plan:
     rules: tuple[str, ...]  # the fusion rules applied, in order
 
 
-class Session:
-    def __init__(self, model: Model, packages: Mapping[str, OpPackage] | None = None) -> None:
-        self.model = model
+class LoadedModel:
+    """What both runtimes (float and integer) check and select when they load a model: the op
+    packages by name (the default package always), that every tensor a node reads is made
+    before it, and each node's implementation by its input dtypes."""
+
+    def __init__(self, model: Model, packages: Mapping[str, OpPackage] | None) -> None:
         self.graph = model.graph
         self.packages: dict[str, OpPackage] = {DEFAULT_PACKAGE: DEFAULT}
         for name, package in (packages or {}).items():
@@ -87,11 +90,6 @@ class Session:
         self._weights = dict(model.weights)
         self._inputs = {t.name: t for t in self.graph.inputs if t.name not in self._weights}
         self._check_wiring()
-        self._impls = {node.name: self._select(node) for node in self.graph.nodes}
-        self._plans: dict[tuple[str, ...], Plan] = {}
-        self.plan(tuple(t.name for t in self.graph.outputs))
-
-    # -- load ------------------------------------------------------------------------------------
 
     def _check_wiring(self) -> None:
         known = set(self._inputs) | set(self._weights)
@@ -120,6 +118,15 @@ class Session:
                 f"node {node.name!r} uses {node.package}::{node.op}, but the session has no op "
                 f"package {node.package!r}; it has: {', '.join(sorted(self.packages))}")
         return package.select(node.op, [self._dtype(i) for i in node.inputs if i])
+
+
+class Session(LoadedModel):
+    def __init__(self, model: Model, packages: Mapping[str, OpPackage] | None = None) -> None:
+        super().__init__(model, packages)
+        self.model = model
+        self._impls = {node.name: self._select(node) for node in self.graph.nodes}
+        self._plans: dict[tuple[str, ...], Plan] = {}
+        self.plan(tuple(t.name for t in self.graph.outputs))
 
     def plan(self, outputs: Sequence[str]) -> Plan:
         """The execution plan that yields these tensors (built once per set of outputs)."""

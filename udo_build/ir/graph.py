@@ -161,6 +161,17 @@ class Graph:
         return "\n".join(lines) + "\n"
 
 
+def needed_nodes(nodes: Iterable[Node], outputs: Iterable[str]) -> list[Node]:
+    """The nodes the outputs depend on, in their order (nodes is topological)."""
+    needed = set(outputs)
+    kept = []
+    for node in reversed(list(nodes)):
+        if any(o in needed for o in node.outputs):
+            kept.append(node)
+            needed.update(i for i in node.inputs if i)
+    return kept[::-1]
+
+
 def _tensor_text(t: TensorInfo) -> str:
     shape = "?" if t.shape is None else "x".join(str(d) for d in t.shape)
     return f"{t.name}: {t.dtype}[{shape}]"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import Problem, UserError
 from ..store.atomic import write_atomic
+from ..store.manifest import read_manifest
 
 MANIFEST = ".udo-build-package.json"
 
@@ -45,25 +46,10 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def _read_manifest(folder: Path) -> dict[str, str]:
-    try:
-        doc = json.loads((folder / MANIFEST).read_bytes())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(doc, dict):
-        return {}
-    return {str(k): str(v) for k, v in doc.items() if _safe(str(k))}
-
-
-def _safe(rel: str) -> bool:
-    parts = rel.split("/")
-    return bool(rel) and not rel.startswith("/") and ".." not in parts and "" not in parts
-
-
 def conflicts(folder: Path, files: Mapping[str, bytes]) -> list[Problem]:
     """The files of `folder` that writing `files` would overwrite although a user changed them
     (they differ from both what udo-build wrote last and the new content)."""
-    old = _read_manifest(folder)
+    old = read_manifest(folder / MANIFEST)
     found = []
     for rel, data in sorted(files.items()):
         current = _digest(folder / rel)
@@ -86,7 +72,7 @@ def update_folder(folder: Path, files: Mapping[str, bytes], *, force: bool = Fal
     problems = [] if force else conflicts(folder, files)
     if problems:
         raise UserError(problems=problems)
-    old = _read_manifest(folder)
+    old = read_manifest(folder / MANIFEST)
     new = {rel: _sha256(data) for rel, data in files.items()}
     update = Update()
     for rel, data in sorted(files.items()):

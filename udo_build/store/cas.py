@@ -181,12 +181,13 @@ def parse_tree(data: bytes) -> list[dict[str, Any]] | None:
         return None
     for e in entries:
         if not (isinstance(e, dict) and isinstance(e.get("path"), str)
-                and _valid_digest(str(e.get("digest"))) and _safe_relpath(e["path"])):
+                and _valid_digest(str(e.get("digest"))) and safe_relpath(e["path"])):
             return None
     return entries
 
 
-def _safe_relpath(path: str) -> bool:
+def safe_relpath(path: str) -> bool:
+    """A relative path that stays below its folder (no '..', no absolute, no empty part)."""
     parts = path.split("/")
     return bool(path) and not path.startswith("/") and ".." not in parts and "" not in parts
 

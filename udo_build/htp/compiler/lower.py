@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import UserError
-from ...ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
+from ...ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo, needed_nodes
 from ...quant.qmodel import QuantizedModel
 from .ir import ANY, BHWC, MODEL, Graph, TType
 from .ops import AXIS_OPS, BINARY, SPATIAL, TO_BHWC, TO_NCHW, UNARY, backfill
@@ -125,7 +125,7 @@ class Lowerer:
             if t.name not in self.model.weights:
                 self.vals[t.name] = g.value(self.ttype(t.name), t.name)
                 g.inputs.append(self.vals[t.name])
-        for node in _needed(self.model.graph.nodes, self.requested):
+        for node in needed_nodes(self.model.graph.nodes, self.requested):
             if node.name in self.skipped:
                 continue
             self.lower(node)
@@ -220,16 +220,6 @@ class Lowerer:
         for name, vid in zip(outs, made.outputs, strict=True):
             if name:
                 self.vals[name] = vid
-
-
-def _needed(nodes: Sequence[Node], outputs: Sequence[str]) -> list[Node]:
-    needed = set(outputs)
-    kept = []
-    for node in reversed(nodes):
-        if any(o in needed for o in node.outputs):
-            kept.append(node)
-            needed.update(i for i in node.inputs if i)
-    return kept[::-1]
 
 
 def lower(model: Model, infos: Mapping[str, TensorInfo], requested: Sequence[str],

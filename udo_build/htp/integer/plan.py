@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import UserError
-from ...ir.graph import DEFAULT_PACKAGE, Node
+from ...ir.graph import DEFAULT_PACKAGE, Node, needed_nodes
 from ...quant.qmodel import QuantizedModel
 from ...quant.quantizers import Encoding
 from ..oppkg import Impl
@@ -81,7 +81,7 @@ class Planner:
         self._params: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def build(self, outputs: tuple[str, ...]) -> QPlan:
-        nodes = _needed(self.graph.nodes, outputs)
+        nodes = needed_nodes(self.graph.nodes, outputs)
         consumers = self.graph.consumers()
         absorbable = {t: consumers[t][0] for t in self.qmodel.absorbed() if t not in outputs}
         inputs = [t.name for t in self.graph.inputs if t.name not in self.weights]
@@ -198,16 +198,6 @@ class Planner:
         return QStep(impl.fn, tuple(inputs), node.outputs, node.kwargs,
                      f"{node.package}::{node.op} (node {node.name})",
                      node.package != DEFAULT_PACKAGE, False, tuple(dequantize), quantize)
-
-
-def _needed(nodes: Sequence[Node], outputs: Sequence[str]) -> list[Node]:
-    needed = set(outputs)
-    kept = []
-    for node in reversed(nodes):
-        if any(o in needed for o in node.outputs):
-            kept.append(node)
-            needed.update(i for i in node.inputs if i)
-    return kept[::-1]
 
 
 def _without_unread(node: Node, live: set[str]) -> Node:

@@ -34,11 +34,10 @@ from typing import Any
 import numpy as np
 
 from ...errors import UserError
-from ...ir.graph import DEFAULT_PACKAGE, Node
 from ...quant.qmodel import QuantizedModel
-from ..default import DEFAULT
-from ..oppkg import Impl, OpPackage, OpPackageError
+from ..oppkg import OpPackage
 from ..runtime import (
+    LoadedModel,
     _detached,
     _failure,
     _fits,
@@ -52,47 +51,18 @@ from .plan import Planner, QPlan, QStep
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 
 
-class QuantizedSession:
+class QuantizedSession(LoadedModel):
     def __init__(self, qmodel: QuantizedModel,
                  packages: Mapping[str, OpPackage] | None = None) -> None:
+        super().__init__(qmodel.model, packages)
         self.qmodel = qmodel
-        self.graph = qmodel.model.graph
-        self.packages: dict[str, OpPackage] = {DEFAULT_PACKAGE: DEFAULT}
-        for name, package in (packages or {}).items():
-            if name == DEFAULT_PACKAGE:
-                raise OpPackageError("a UDO op package cannot be named 'default'")
-            self.packages[name] = package
-        self._weights = qmodel.model.weights
-        self._infos = self.graph.infos()
-        self._inputs = {t.name: t for t in self.graph.inputs if t.name not in self._weights}
-        self._check_wiring()
         reuse_freed_memory()
-        self._impls = {node.name: self._float_impl(node) for node in self.graph.nodes}
+        self._impls = {node.name: self._select(node) for node in self.graph.nodes}
         self._planner = Planner(qmodel, lambda node: self._impls[node.name])
         self._plans: dict[tuple[str, ...], QPlan] = {}
         self.plan(tuple(t.name for t in self.graph.outputs))
 
     # -- load ------------------------------------------------------------------------------------
-
-    def _check_wiring(self) -> None:
-        known = set(self._inputs) | set(self._weights)
-        for node in self.graph.nodes:
-            for name in node.inputs:
-                if name and name not in known:
-                    raise UserError(f"node {node.name!r} ({node.op}) reads {name!r}, which no "
-                                    "earlier node, graph input or weight provides")
-            known.update(o for o in node.outputs if o)
-        self._known = known
-
-    def _float_impl(self, node: Node) -> Impl:
-        package = self.packages.get(node.package)
-        if package is None:
-            raise OpPackageError(
-                f"node {node.name!r} uses {node.package}::{node.op}, but the session has no op "
-                f"package {node.package!r}; it has: {', '.join(sorted(self.packages))}")
-        dtypes = [str(self._weights[i].dtype) if i in self._weights
-                  else getattr(self._infos.get(i), "dtype", "") for i in node.inputs if i]
-        return package.select(node.op, dtypes)
 
     def plan(self, outputs: Sequence[str]) -> QPlan:
         """The execution plan that yields these tensors (built once per set of outputs)."""
