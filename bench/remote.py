@@ -1,18 +1,19 @@
 """Benchmark: a fresh checkout with an empty local store against a warm remote cache, versus a
 plain download of the same bytes from the same server.
 
-    python bench/remote.py [--targets 20] [--output-bytes 4000000] [--repeats 5]
+    python bench/remote.py [--socs 5] [--levels 1,2,3] [--repeats 5]
 
-Starts a real nginx WebDAV server on a loopback port (tests/store/nginx.py), generates the
-synthetic project of bench/noop.py (stand-in kinds of bench/_cheap_kinds.py whose outputs are
---output-bytes each: half text, half random, so the store keeps them zstd-compressed at about
-half), builds it once with uploads (a CI build), then, --repeats times:
+Starts a real nginx WebDAV server on a loopback port (tests/store/nginx.py) and copies the
+SqueezeNet example (examples/squeezenet with the Softplus UDO of examples/softplus) into a
+project whose recipe prepares a record for each of the first --socs SoCs of sm8350, sm8450,
+sm8550, sm8650, sm8750 at each of --levels (default: 15 records of about 5 MB, a 76 MB
+deployable bundle, 22 actions). A CI build with uploads fills the remote; then, --repeats times:
 
-- copies the project to a new folder (a fresh clone) and builds it with an empty store and the
-  remote (whole `udo-build` process, wall time): it must execute nothing;
-- downloads every file the remote holds (the recipe's entries and blobs, exactly what the build
-  fetched) with one `curl` process (one keep-alive connection, each file written to disk), and
-  with urllib GETs in this process (a connection per GET, read into memory);
+- copies the project (a fresh clone, without its output folder) and builds it with an empty
+  store and the remote (whole `udo-build` process, wall time): it must execute nothing;
+- downloads exactly the files the build downloaded (its GETs in nginx's access log: entries
+  and blobs) with one `curl` process (`--parallel`, each file written to disk), and with urllib
+  GETs into memory in this process;
 - builds the fresh clone without a remote, for reference (it executes every action).
 
 Each timed step starts after `sync` (no dirty pages of the step before left to write back). The
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -44,18 +46,21 @@ for folder in (BENCH, REPO):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from noop import Build, Report, bench_env, build, make_project, udo_command  # noqa: E402
+from noop import Build, Report, build, udo_command  # noqa: E402
 
 from tests.store.nginx import Nginx, nginx_binary  # noqa: E402
 
 RATIO = 1.5
+SOCS = ("sm8350", "sm8450", "sm8550", "sm8650", "sm8750")
+GET = re.compile(r'"GET (/(?:ac|cas)/[0-9a-f]{64}) HTTP/[0-9.]+" 200 ')
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--targets", type=int, default=20, help="prepare targets (default 20)")
-    p.add_argument("--output-bytes", type=int, default=4_000_000,
-                   help="size of each stand-in output (default 4000000)")
+    p.add_argument("--socs", type=int, default=5, choices=range(1, len(SOCS) + 1),
+                   help=f"SoCs of the matrix, the first N of {', '.join(SOCS)} (default 5)")
+    p.add_argument("--levels", default="1,2,3",
+                   help="optimization levels of the matrix (default 1,2,3)")
     p.add_argument("--repeats", type=int, default=5, help="timed rounds (default 5)")
     p.add_argument("--rate", default="25m",
                    help="also measure with each response throttled to this many bytes per "
@@ -67,26 +72,54 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def remote_files(server: Nginx) -> list[tuple[str, Path]]:
-    """(URL path, file) of everything the remote holds."""
-    return [(f"/{space}/{path.name}", path) for space in ("ac", "cas")
-            for path in server.files(space)]
+def make_project(folder: Path, socs: int, levels: str) -> Path:
+    """The SqueezeNet example as a project of its own; returns the recipe."""
+    for name in ("softplus", "squeezenet"):
+        shutil.copytree(REPO / "examples" / name, folder / "examples" / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / ".udo-build-root").write_text("")
+    text = (REPO / "recipes" / "squeezenet.yaml").read_text()
+    matrix = re.compile(r"    soc: \[.*\]\n    optimization_level: \[.*\]\n")
+    assert matrix.search(text), "recipes/squeezenet.yaml: the prepare matrix moved"
+    text = matrix.sub(f"    soc: [{', '.join(SOCS[:socs])}]\n"
+                      f"    optimization_level: [{levels}]\n", text)
+    (folder / "recipes").mkdir()
+    recipe = folder / "recipes" / "squeezenet.yaml"
+    recipe.write_text(text)
+    return recipe
 
 
-def curl_all(server: Nginx, files: list[tuple[str, Path]], dest: Path, parallel: int) -> float:
+class Downloads:
+    """The files a build downloaded, read from the server's access log."""
+
+    def __init__(self, server: Nginx) -> None:
+        self.log = server.prefix / "access.log"
+        self.offset = 0
+
+    def mark(self) -> None:
+        self.offset = self.log.stat().st_size if self.log.exists() else 0
+
+    def since_mark(self) -> list[str]:
+        with open(self.log, "rb") as fh:
+            fh.seek(self.offset)
+            text = fh.read().decode(errors="replace")
+        return list(dict.fromkeys(GET.findall(text)))
+
+
+def curl_all(server: Nginx, urls: list[str], dest: Path, parallel: int) -> float:
     dest.mkdir(parents=True)
     argv = ["curl", "--silent", "--show-error", "--fail", "--parallel", "--parallel-max",
             str(parallel)]
-    for url, path in files:
-        argv += ["-o", str(dest / path.name), server.url + url]
+    for url in urls:
+        argv += ["-o", str(dest / url.rsplit("/", 1)[1]), server.url + url]
     started = time.perf_counter()
     subprocess.run(argv, check=True, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
-def urllib_all(server: Nginx, files: list[tuple[str, Path]]) -> float:
+def urllib_all(server: Nginx, urls: list[str]) -> float:
     started = time.perf_counter()
-    for url, _ in files:
+    for url in urls:
         with urllib.request.urlopen(server.url + url) as response:
             response.read()
     return time.perf_counter() - started
@@ -95,7 +128,15 @@ def urllib_all(server: Nginx, files: list[tuple[str, Path]]) -> float:
 def fresh_clone(project: Path, dest: Path) -> Path:
     """A copy of the project's sources: without the output folder the CI build wrote."""
     shutil.copytree(project, dest, ignore=shutil.ignore_patterns("out"))
-    return dest / "recipe.yaml"
+    return dest / "recipes" / "squeezenet.yaml"
+
+
+def bench_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("UDO_BUILD_STORE", None)
+    env.pop("UDO_BUILD_REMOTE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure as installed: with bytecode caches
+    return env
 
 
 def run_bench(args: argparse.Namespace, work: Path) -> Report:
@@ -106,65 +147,72 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
         return rep
     server = Nginx(work / "nginx", binary).start()
     try:
-        key, files = _warm_up(args, work, server, rep)
+        key = _warm_up(args, work, server, rep)
         for rate in (None, *([args.rate] if args.rate else [])):
             server.kill()
             server.limit_rate = rate
             server.start()
-            _scenario(args, work, server, key, files, rep)
+            _scenario(args, work, server, key, rep)
     finally:
         server.kill()
     return rep
 
 
-def _warm_up(args: argparse.Namespace, work: Path, server: Nginx,
-             rep: Report) -> tuple[str, list[tuple[str, Path]]]:
-    """The CI build that fills the remote; returns the public key and the remote's files."""
+def _warm_up(args: argparse.Namespace, work: Path, server: Nginx, rep: Report) -> str:
+    """The CI build that fills the remote; returns its public key."""
     from udo_build.store.trust import generate
 
     key = generate("bench-ci")
     (work / "ci.key").write_text(key.line + "\n")
     (work / "ci.key").chmod(0o600)
-    recipe = make_project(work / "project", args.targets)
+    recipe = make_project(work / "project", args.socs, args.levels)
     ci = build([*udo_command(), "--remote", server.url, "--remote-upload", "--signing-key",
-                str(work / "ci.key")], recipe, work / "store-ci",
-               env=bench_env(output_bytes=args.output_bytes))
-    files = remote_files(server)
+                str(work / "ci.key")], recipe, work / "store-ci", env=bench_env())
+    if ci.code != 0:
+        raise SystemExit(f"the CI build failed (exit {ci.code}):\n{ci.stderr[-3000:]}")
+    held = [p for space in ("ac", "cas") for p in server.files(space)]
+    out = recipe.parent / ci.summary["out"]
     rep.fact("actions", str(len(ci.summary.get("actions", []))))
     rep.fact("CI build with uploads (cold)", f"{ci.seconds * 1000:.0f} ms, executed "
              f"{ci.count('executed')}, uploaded {ci.summary['remote']['entries_uploaded']} "
              "entries")
-    rep.fact("remote holds", f"{len(files)} files, "
-             f"{sum(p.stat().st_size for _, p in files) / 1e6:.1f} MB")
-    return key.public().line, files
+    rep.fact("remote holds", f"{len(held)} files, "
+             f"{sum(p.stat().st_size for p in held) / 1e6:.1f} MB")
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    rep.fact("output folder", f"{size / 1e6:.1f} MB")
+    return key.public().line
 
 
 def _scenario(args: argparse.Namespace, work: Path, server: Nginx, public: str,
-              files: list[tuple[str, Path]], rep: Report) -> None:
+              rep: Report) -> None:
     name = f"throttled to {server.limit_rate}B/s per connection" if server.limit_rate \
         else "loopback, unthrottled"
     print(f"\n{name}:", flush=True)
-    cmd, env = udo_command(), bench_env(output_bytes=args.output_bytes)
+    cmd, env = udo_command(), bench_env()
     read = ["--remote", server.url, "--trusted-key", public]
     tag = server.limit_rate or "full"
-    warm, curl, plain, local = [], [], [], []
+    log = Downloads(server)
+    warm, curl, plain, local, fetched = [], [], [], [], []
     for i in range(args.repeats):
         clone = fresh_clone(work / "project", work / f"clone-{tag}-{i}")
         os.sync()  # each timed step starts with no dirty pages of the one before to write back
+        log.mark()
         warm.append(build([*cmd, *read], clone, work / f"store-{tag}-{i}", env=env))
+        urls = log.since_mark()
+        fetched.append(sum((server.root / u.lstrip("/")).stat().st_size for u in urls))
         os.sync()
         if shutil.which("curl"):
-            curl.append(curl_all(server, files, work / f"curl-{tag}-{i}", args.parallel))
+            curl.append(curl_all(server, urls, work / f"curl-{tag}-{i}", args.parallel))
         if not server.limit_rate or not curl:
-            plain.append(urllib_all(server, files))
+            plain.append(urllib_all(server, urls))
             other = fresh_clone(work / "project", work / f"local-{i}")
             os.sync()
             local.append(build(cmd, other, work / f"store-local-{i}", env=env).seconds)
-    _report(rep, name, warm, curl, plain, local, sum(p.stat().st_size for _, p in files))
+    _report(rep, name, warm, curl, plain, local, fetched)
 
 
 def _report(rep: Report, name: str, warm: list[Build], curl: list[float], plain: list[float],
-            local: list[float], total: int) -> None:
+            local: list[float], fetched: list[int]) -> None:
     def ms(values: Sequence[float]) -> str:
         return (f"{statistics.median(values) * 1000:.0f} ms (min {min(values) * 1000:.0f}, "
                 f"max {max(values) * 1000:.0f})")
@@ -175,11 +223,10 @@ def _report(rep: Report, name: str, warm: list[Build], curl: list[float], plain:
              ms([float(b.summary.get("seconds", 0)) for b in warm]))
     rep.fact("  executed / cached / remote hits",
              ", ".join(f"{b.count('executed')}/{b.count('cached')}/"
-                       f"{b.summary.get('remote', {}).get('hits')}" for b in warm))
-    downloaded = warm[0].summary["remote"]["bytes_downloaded"]
-    rep.fact("  downloaded by the build", f"{downloaded / 1e6:.1f} MB")
+                       f"{(b.summary.get('remote') or {}).get('hits')}" for b in warm))
+    rep.fact("  downloaded by the build (its GETs)", f"{statistics.median(fetched) / 1e6:.1f} MB")
     if curl:
-        rep.fact("curl, every remote file to disk", ms(curl))
+        rep.fact("curl, the same files to disk", ms(curl))
         rep.fact("build / curl", f"{statistics.median(seconds) / statistics.median(curl):.2f}x")
     else:
         rep.fact("curl", "not installed: the urllib figure is the download")
@@ -195,7 +242,8 @@ def _report(rep: Report, name: str, warm: list[Build], curl: list[float], plain:
     ratio = statistics.median(seconds) / statistics.median(baseline)
     rep.check(f"{name}: <= {RATIO}x the download of its bytes", ratio <= RATIO,
               f"{ratio:.2f}x ({statistics.median(seconds) * 1000:.0f} ms vs {how} "
-              f"{statistics.median(baseline) * 1000:.0f} ms for {total / 1e6:.1f} MB)")
+              f"{statistics.median(baseline) * 1000:.0f} ms for "
+              f"{statistics.median(fetched) / 1e6:.1f} MB)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
