@@ -17,8 +17,10 @@ def tmp_sibling(path: Path) -> Path:
     return path.with_name(f"{TMP_PREFIX}{os.urandom(8).hex()}-{path.name}")
 
 
-def write_atomic(path: Path, data: bytes, *, readonly: bool = True, durable: bool = True) -> None:
-    """Write `data` to `path` so that readers see all of it or none of it."""
+def write_atomic(path: Path, data: bytes, *, readonly: bool = True, durable: bool = True,
+                 mode: int | None = None) -> None:
+    """Write `data` to `path` so that readers see all of it or none of it; read-only, or
+    writable (`readonly=False`), or with the permission bits `mode`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_sibling(path)
     try:
@@ -32,8 +34,8 @@ def write_atomic(path: Path, data: bytes, *, readonly: bool = True, durable: boo
                 os.fsync(fd)
         finally:
             os.close(fd)
-        if readonly:
-            os.chmod(tmp, 0o444)
+        if mode is not None or readonly:
+            os.chmod(tmp, 0o444 if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

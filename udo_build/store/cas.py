@@ -7,6 +7,12 @@ tenth). Every read verifies the digest; a blob whose bytes do not match is moved
 
 A tree (a directory artifact, such as an op package) is a manifest blob, canonical JSON naming
 the blob of every file: a Merkle tree, so equal trees have equal digests.
+
+Blobs reach the output folder through `materialize`: a raw (uncompressed) blob is hard-linked
+there when the file system allows it (stored blobs are read-only, so the link is too; the store
+verifies a blob on every read, so a link written through anyway is caught as a corrupt blob),
+else its bytes are written. A raw blob is verified before it is linked, unless this process
+has just stored it (and hashed its bytes to do so).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..canonical import canonical_json
-from .atomic import is_tmp, write_atomic
+from .atomic import is_tmp, tmp_sibling, write_atomic
 
 TREE_SCHEMA = "udo-build/tree"
 TREE_VERSION = 1
@@ -64,6 +70,8 @@ class Cas:
         self.root = root
         self.dir = root / "cas"
         self.quarantine_dir = root / "quarantine"
+        self.written: set[str] = set()  # digests of the blobs this process has stored
+        self.links = True  # materialize by hard link when possible (False after one fails)
 
     # -- paths ------------------------------------------------------------------------------------
 
@@ -93,7 +101,13 @@ class Cas:
             stored, suffix = _maybe_compress(data)
             base = self._base(digest)
             write_atomic(base.with_name(base.name + suffix), stored)
+            self.written.add(digest)
         return BlobRef(digest, len(data))
+
+    def writer(self, digest: str, size: int) -> BlobWriter:
+        """A blob of `size` bytes named `digest`, written as its bytes arrive (see
+        `BlobWriter`)."""
+        return BlobWriter(self, digest, size)
 
     def put_file(self, path: Path) -> BlobRef:
         return self.put(path.read_bytes())
@@ -112,8 +126,9 @@ class Cas:
     def get(self, digest: str) -> bytes | None:
         """The verified bytes of a blob; None when missing or corrupt (then quarantined)."""
         path = self.path_of(digest)
-        if path is None:
-            return None
+        return None if path is None else self._read(digest, path)
+
+    def _read(self, digest: str, path: Path) -> bytes | None:
         try:
             raw = path.read_bytes()
             data = _decompress(raw) if path.suffix == ".zst" else raw
@@ -129,13 +144,39 @@ class Cas:
         return None if data is None else parse_tree(data)
 
     def materialize(self, digest: str, dest: Path, *, executable: bool = False) -> bool:
-        """Write a blob to `dest` atomically (writable); False when the blob is missing."""
-        data = self.get(digest)
+        """Put a blob at `dest` atomically, read-only (r-x for an executable): a hard link
+        to a raw stored blob where possible, else a written copy. False when the blob is
+        missing (or corrupt: then quarantined)."""
+        path = self.path_of(digest)
+        if path is None:
+            return False
+        if not executable and path.suffix != ".zst" and self.links:
+            if digest not in self.written and self._read(digest, path) is None:
+                return False
+            if self._link(path, dest):
+                return True
+        data = self._read(digest, path)
         if data is None:
             return False
-        write_atomic(dest, data, readonly=False, durable=False)
-        if executable:
-            dest.chmod(0o755)
+        write_atomic(dest, data, durable=False, mode=0o555 if executable else 0o444)
+        return True
+
+    def _link(self, path: Path, dest: Path) -> bool:
+        """Hard-link a stored blob to `dest` (atomically); False when the file system does
+        not allow it (another device, a foreign owner, too many links): then copies are
+        written, and no more links are tried."""
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = tmp_sibling(dest)
+        try:
+            os.link(path, tmp)
+        except OSError:
+            self.links = False
+            return False
+        try:
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return True
 
     # -- maintenance ------------------------------------------------------------------------------
@@ -161,6 +202,91 @@ class Cas:
                 digest = path.name.removesuffix(".zst")
                 if _valid_digest(digest):
                     yield digest, path
+
+
+class BlobWriter:
+    """A blob stored while it downloads: each chunk is hashed and written to a temporary
+    sibling as it arrives; `commit` makes it visible only when the bytes match the name and
+    size, durably, like `put`. Compression follows `put` too: the chunk that holds the middle
+    byte is probed, and only when it compresses is the whole compressed (then kept if that
+    saves a tenth). Bytes past the announced size are counted, never written."""
+
+    def __init__(self, cas: Cas, digest: str, size: int) -> None:
+        self.cas = cas
+        self.digest = digest
+        self.size = size
+        self.base = cas._base(digest)
+        self.base.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = tmp_sibling(self.base)
+        self.fd: int | None = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.hash = hashlib.sha256()
+        self.count = 0
+        self.compressible = size >= COMPRESS_MIN and size <= PROBE_FROM  # else: probed
+
+    def write(self, chunk: memoryview) -> None:
+        start, self.count = self.count, self.count + len(chunk)
+        if self.count > self.size:
+            return  # not the blob it claims to be: `commit` refuses it
+        self.hash.update(chunk)
+        if start <= self.size // 2 < self.count and self.size > PROBE_FROM:
+            self.compressible = _compresses(chunk[:PROBE_BYTES], 0.95)
+        view = chunk
+        while view:
+            view = view[os.write(self._fd(), view):]
+
+    def _fd(self) -> int:
+        if self.fd is None:
+            raise ValueError("the blob writer is closed")
+        return self.fd
+
+    def commit(self) -> bool:
+        """Store the blob: True once it is there; False (nothing stored) when the bytes do
+        not match its name or size."""
+        try:
+            if self.count != self.size or self.hash.hexdigest() != self.digest:
+                self.abort()
+                return False
+            os.close(self._fd())
+            self.fd = None
+            final = self.base
+            if self.compressible and self._compress():
+                final = self.base.with_name(self.base.name + ".zst")
+            else:
+                with open(self.tmp, "rb+") as fh:
+                    os.fsync(fh.fileno())
+            os.chmod(self.tmp, 0o444)
+            os.replace(self.tmp, final)
+        except BaseException:
+            self.abort()
+            raise
+        self.cas.written.add(self.digest)
+        return True
+
+    def _compress(self) -> bool:
+        """Replace the temporary raw file by its zstd frame if that saves a tenth."""
+        import zstandard
+
+        packed = tmp_sibling(self.base)
+        try:
+            with open(self.tmp, "rb") as src, open(packed, "xb") as dst:
+                zstandard.ZstdCompressor(level=ZSTD_LEVEL).copy_stream(src, dst,
+                                                                       size=self.size)
+                if dst.tell() > self.size * 0.9:
+                    packed.unlink()
+                    return False
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(packed, self.tmp)
+        except BaseException:
+            packed.unlink(missing_ok=True)
+            raise
+        return True
+
+    def abort(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        self.tmp.unlink(missing_ok=True)
 
 
 def tree_manifest(entries: list[dict[str, Any]]) -> bytes:
@@ -199,14 +325,19 @@ def _maybe_compress(data: bytes) -> tuple[bytes, str]:
         return data, ""
     import zstandard
 
-    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
     if len(data) > PROBE_FROM:
         middle = len(data) // 2
-        probe = data[middle - PROBE_BYTES // 2:middle + PROBE_BYTES // 2]
-        if len(compressor.compress(probe)) > len(probe) * 0.95:
+        if not _compresses(data[middle - PROBE_BYTES // 2:middle + PROBE_BYTES // 2], 0.95):
             return data, ""
-    packed = compressor.compress(data)
+    packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
     return (packed, ".zst") if len(packed) <= len(data) * 0.9 else (data, "")
+
+
+def _compresses(probe: bytes | memoryview, ratio: float) -> bool:
+    """Whether zstd makes `probe` at most `ratio` of its size."""
+    import zstandard
+
+    return len(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(probe)) <= len(probe) * ratio
 
 
 def _decompress(data: bytes) -> bytes:

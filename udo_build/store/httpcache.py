@@ -9,6 +9,10 @@ Built for a build that must never wait long on it:
 - a circuit breaker: after `max_failures` failed attempts in a row the remote is disabled for
   the rest of the process (`disabled` says why) and every call raises `Unavailable` at once.
 
+Large bodies are streamed (`get_into`): each chunk goes to a sink as it arrives (a blob
+writer hashes and stores it), so a download is never held in memory whole. A body longer than
+the reader's limit is cut there (its sink then fails its own check).
+
 One keep-alive connection per thread. Only the standard library (`http.client`).
 """
 
@@ -19,12 +23,26 @@ import http.client
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from .. import __version__
 
 OK_PUT = (200, 201, 204)
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+CHUNK = 256 << 10  # bytes read at a time from a streamed body
+
+
+class Sink(Protocol):
+    """Where a streamed body goes: `write` each chunk; `abort` when the attempt failed."""
+
+    def write(self, chunk: memoryview) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+S = TypeVar("S", bound=Sink)
 
 
 @dataclass(frozen=True)
@@ -78,10 +96,19 @@ class HttpCache:
 
     # -- the protocol -----------------------------------------------------------------------------
 
-    def get(self, space: str, name: str) -> bytes | None:
-        """The bytes stored under /<space>/<name>, or None when the server has none (404)."""
-        status, data = self._request("GET", space, name)
+    def get(self, space: str, name: str, *, limit: int | None = None) -> bytes | None:
+        """The bytes stored under /<space>/<name>, or None when the server has none (404).
+        At most `limit` + 1 bytes are read."""
+        status, data = self._request("GET", space, name, limit=limit)
         return None if status == 404 else data
+
+    def get_into(self, space: str, name: str, open_sink: Callable[[], S], *,
+                 limit: int | None = None) -> S | None:
+        """Stream the body under /<space>/<name> into a sink that `open_sink` makes for each
+        attempt (the sink of a failed attempt is aborted); that sink, or None on a 404. At
+        most `limit` + 1 bytes are read."""
+        status, sink = self._request("GET", space, name, limit=limit, open_sink=open_sink)
+        return None if status == 404 else sink
 
     def head(self, space: str, name: str) -> bool:
         status, _ = self._request("HEAD", space, name)
@@ -98,8 +125,9 @@ class HttpCache:
 
     # -- retries and the breaker ------------------------------------------------------------------
 
-    def _request(self, method: str, space: str, name: str,
-                 body: bytes | None = None) -> tuple[int, bytes]:
+    def _request(self, method: str, space: str, name: str, body: bytes | None = None, *,
+                 limit: int | None = None, open_sink: Callable[[], Sink] | None = None
+                 ) -> tuple[int, Any]:
         path = f"{self.base}/{space}/{name}"
         last = ""
         for attempt in range(self.options.retries + 1):
@@ -108,7 +136,7 @@ class HttpCache:
             if attempt:
                 time.sleep(self.options.backoff * 2 ** (attempt - 1))
             try:
-                status, data = self._attempt(method, path, body)
+                status, data = self._attempt(method, path, body, limit, open_sink)
             except (OSError, http.client.HTTPException) as exc:
                 last = _describe(exc)
             else:
@@ -119,7 +147,7 @@ class HttpCache:
             self._failed(last)
         raise RemoteError(f"{method} {path}: {last}")
 
-    def _check(self, method: str, status: int, data: bytes) -> tuple[int, bytes]:
+    def _check(self, method: str, status: int, data: Any) -> tuple[int, Any]:
         if status in (OK_PUT if method == "PUT" else (200, 404)):
             return status, data
         reason = http.client.responses.get(status, "")
@@ -138,11 +166,12 @@ class HttpCache:
 
     # -- one attempt ------------------------------------------------------------------------------
 
-    def _attempt(self, method: str, path: str, body: bytes | None) -> tuple[int, bytes]:
+    def _attempt(self, method: str, path: str, body: bytes | None, limit: int | None,
+                 open_sink: Callable[[], Sink] | None) -> tuple[int, Any]:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             try:
-                return self._exchange(conn, method, path, body)
+                return self._exchange(conn, method, path, body, limit, open_sink)
             except STALE:
                 pass  # the server closed the idle keep-alive connection: reconnect once, free
             except BaseException:
@@ -151,7 +180,7 @@ class HttpCache:
             self.close()
         conn = self._connect()
         try:
-            return self._exchange(conn, method, path, body)
+            return self._exchange(conn, method, path, body, limit, open_sink)
         except BaseException:
             self.close()
             raise
@@ -166,16 +195,50 @@ class HttpCache:
         return conn
 
     def _exchange(self, conn: http.client.HTTPConnection, method: str, path: str,
-                  body: bytes | None) -> tuple[int, bytes]:
+                  body: bytes | None, limit: int | None, open_sink: Callable[[], Sink] | None
+                  ) -> tuple[int, Any]:
         headers = dict(self.headers)
         if body is not None:
             headers["Content-Type"] = "application/octet-stream"
         conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
-        data = response.read()
-        if response.will_close:
+        data: Any
+        if open_sink is not None and response.status == 200:
+            data = _stream(response, open_sink(), limit)
+        elif limit is None:
+            data = response.read()
+        else:
+            data = response.read(limit + 1)
+            if len(data) <= limit:
+                _check_complete(response)
+        if response.will_close or not response.isclosed():  # closed, or cut at the limit
             self.close()
         return response.status, data
+
+
+def _stream(response: http.client.HTTPResponse, sink: S, limit: int | None) -> S:
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    left = -1 if limit is None else limit + 1
+    try:
+        while left:
+            count = response.readinto(view if left < 0 or left >= CHUNK else view[:left])
+            if not count:
+                _check_complete(response)
+                break
+            sink.write(view[:count])
+            left -= count if left > 0 else 0
+    except BaseException:
+        sink.abort()
+        raise
+    return sink
+
+
+def _check_complete(response: http.client.HTTPResponse) -> None:
+    """A body that ended before its Content-Length is a failed transfer (http.client's
+    bounded reads return what came, silently)."""
+    if response.length:
+        raise http.client.IncompleteRead(b"", response.length)
 
 
 def _describe(exc: BaseException) -> str:

@@ -6,8 +6,9 @@
 Reading (`fetch_async`, in background threads): the entry must be signed by a trusted key and
 made for the key it is filed under; its verified result is handed to the build at once (what
 depends on it can be looked up meanwhile), and every output blob (for a tree: its manifest and
-every file) that the local store lacks is downloaded, its sha256 checked, and stored locally;
-only when all are there is the entry written to the local action cache. A blob whose bytes do
+every file) that the local store lacks is downloaded, its sha256 checked, and stored locally
+(a blob of STREAM_FROM bytes or more is hashed and written as it arrives, never held in memory
+whole); only when all are there is the entry written to the local action cache. A blob whose bytes do
 not match its name is refused and never stored; an entry whose blobs the remote lacks is a miss.
 
 Writing (`publish`, in background threads; `upload` waits): blobs first, the signed entry last,
@@ -38,6 +39,8 @@ from .httpcache import HttpCache, Refused, RemoteError, Unavailable
 from .trust import CORRUPT_BLOB, PublicKey, SigningKey, open_entry, sign_entry
 
 HEAD_FIRST = 64 * 1024  # bytes: smaller blobs are PUT without asking whether they are there
+STREAM_FROM = 1 << 20  # bytes: larger blobs are stored as they download
+ENTRY_LIMIT = 4 << 20  # bytes: a longer action-cache entry is not read (it is refused)
 THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
 
 
@@ -114,7 +117,7 @@ class Remote:
     def entry(self, key: str) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
         (None: no entry, a refused one, or the remote failed; counted as a miss)."""
-        _, data = self._call(self.http.get, "ac", key)
+        _, data = self._call(self.http.get, "ac", key, limit=ENTRY_LIMIT)
         if data is None:
             self.counters.add(remote_misses=1)
             return None
@@ -169,19 +172,39 @@ class Remote:
         return all(list(self._pool("files").map(self._download_one, todo)))
 
     def _download_one(self, blob: Blob) -> bool:
-        ok, data = self._call(self.http.get, "cas", blob.digest)
+        if blob.size is not None and blob.size >= STREAM_FROM:
+            return self._stream_one(blob, blob.size)
+        ok, data = self._call(self.http.get, "cas", blob.digest, limit=blob.size)
         if data is None:
-            if ok:  # the entry names a blob the remote does not have (evicted?)
-                self.counters.add(remote_incomplete=1)
-            return False
+            return self._absent(ok)
         if sha256_bytes(data) != blob.digest or blob.size not in (None, len(data)):
-            self._bad.add(blob.digest)  # an upload from here sends it again, without asking
-            self._reject(CORRUPT_BLOB, f"the bytes of blob {blob.digest[:12]} do not match its "
-                                       "name; it is not stored")
-            return False
+            return self._corrupt(blob)
         self.cas.put(data, digest=blob.digest)
+        return self._stored(blob, len(data))
+
+    def _stream_one(self, blob: Blob, size: int) -> bool:
+        ok, writer = self._call(self.http.get_into, "cas", blob.digest,
+                                lambda: self.cas.writer(blob.digest, size), limit=size)
+        if writer is None:
+            return self._absent(ok)
+        if not writer.commit():
+            return self._corrupt(blob)
+        return self._stored(blob, size)
+
+    def _absent(self, answered: bool) -> bool:
+        if answered:  # the entry names a blob the remote does not have (evicted?)
+            self.counters.add(remote_incomplete=1)
+        return False
+
+    def _corrupt(self, blob: Blob) -> bool:
+        self._bad.add(blob.digest)  # an upload from here sends it again, without asking
+        self._reject(CORRUPT_BLOB, f"the bytes of blob {blob.digest[:12]} do not match its "
+                                   "name; it is not stored")
+        return False
+
+    def _stored(self, blob: Blob, size: int) -> bool:
         self._sent.add(blob.digest)  # an upload from here need not send it
-        self.counters.add(blobs_downloaded=1, bytes_downloaded=len(data))
+        self.counters.add(blobs_downloaded=1, bytes_downloaded=size)
         return True
 
     # -- writing ----------------------------------------------------------------------------------
@@ -258,12 +281,12 @@ class Remote:
 
     # -- faults -----------------------------------------------------------------------------------
 
-    def _call(self, method: Callable[..., Any], *args: Any, upload: bool = False
-              ) -> tuple[bool, Any]:
+    def _call(self, method: Callable[..., Any], *args: Any, upload: bool = False,
+              **options: Any) -> tuple[bool, Any]:
         """(True, what the request returned), or (False, None) when it failed: each kind of
         failure is told once, and counted."""
         try:
-            return True, method(*args)
+            return True, method(*args, **options)
         except Unavailable:
             pass
         except Refused as exc:
