@@ -254,3 +254,42 @@ def test_get_into_returns_none_on_a_miss_and_streams_a_hit(nginx_server: Nginx) 
     with pytest.raises(RemoteError):
         HttpCache("http://127.0.0.1:9", RemoteOptions(retries=0)).get_into("cas", "ab" * 32,
                                                                           Sink)
+
+
+# -- scheduling -----------------------------------------------------------------------------------
+
+def test_the_largest_download_starts_first() -> None:
+    from udo_build.store.remote import LargestFirst
+
+    pool = LargestFirst(1, "test")
+    gate, order = threading.Event(), []
+    first = pool.submit(1, gate.wait)  # holds the only thread while the others queue
+    futures = [pool.submit(size, order.append, size) for size in (5, 500, 50, 5000)]
+    gate.set()
+    assert first.result(timeout=5) is True
+    assert [f.result(timeout=5) for f in futures] == [None] * 4
+    assert order == [5000, 500, 50, 5]
+    failing = pool.submit(1, lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=5)
+    pool.shutdown()
+    assert not pool._threads
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority") or not os.uname().sysname == "Linux",
+                    reason="threads have a nice value of their own on Linux only")
+def test_download_threads_yield_the_cpu_to_the_build() -> None:
+    from udo_build.store.remote import NICER, _yielding
+
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: list[int] = []
+
+    def probe() -> None:
+        _yielding()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    assert seen == [min(before + NICER, 19)]
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before  # the build's own thread is untouched

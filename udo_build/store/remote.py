@@ -26,6 +26,10 @@ gets, and a reader verifies the bytes it downloads without decompressing first.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
+import os
+import queue
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ from .trust import CORRUPT_BLOB, PublicKey, SigningKey, open_entry, sign_entry
 HEAD_FIRST = 64 * 1024  # bytes: smaller blobs are PUT without asking whether they are there
 STREAM_FROM = 1 << 20  # bytes: larger blobs are stored as they download
 ENTRY_LIMIT = 4 << 20  # bytes: a longer action-cache entry is not read (it is refused)
+NICER = 10  # niceness added to the download threads (see `_yielding`)
 THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
 
 
@@ -74,7 +79,7 @@ class Remote:
         self._sent: set[str] = set()  # digests known to be on the remote
         self._bad: set[str] = set()  # digests whose remote bytes were corrupt
         self._lookups: cf.ThreadPoolExecutor | None = None
-        self._downloads: cf.ThreadPoolExecutor | None = None  # one job per action
+        self._downloads: LargestFirst | None = None  # one job per action
         self._files: cf.ThreadPoolExecutor | None = None  # one job per blob of a job above
         self._uploads: cf.ThreadPoolExecutor | None = None
         self._pending: list[cf.Future[bool]] = []
@@ -112,7 +117,12 @@ class Remote:
         if not store:
             self.counters.add(remote_hits=1)
             return result, None
-        return result, self._pool("downloads").submit(self._guarded, self.download, result)
+        with self._lock:
+            if self._downloads is None:
+                self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads",
+                                               initializer=_yielding)
+        size = sum(o.size for o in result.outputs.values())
+        return result, self._downloads.submit(size, self._guarded, self.download, result)
 
     def entry(self, key: str) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
@@ -321,12 +331,78 @@ class Remote:
 
     def _pool(self, which: str) -> cf.ThreadPoolExecutor:
         with self._lock:
-            pool = getattr(self, f"_{which}")
+            pool: cf.ThreadPoolExecutor | None = getattr(self, f"_{which}")
             if pool is None:
-                pool = cf.ThreadPoolExecutor(THREADS[which],
-                                             thread_name_prefix=f"udo-build-{which}")
+                pool = cf.ThreadPoolExecutor(
+                    THREADS[which], thread_name_prefix=f"udo-build-{which}",
+                    initializer=_yielding if which == "files" else None)
                 setattr(self, f"_{which}", pool)
             return pool
+
+
+class LargestFirst:
+    """A pool of threads that runs the largest job first: of the actions whose blobs wait to
+    be downloaded, the one with the most bytes starts first (it would end last), smaller ones
+    fill the other threads. Threads start as jobs come, up to `workers`."""
+
+    def __init__(self, workers: int, name: str,
+                 initializer: Callable[[], None] | None = None) -> None:
+        self.workers = workers
+        self.name = name
+        self.initializer = initializer
+        self._queue: queue.PriorityQueue[tuple[float, int, Any]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def submit(self, size: int, fn: Callable[..., Any], *args: Any) -> cf.Future[Any]:
+        future: cf.Future[Any] = cf.Future()
+        self._queue.put((-size, next(self._order), (future, fn, args)))
+        with self._lock:
+            if len(self._threads) < self.workers:
+                thread = threading.Thread(target=self._work, daemon=True,
+                                          name=f"{self.name}_{len(self._threads)}")
+                self._threads.append(thread)
+                thread.start()
+        return future
+
+    def _work(self) -> None:
+        if self.initializer is not None:
+            self.initializer()
+        while True:
+            _, _, job = self._queue.get()
+            if job is None:
+                return
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+                future.set_exception(exc)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Let the queued jobs finish, then stop the threads."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+        for _ in threads:
+            self._queue.put((float("inf"), next(self._order), None))
+        if wait:
+            for thread in threads:
+                thread.join()
+
+
+def _yielding() -> None:
+    """Lower this thread's CPU priority (Linux: threads have their own nice value). Blob
+    downloads saturate the cores on a fast link; the build's own thread and the lookups then
+    still get the CPU at once, so the keys of later actions (and their downloads) are not
+    held up behind the bytes of earlier ones. On an idle machine this changes nothing."""
+    if sys.platform.startswith("linux"):
+        try:
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + NICER)
+        except OSError:
+            pass
 
 
 def _size(entry: dict[str, object]) -> int | None:
