@@ -39,7 +39,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -74,10 +74,14 @@ class Plan:
     rules: tuple[str, ...]  # the fusion rules applied, in order
 
 
-class LoadedModel:
+PlanT = TypeVar("PlanT")
+
+
+class LoadedModel(Generic[PlanT]):
     """What both runtimes (float and integer) check and select when they load a model: the op
     packages by name (the default package always), that every tensor a node reads is made
-    before it, and each node's implementation by its input dtypes."""
+    before it, and each node's implementation by its input dtypes; and their execution plans,
+    built once per set of outputs (by `_build`, each runtime its own kind of plan)."""
 
     def __init__(self, model: Model, packages: Mapping[str, OpPackage] | None) -> None:
         self.graph = model.graph
@@ -89,7 +93,22 @@ class LoadedModel:
         self._infos = self.graph.infos()
         self._weights = dict(model.weights)
         self._inputs = {t.name: t for t in self.graph.inputs if t.name not in self._weights}
+        self._plans: dict[tuple[str, ...], PlanT] = {}
         self._check_wiring()
+
+    def plan(self, outputs: Sequence[str]) -> PlanT:
+        """The execution plan that yields these tensors (built once per set of outputs)."""
+        key = tuple(outputs)
+        if key not in self._plans:
+            for name in key:
+                if name not in self._known:
+                    raise UserError(f"the model has no tensor {name!r} to output",
+                                    hint="request a graph input, a weight or a node's output")
+            self._plans[key] = self._build(key)
+        return self._plans[key]
+
+    def _build(self, outputs: tuple[str, ...]) -> PlanT:
+        raise NotImplementedError
 
     def _check_wiring(self) -> None:
         known = set(self._inputs) | set(self._weights)
@@ -120,24 +139,12 @@ class LoadedModel:
         return package.select(node.op, [self._dtype(i) for i in node.inputs if i])
 
 
-class Session(LoadedModel):
+class Session(LoadedModel[Plan]):
     def __init__(self, model: Model, packages: Mapping[str, OpPackage] | None = None) -> None:
         super().__init__(model, packages)
         self.model = model
         self._impls = {node.name: self._select(node) for node in self.graph.nodes}
-        self._plans: dict[tuple[str, ...], Plan] = {}
         self.plan(tuple(t.name for t in self.graph.outputs))
-
-    def plan(self, outputs: Sequence[str]) -> Plan:
-        """The execution plan that yields these tensors (built once per set of outputs)."""
-        key = tuple(outputs)
-        if key not in self._plans:
-            for name in key:
-                if name not in self._known:
-                    raise UserError(f"the model has no tensor {name!r} to output",
-                                    hint="request a graph input, a weight or a node's output")
-            self._plans[key] = self._build(key)
-        return self._plans[key]
 
     def _build(self, outputs: tuple[str, ...]) -> Plan:
         shapes = {name: info.static_shape for name, info in self._infos.items()}

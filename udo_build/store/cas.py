@@ -246,16 +246,13 @@ class BlobWriter:
             if self.count != self.size or self.hash.hexdigest() != self.digest:
                 self.abort()
                 return False
+            packed = self.compressible and self._compress()  # replaces the file at tmp
+            if not packed:
+                os.fsync(self._fd())
             os.close(self._fd())
             self.fd = None
-            final = self.base
-            if self.compressible and self._compress():
-                final = self.base.with_name(self.base.name + ".zst")
-            else:
-                with open(self.tmp, "rb+") as fh:
-                    os.fsync(fh.fileno())
             os.chmod(self.tmp, 0o444)
-            os.replace(self.tmp, final)
+            os.replace(self.tmp, self.base.with_name(self.base.name + (".zst" if packed else "")))
         except BaseException:
             self.abort()
             raise
@@ -263,7 +260,8 @@ class BlobWriter:
         return True
 
     def _compress(self) -> bool:
-        """Replace the temporary raw file by its zstd frame if that saves a tenth."""
+        """Replace the temporary raw file by its zstd frame (durably) if that saves a tenth;
+        the raw bytes stay open for writing in `fd` (and are fsynced there when kept)."""
         import zstandard
 
         packed = tmp_sibling(self.base)

@@ -8,8 +8,9 @@ made for the key it is filed under; its verified result is handed to the build a
 depends on it can be looked up meanwhile), and every output blob (for a tree: its manifest and
 every file) that the local store lacks is downloaded, its sha256 checked, and stored locally
 (a blob of STREAM_FROM bytes or more is hashed and written as it arrives, never held in memory
-whole); only when all are there is the entry written to the local action cache. A blob whose bytes do
-not match its name is refused and never stored; an entry whose blobs the remote lacks is a miss.
+whole); only when all are there is the entry written to the local action cache. A blob whose
+bytes do not match its name is refused and never stored; an entry whose blobs the remote lacks
+is a miss.
 
 Writing (`publish`, in background threads; `upload` waits): blobs first, the signed entry last,
 and the entry only when every blob is up. So a reader never sees an entry whose upload did not

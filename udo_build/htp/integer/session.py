@@ -51,7 +51,7 @@ from .plan import Planner, QPlan, QStep
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 
 
-class QuantizedSession(LoadedModel):
+class QuantizedSession(LoadedModel[QPlan]):
     def __init__(self, qmodel: QuantizedModel,
                  packages: Mapping[str, OpPackage] | None = None) -> None:
         super().__init__(qmodel.model, packages)
@@ -59,24 +59,15 @@ class QuantizedSession(LoadedModel):
         reuse_freed_memory()
         self._impls = {node.name: self._select(node) for node in self.graph.nodes}
         self._planner = Planner(qmodel, lambda node: self._impls[node.name])
-        self._plans: dict[tuple[str, ...], QPlan] = {}
         self.plan(tuple(t.name for t in self.graph.outputs))
 
     # -- load ------------------------------------------------------------------------------------
 
-    def plan(self, outputs: Sequence[str]) -> QPlan:
-        """The execution plan that yields these tensors (built once per set of outputs)."""
-        key = tuple(outputs)
-        if key not in self._plans:
-            for name in key:
-                if name not in self._known:
-                    raise UserError(f"the model has no tensor {name!r} to output",
-                                    hint="request a graph input, a weight or a node's output")
-            plan = self._planner.build(key)
-            for name in plan.constants:
-                plan.constants[name] = _read_only(plan.constants[name])
-            self._plans[key] = plan
-        return self._plans[key]
+    def _build(self, outputs: tuple[str, ...]) -> QPlan:
+        plan = self._planner.build(outputs)
+        for name in plan.constants:
+            plan.constants[name] = _read_only(plan.constants[name])
+        return plan
 
     # -- run -------------------------------------------------------------------------------------
 
