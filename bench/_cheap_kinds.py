@@ -19,7 +19,7 @@ import json
 import os
 import time
 
-from udo_build.build.actions import ActionContext, Produced, action_kind, registered
+from udo_build.builder.actions import ActionContext, Produced, action_kind, registered
 
 SLEEP_ENV = "UDO_BENCH_SLEEP_MS"
 SIZE_ENV = "UDO_BENCH_OUTPUT_BYTES"

@@ -134,7 +134,7 @@ def _set_initializers(proto: onnx.ModelProto, values: dict[str, np.ndarray]) -> 
 
 def _calibrate(model, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Batch-norm statistics measured layer by layer; the new values of the BN parameters."""
-    from udo_build.htp.default import DEFAULT
+    from udo_build.kernels.default import DEFAULT
 
     graph, weights = model.graph, dict(model.weights)
     residual = _residual_batch_norms(graph)

@@ -4,7 +4,8 @@ wheel, with random weights (bench/_light_models.py says how they are drawn), in 
     python bench/emulator.py [--models resnet50,squeezenet] [--repeats 10] [--seed 0]
                              [--profile resnet50] [--no-timing]
 
-For each model: the same N(0, 1) input (batch 1) through the emulator (`udo_build.htp.runtime`)
+For each model: the same N(0, 1) input (batch 1) through the emulator
+(`udo_build.runtime.float_session`)
 and onnxruntime (CPU provider, intra_op_num_threads 1 and 2). Accuracy: max |emulator - ORT| /
 max |ORT| for every graph output and for the logits (the input of the final Softmax, compared too
 because a softmax over 1000 classes squeezes differences). Latency, in two phases (1 thread,
@@ -117,7 +118,7 @@ def _ort(proto, threads: int):  # type: ignore[no-untyped-def]
 
 
 def bench_model(name: str, args: argparse.Namespace, blas: Blas, import_onnx) -> Row:  # type: ignore[no-untyped-def]
-    from udo_build.htp.runtime import Session
+    from udo_build.runtime.float_session import Session
 
     proto = _with_logits(light.randomized(name, args.seed, import_onnx))
     session = Session(import_onnx(proto))
@@ -159,7 +160,7 @@ def profile(name: str, args: argparse.Namespace, blas: Blas, import_onnx) -> Non
     """Where the time of one emulator run goes: per kind of plan step, the kernels' time and,
     for convolutions, that of np.matmul alone on the same GEMM shapes (timed right after each
     step, so both see the same machine load); then cProfile's top functions."""
-    from udo_build.htp.runtime import Session
+    from udo_build.runtime.float_session import Session
 
     session = Session(import_onnx(light.randomized(name, args.seed, import_onnx)))
     x = session.graph.inputs[0]

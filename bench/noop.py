@@ -43,7 +43,7 @@ SOCS = ("sm8450", "sm8550", "sm8650", "sm8750")
 NOOP_LIMIT_MS = 150.0
 DVC_RATIO = 10.0
 FORBIDDEN = ("onnx", "lxml", "numpy", "jsonschema")
-HTP_ALLOWED = ("udo_build.htp", "udo_build.htp.socs")  # the SoC table; the rest is the emulator
+HTP_ALLOWED = ("udo_build.htp", "udo_build.soc.table")  # the SoC table; the rest is the emulator
 
 
 # -- the synthetic project ------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def profile_report(recipe: Path, store: Path, env: dict[str, str], folder: Path
 
 def dvc_pipeline(recipe: Path, folder: Path) -> int:
     """The recipe's plan as a dvc.yaml in `folder` (sources copied); returns the stage count."""
-    from udo_build.build.plan import Dep, plan_recipe
+    from udo_build.builder.plan import Dep, plan_recipe
     from udo_build.recipe import load_recipe
 
     plan = plan_recipe(load_recipe(recipe))

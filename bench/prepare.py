@@ -100,16 +100,16 @@ def dense(n: int, growth: int = 4, hw: int = 4, block: int = 8):  # type: ignore
 
 
 def prepare_once(bundle, level: int) -> tuple[float, bytes, object]:  # type: ignore
-    from udo_build.htp.compiler import Target, compile_bundle
+    from udo_build.compiler import CompileTarget, compile_bundle
 
     start = time.process_time()
-    compiled = compile_bundle(bundle, Target("v73", 8, level, {}, "default", "fp16"))
+    compiled = compile_bundle(bundle, CompileTarget("v73", 8, level, {}, "default", "fp16"))
     data = compiled.record()
     return time.process_time() - start, data, compiled
 
 
 def synthetic(sizes: list[int], levels: list[int], repeats: int) -> bool:
-    from udo_build.model.bundle import Bundle
+    from udo_build.ir.bundle import Bundle
 
     ok = True
     prepare_once(Bundle(chain(200), None, {}), 2)  # warm-up: imports, caches
@@ -154,10 +154,10 @@ def _error(got: dict, want: dict) -> float:  # type: ignore[type-arg]
 
 
 def light_models(names: list[str], levels: list[int]) -> bool:
-    from udo_build.htp.compiler import Runner
-    from udo_build.htp.runtime import Session
-    from udo_build.model.bundle import Bundle
+    from udo_build.compiler import Runner
+    from udo_build.ir.bundle import Bundle
     from udo_build.model.onnx_import import import_onnx
+    from udo_build.runtime.float_session import Session
 
     ok = True
     print("| model | level | prepare | ops in -> out | transposes | record | peak VTCM "
@@ -189,11 +189,11 @@ def light_models(names: list[str], levels: list[int]) -> bool:
 def int8_models(names: list[str], levels: list[int]) -> bool:
     """Quantized light models (tf quantizer, per channel, 2 calibration inputs): every level's
     record bit-exact against the integer path on the unprepared quantized model."""
-    from udo_build.htp.compiler import Runner, Target, compile_bundle
-    from udo_build.htp.integer import QuantizedSession
+    from udo_build.compiler import CompileTarget, Runner, compile_bundle
+    from udo_build.ir.qmodel import from_bundle, to_bundle
     from udo_build.model.onnx_import import import_onnx
     from udo_build.quant.pipeline import quantize_model
-    from udo_build.quant.qmodel import from_bundle, to_bundle
+    from udo_build.runtime.integer import QuantizedSession
 
     ok = True
     print("| model (int8) | level | prepare | ops | integer / float-fallback / moves "
@@ -209,7 +209,7 @@ def int8_models(names: list[str], levels: list[int]) -> bool:
         want = QuantizedSession(from_bundle(bundle)).run_quantized(samples[2])
         for level in levels:
             start = time.process_time()
-            compiled = compile_bundle(bundle, Target("v73", 8, level, {}, "default", "int8"))
+            compiled = compile_bundle(bundle, CompileTarget("v73", 8, level, {}, "default", "int8"))
             compiled.record()
             seconds = time.process_time() - start
             got = Runner(compiled.graph, compiled.io, "int8", None,

@@ -107,8 +107,8 @@ def top1(reference: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> floa
 
 def ours(model: Any, calibration: Feeds, held_out: Feeds, logits: str, reference: list,
          quantizer: str) -> tuple[Accuracy, Any]:
-    from udo_build.htp.integer import QuantizedSession
     from udo_build.quant.pipeline import quantize_model
+    from udo_build.runtime.integer import QuantizedSession
 
     start = time.perf_counter()
     qmodel = quantize_model(model, {}, calibration, {**SETTINGS, "quantizer": quantizer})
@@ -169,8 +169,8 @@ def ort_session(model: bytes, threads: int) -> Any:
 
 
 def bench_model(name: str, args: argparse.Namespace, blas: Blas, folder: Path) -> Row:
-    from udo_build.htp.runtime import Session
     from udo_build.model.onnx_import import import_onnx
+    from udo_build.runtime.float_session import Session
 
     proto, logits = with_logits(light.randomized(name, args.seed, import_onnx))
     model = import_onnx(proto)
@@ -216,8 +216,8 @@ def with_logits(proto: Any) -> tuple[Any, str]:
 def time_model(row: Row, qmodel: Any, static: Path | None, feed: dict[str, np.ndarray],
                args: argparse.Namespace, blas: Blas) -> None:
     """Blocks of --block runs of each runtime in turn, one phase per thread count."""
-    from udo_build.htp.integer import QuantizedSession
     from udo_build.quant.qdq import to_qdq
+    from udo_build.runtime.integer import QuantizedSession
 
     gc.collect()  # the calibration's onnxruntime sessions and their thread pools go first
     session = QuantizedSession(qmodel)

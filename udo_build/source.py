@@ -26,6 +26,16 @@ MAX_DEPTH = 64
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
+PROJECT_MARKERS = (".git", "pyproject.toml", ".udo-build-root")
+
+
+def find_root(folder: Path) -> Path:
+    """The project folder: the nearest folder at or above `folder` with a project marker."""
+    for candidate in (folder, *folder.parents):
+        if any((candidate / marker).exists() for marker in PROJECT_MARKERS):
+            return candidate
+    return folder
+
 
 def format_path(path: FieldPath) -> str:
     """('prepare', 'matrix', 'soc', 2) -> 'prepare.matrix.soc[2]'."""

@@ -12,8 +12,8 @@ import pytest
 
 from udo_build.store.trust import load_signing_key, parse_public_key
 
-from ..build.fakes import fake_kinds
-from ..build.test_engine import Project
+from ..builder.fakes import fake_kinds
+from ..builder.test_engine import Project
 from ..store.nginx import Nginx
 from ..store.remote_fixtures import Keys, build, cli, entry_files
 

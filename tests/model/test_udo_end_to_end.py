@@ -15,11 +15,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from udo_build.cli import main
 from udo_build.errors import Diagnostics
-from udo_build.htp.kernels import load_kernels
-from udo_build.htp.runtime import Session
-from udo_build.model.bundle import load_bundle
+from udo_build.ir.bundle import load_bundle
+from udo_build.kernels.load import load_kernels
 from udo_build.model.onnx_import import import_onnx
 from udo_build.opdef import recipe_package
+from udo_build.runtime.float_session import Session
 
 from ..conftest import EXAMPLES
 
@@ -145,7 +145,7 @@ def test_run_without_kernels_or_with_failing_kernels(tmp_path: Path) -> None:
     assert code == 2
     assert "give their numpy kernels (kernels: in the recipe, or --kernels FILE)" in err
     broken = tmp_path / "broken.py"
-    broken.write_text("from udo_build.htp.oppkg import OpPackage\npackage = OpPackage('P')\n"
+    broken.write_text("from udo_build.kernels.oppkg import OpPackage\npackage = OpPackage('P')\n"
                       "@package.op('Softplus')\ndef softplus(x, *, beta=1.0):\n"
                       "    raise ValueError('oops')\n"
                       "@package.op('Swish')\ndef swish(x, *, beta=1.0):\n    return x\n")

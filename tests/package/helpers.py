@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from udo_build.build.actions import ActionContext, Tree, get_kind, load_kinds
+from udo_build.builder.actions import ActionContext, Tree, get_kind, load_kinds
 
 from ..conftest import EXAMPLES
 

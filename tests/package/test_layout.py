@@ -60,7 +60,7 @@ def test_example_layout_and_manifest(tmp_path: Path, backend: str) -> None:
     name = f"SoftplusPackage{backend.title()}"
     assert manifest["package"] == name and manifest["backend"] == backend
     assert (manifest["domain"], manifest["package_version"]) == ("aisw", "1.0.0")
-    assert manifest["generator_version"] == 1 and len(manifest["opdef_digest"]) == 64
+    assert manifest["generator_version"] == 2 and len(manifest["opdef_digest"]) == 64
     assert [op["name"] for op in manifest["ops"]] == ["Softplus", "Swish"]
     assert {t["name"]: t["outputs"] for t in manifest["targets"]} == TARGETS[backend]
     assert all(op["kernels_stub"] is None for op in manifest["ops"])

@@ -33,7 +33,7 @@ def test_example_stub_has_the_documented_shape(tmp_path: Path) -> None:
     source = files[STUB]
     tree = ast.parse(source)
     imports = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert imports == ["import numpy as np", "from udo_build.htp.oppkg import Cost, OpPackage"]
+    assert imports == ["import numpy as np", "from udo_build.kernels import Cost, OpPackage"]
     assert 'package = OpPackage("SoftplusPackage")' in source.decode()
     functions = _functions(source)
     assert list(functions) == ["softplus"]  # Swish has kernels

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from udo_build.htp.runtime import Session
 from udo_build.ir import Graph, Model, Node, TensorInfo
-from udo_build.quant.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
-from udo_build.quant.quantizers import Encoding, asymmetric, symmetric_weights
+from udo_build.ir.encodings import Encoding
+from udo_build.ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
+from udo_build.quant.quantizers import asymmetric, symmetric_weights
+from udo_build.runtime.float_session import Session
 
 SHARES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool", "Identity",
           "Dropout")

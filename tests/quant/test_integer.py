@@ -1,7 +1,8 @@
-"""The integer path (udo_build.htp.integer): every integer kernel against onnxruntime running the
-one-op QDQ export on identical quantized inputs (within 1 LSB on >= 99.9% of the elements),
-SqueezeNet end to end (within 2 LSB), the float fallback of other ops and of custom ops between
-dequantize and quantize, failures of user kernels, and intermediates freed after their last use.
+"""The integer path (udo_build.runtime.integer): every integer kernel against onnxruntime
+running the one-op QDQ export on identical quantized inputs (within 1 LSB on >= 99.9% of the
+elements), SqueezeNet end to end (within 2 LSB), the float fallback of other ops and of custom ops
+between dequantize and quantize, failures of user kernels, and intermediates freed after their
+last use.
 
 Encodings come from `qhelpers.encode` (min/max of the float activations), not from the quantize
 pipeline, so these tests pin the integer path alone.
@@ -20,14 +21,14 @@ import numpy as np
 import pytest
 
 from udo_build.errors import StepFailed
-from udo_build.htp.integer import QuantizedSession
-from udo_build.htp.integer.exact import pack, product
-from udo_build.htp.integer.fixed import Requant, fixed_point, qtype, quantize
-from udo_build.htp.kernels import load_kernels
-from udo_build.htp.oppkg import OpPackage
 from udo_build.ir import Graph, Model, Node
+from udo_build.ir.encodings import Encoding
+from udo_build.kernels.load import load_kernels
+from udo_build.kernels.oppkg import OpPackage
 from udo_build.quant.qdq import to_qdq
-from udo_build.quant.quantizers import Encoding
+from udo_build.runtime.integer import QuantizedSession
+from udo_build.runtime.integer.exact import pack, product
+from udo_build.runtime.integer.fixed import Requant, fixed_point, qtype, quantize
 
 from .qhelpers import encode, f32, single
 
@@ -208,7 +209,7 @@ def test_the_float_path_agrees_with_the_integer_path_on_average() -> None:
     model, samples, test = build(case)
     qmodel = encode(model, samples)
     ours = QuantizedSession(qmodel).run(test)["y"]
-    from udo_build.htp.runtime import Session
+    from udo_build.runtime.float_session import Session
 
     ref = Session(model).run(test)["y"]
     assert np.abs(ours - ref).max() <= 4 * qmodel.activations["y"].scale

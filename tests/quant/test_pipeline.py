@@ -9,16 +9,16 @@ import onnx
 import pytest
 
 from udo_build.errors import Diagnostics
-from udo_build.htp.kernels import load_kernels
-from udo_build.htp.runtime import Session
-from udo_build.model.bundle import read_bundle
+from udo_build.ir.bundle import read_bundle
+from udo_build.ir.encodings import from_aimet
+from udo_build.ir.qmodel import from_bundle, to_bundle
+from udo_build.kernels.load import load_kernels
 from udo_build.model.onnx_import import import_onnx, load_onnx
 from udo_build.opdef import recipe_package
-from udo_build.quant.encodings import from_aimet
+from udo_build.quant.fold import prepare
 from udo_build.quant.pipeline import quantize_model
-from udo_build.quant.prepare import prepare
-from udo_build.quant.qmodel import from_bundle, to_bundle
 from udo_build.quant.quantizers import asymmetric
+from udo_build.runtime.float_session import Session
 
 from ..conftest import EXAMPLES
 from ..model.test_udo_end_to_end import LIGHT, randomized

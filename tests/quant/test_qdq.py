@@ -15,11 +15,11 @@ import pytest
 from onnx import numpy_helper
 
 from udo_build.cli import main
-from udo_build.htp.integer import QuantizedSession
 from udo_build.ir import Graph, Model, Node
-from udo_build.model.bundle import Bundle, load_bundle
+from udo_build.ir.bundle import Bundle, load_bundle
+from udo_build.ir.qmodel import to_bundle
 from udo_build.quant.qdq import to_qdq
-from udo_build.quant.qmodel import to_bundle
+from udo_build.runtime.integer import QuantizedSession
 
 from .qhelpers import encode, f32
 
@@ -125,7 +125,7 @@ def test_sixteen_bit_encodings_use_the_onnxruntime_qdq() -> None:
 
 
 def test_custom_ops_stay_nodes_of_their_domain() -> None:
-    from udo_build.htp.kernels import load_kernels
+    from udo_build.kernels.load import load_kernels
 
     root = Path(__file__).resolve().parents[2]
     package = load_kernels(root / "examples" / "softplus" / "ops" / "kernels.py")[0]
@@ -163,7 +163,7 @@ def test_export_writes_a_model_onnxruntime_runs(tmp_path: Path) -> None:
     options.log_severity_level = 3
     session = ort.InferenceSession(str(tmp_path / "net.onnx"), options,
                                    providers=["CPUExecutionProvider"])
-    from udo_build.quant.qmodel import from_bundle
+    from udo_build.ir.qmodel import from_bundle
 
     qmodel = from_bundle(load_bundle(bundle))
     feed = _samples(1)[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from udo_build.quant.encodings import from_aimet, to_aimet
+from udo_build.ir.encodings import from_aimet, to_aimet
 from udo_build.quant.quantizers import (
     activation_encoding,
     asymmetric,

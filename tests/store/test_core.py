@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from udo_build.atomic import write_atomic
 from udo_build.errors import UserError
 from udo_build.store import ActionResult, Output, Store
-from udo_build.store.atomic import write_atomic
 from udo_build.store.cas import COMPRESS_MIN
 
 

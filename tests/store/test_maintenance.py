@@ -418,10 +418,10 @@ def test_gc_waits_for_a_running_build_then_fails(pop: Populated) -> None:
 
 
 def test_gc_keeps_what_save_history_records(tmp_path: Path) -> None:
-    from udo_build.build.actions import load_kinds
-    from udo_build.build.engine import ActionState
-    from udo_build.build.history import save_history
-    from udo_build.build.plan import PlannedAction
+    from udo_build.builder.actions import load_kinds
+    from udo_build.builder.engine import ActionState
+    from udo_build.builder.history import save_history
+    from udo_build.builder.plan import PlannedAction
 
     load_kinds()
     store = Store(tmp_path / "store")

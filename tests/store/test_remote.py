@@ -2,7 +2,7 @@
 faults, and uploads that never become visible half-done.
 
 Builds run the real planner and engine (`udo-build build --json` through `main()`) on the engine
-tests' project, with the stand-in kinds of tests/build/fakes.py for the steps udo-build does not
+tests' project, with the stand-in kinds of tests/builder/fakes.py for the steps udo-build does not
 implement yet.
 """
 
@@ -26,8 +26,8 @@ from udo_build.store import trust as T
 from udo_build.store.httpcache import HttpCache, Refused, RemoteError, RemoteOptions, Unavailable
 from udo_build.store.remote import Remote
 
-from ..build.fakes import fake_kinds
-from ..build.test_engine import Project
+from ..builder.fakes import fake_kinds
+from ..builder.test_engine import Project
 from .nginx import Nginx, free_port
 from .remote_fixtures import ENV, Keys, build, cli, entry_files, executed, out_files, start_nginx
 
@@ -409,7 +409,7 @@ def test_a_server_killed_between_blobs_and_entry_shows_no_entry(
 # -- settings -------------------------------------------------------------------------------------
 
 def test_settings_options_beat_environment_beats_project_beats_user(tmp_path: Path) -> None:
-    from udo_build.store.config import settings
+    from udo_build.builder.settings import settings
 
     user = tmp_path / "xdg/udo-build/config.toml"
     user.parent.mkdir(parents=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from udo_build.atomic import TMP_PREFIX
 from udo_build.store import ActionResult, Output, Store
-from udo_build.store.atomic import TMP_PREFIX
 from udo_build.store.cas import PROBE_FROM
 from udo_build.store.counters import Counters
 from udo_build.store.httpcache import HttpCache, RemoteError, RemoteOptions

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "run a bundle on the emulator over an input list, writing its outputs"),
     "info": ("info", "show what a bundle holds: layers, inputs, parameters, MACs, UDOs, records"),
     "export": ("export", "write a quantized bundle as a standard ONNX QDQ model (--qdq OUT.onnx)"),
-    "prepare": ("records", "prepare one cache record from a bundle, without a recipe"),
+    "prepare": ("prepare", "prepare one cache record from a bundle, without a recipe"),
     "quant-report": ("quant_report", "per-layer SQNR of a quantized bundle vs its float model"),
     "fleet": ("fleet", "per device and run of a recipe: the record it would load, or why not"),
     "plan-records": ("plan_records", "the smallest set of (arch, VTCM) records serving a fleet"),

@@ -81,10 +81,10 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 
 def _build(store: Any, args: argparse.Namespace,
            rep: Reporter) -> tuple[Any, dict[str, Any], Path]:
-    from ..build.engine import Engine, Options
-    from ..build.history import save_history
-    from ..build.outputs import materialize
-    from ..build.plan import plan_recipe
+    from ..builder.engine import Engine, Options
+    from ..builder.history import save_history
+    from ..builder.outputs import materialize
+    from ..builder.plan import plan_recipe
     from ..recipe import load_recipe
 
     diag = Diagnostics()
@@ -139,13 +139,13 @@ def _summary(name: str, path: Path, store: Path, out: Path, states: dict[str, An
 
 
 def _problems(error: BaseException) -> list[Any]:
-    from ..build.engine import error_problems
+    from ..builder.engine import error_problems
 
     return error_problems(error)
 
 
 def _report(rep: Reporter, summary: dict[str, Any], states: dict[str, Any], debug: bool) -> None:
-    from ..build.execute import InternalActionError
+    from ..builder.execute import InternalActionError
 
     for st in states.values():
         if st.status != "failed":
@@ -168,7 +168,7 @@ def _report(rep: Reporter, summary: dict[str, Any], states: dict[str, Any], debu
         would = [st for st in states.values() if st.would_run]
         for st in would:
             rep.line(f"would run  {st.id}: {st.reason}")
-    from ..build.actions import get_kind
+    from ..builder.actions import get_kind
 
     unavailable = sorted({st.action.kind for st in states.values()
                           if get_kind(st.action.kind) is None})

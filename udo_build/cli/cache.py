@@ -59,9 +59,9 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 def _transfer(store: Any, args: argparse.Namespace, rep: Reporter,
               push: bool) -> tuple[Any, list[dict[str, Any]]]:
     """Resolve the keys (running nothing), then push or pull; a row per action."""
-    from ..build.engine import Engine, Options
-    from ..build.history import save_history
-    from ..build.plan import plan_recipe
+    from ..builder.engine import Engine, Options
+    from ..builder.history import save_history
+    from ..builder.plan import plan_recipe
     from ..errors import Diagnostics, UserError
     from ..recipe import load_recipe
 

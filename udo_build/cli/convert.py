@@ -34,12 +34,12 @@ def parse_dims(items: list[str]) -> dict[str, list[int]]:
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..build.kinds.convert import CONVERTER
-    from ..model.bundle import Bundle
+    from ..atomic import write_atomic
+    from ..builder.kinds.convert import CONVERTER
+    from ..ir.bundle import Bundle
     from ..model.info import describe
     from ..model.onnx_import import import_onnx, load_onnx
     from ..opdef import recipe_package
-    from ..store.atomic import write_atomic
 
     diag = Diagnostics()
     opdefs = recipe_package(None, None, None, [Path(c) for c in args.opdef], diag) \

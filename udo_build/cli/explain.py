@@ -19,10 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..build.engine import Engine, Options
-    from ..build.explain import explain
-    from ..build.history import load_history
-    from ..build.plan import plan_recipe
+    from ..builder.engine import Engine, Options
+    from ..builder.explain import explain
+    from ..builder.history import load_history
+    from ..builder.plan import plan_recipe
     from ..recipe import load_recipe
     from ..store import Store, default_store_path
 

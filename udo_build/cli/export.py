@@ -18,10 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..model.bundle import load_bundle
+    from ..atomic import write_atomic
+    from ..ir.bundle import load_bundle
+    from ..ir.qmodel import from_bundle
     from ..quant.qdq import to_qdq
-    from ..quant.qmodel import from_bundle
-    from ..store.atomic import write_atomic
 
     bundle = load_bundle(args.bundle)
     qmodel = from_bundle(bundle, args.bundle)

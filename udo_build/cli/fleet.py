@@ -25,7 +25,7 @@ def device_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def devices(args: argparse.Namespace, socs: dict[str, Any]) -> list[Any]:
-    from ..htp.compat import Device
+    from ..soc.compat import Device
 
     entries: list[Any] = [d for d in (args.devices or "").split(",") if d.strip()]
     if args.devices_file:
@@ -67,8 +67,8 @@ def _device_file(path: Path) -> list[Any]:
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..errors import Diagnostics
-    from ..htp.compat import Prepared, choose
     from ..recipe import load_recipe
+    from ..soc.compat import Prepared, choose
 
     recipe = load_recipe(args.recipe, Diagnostics())
     fleet = devices(args, recipe.socs)

@@ -15,9 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..model.bundle import load_bundle
+    from ..ir.bundle import load_bundle
     from ..model.info import describe
-    from .records import is_record, show_record
+    from .prepare import is_record, show_record
 
     if is_record(args.bundle):
         return show_record(args.bundle, rep)

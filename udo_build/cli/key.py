@@ -82,7 +82,7 @@ def _default_path() -> Path:
 def _write_secret(path: Path, data: bytes) -> None:
     """Write a file readable by its owner only, atomically (never world-readable, even
     briefly)."""
-    from ..store.atomic import tmp_sibling
+    from ..atomic import tmp_sibling
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from .build import add_store_arguments
 from .reporter import Reporter
 
 if TYPE_CHECKING:
-    from ..build.plan import Plan
+    from ..builder.plan import Plan
     from ..opdef.model import OpPackageDef
 
 LEGACY_ARCHS = ("v65", "v66")
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..build.engine import Engine, Options
+    from ..builder.engine import Engine, Options
     from ..opdef import recipe_package, resolve_all
     from ..store import Store, default_store_path
 
@@ -101,7 +101,7 @@ def _archs(backend: str, given: list[str], package: OpPackageDef) -> list[str]:
 
 
 def _plan(paths: list[Path], backends: list[str], archs: dict[str, list[str]]) -> Plan:
-    from ..build.plan import Dep, Input, Plan, PlannedAction, Source
+    from ..builder.plan import Dep, Input, Plan, PlannedAction, Source
     from ..recipe import Recipe
 
     first = paths[0].resolve()

@@ -17,8 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..htp.compat import cover, rejection
-    from ..htp.socs import soc_table
+    from ..soc.compat import cover, rejection
+    from ..soc.table import soc_table
 
     fleet = devices(args, soc_table())
     chosen = cover(fleet, args.mode)

@@ -21,10 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..htp.kernels import packages_for
-    from ..model.bundle import load_bundle
+    from ..ir.bundle import load_bundle
+    from ..ir.qmodel import from_bundle
+    from ..kernels.load import packages_for
     from ..model.input_list import feeds, parse_input_list
-    from ..quant.qmodel import from_bundle
     from ..quant.report import layer_sqnr, plot
 
     bundle = load_bundle(args.bundle)

@@ -50,7 +50,7 @@ def open_remote(args: argparse.Namespace, store: Store, start: Path, rep: Report
     """Attach the configured remote tier to `store` (None when no remote is configured, or it
     could not be used: that is told once). With `need_upload`, a missing remote or signing key
     is a user error."""
-    from ..store.config import settings
+    from ..builder.settings import settings
 
     cfg = settings(start, url=args.remote, no_remote=args.no_remote, upload=upload,
                    signing_key=args.signing_key, trusted_keys=args.trusted_key)
@@ -87,7 +87,7 @@ def open_remote(args: argparse.Namespace, store: Store, start: Path, rep: Report
 
 
 def _trusted(lines: tuple[tuple[str, str], ...]) -> list[Any]:
-    from ..store.config import ENV_TRUSTED
+    from ..builder.settings import ENV_TRUSTED
     from ..store.trust import parse_public_key
 
     keys = []

@@ -33,11 +33,11 @@ def file_name(tensor: str) -> str:
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     import numpy as np
 
-    from ..htp.kernels import packages_for
-    from ..htp.runtime import Session
-    from ..model.bundle import load_bundle
+    from ..atomic import write_atomic
+    from ..ir.bundle import load_bundle
+    from ..kernels.load import packages_for
     from ..model.input_list import feeds, parse_input_list
-    from ..store.atomic import write_atomic
+    from ..runtime.float_session import Session
 
     bundle = load_bundle(args.bundle)
     graph = bundle.model.graph

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from ..ir import DEFAULT_PACKAGE, Graph, Node
-from .bundle import Bundle
+from ..ir.bundle import Bundle
 
 
 def describe(bundle: Bundle) -> dict[str, Any]:

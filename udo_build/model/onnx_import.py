@@ -237,7 +237,7 @@ def _standard(node: Any, name: str, infos: dict[str, TensorInfo], problems: list
               file: str) -> Node | None:
     from onnx import helper
 
-    from ..htp.default import DEFAULT
+    from ..kernels.default import DEFAULT
 
     if node.domain not in ONNX_DOMAINS:
         problems.append(Problem(

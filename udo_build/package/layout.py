@@ -39,7 +39,7 @@ class Lib:
 
 
 @dataclass(frozen=True)
-class Target:
+class MakeTarget:
     name: str
     comment: str
     libs: tuple[Lib, ...]
@@ -67,7 +67,7 @@ class Rendered:
 @dataclass(frozen=True)
 class Layout:
     files: tuple[Rendered, ...]
-    targets: tuple[Target, ...]
+    targets: tuple[MakeTarget, ...]
     embeds: tuple[Embed, ...] = ()
     includes: tuple[str, ...] = ()  # include folders of the backend's SDK headers
     notes: tuple[str, ...] = ()  # said at the top of the Makefile
@@ -93,14 +93,14 @@ def _one_lib(name: str, platform: str, sources: tuple[str, ...]) -> Lib:
 
 
 def _htp_style(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...], prefix: str
-               ) -> tuple[list[Rendered], list[Target]]:
+               ) -> tuple[list[Rendered], list[MakeTarget]]:
     files = _family(_sources(name, ops), "htp")
     sources = tuple(f.path for f in files)
-    targets = [Target(f"{prefix}_x86", "host-side library for offline prepare (x86-64 Linux)",
+    targets = [MakeTarget(f"{prefix}_x86", "host-side library for offline prepare (x86-64 Linux)",
                       (_one_lib(name, "x86", sources),))]
-    targets += [Target(f"{prefix}_{arch}", f"the library the HTP runs ({arch})",
+    targets += [MakeTarget(f"{prefix}_{arch}", f"the library the HTP runs ({arch})",
                        (_one_lib(name, arch, sources),)) for arch in archs]
-    targets.append(Target(f"{prefix}_aarch64", "library for online prepare on the device "
+    targets.append(MakeTarget(f"{prefix}_aarch64", "library for online prepare on the device "
                           "(Android aarch64)", (_one_lib(name, "aarch64", sources),)))
     return files, targets
 
@@ -116,7 +116,7 @@ def _htp(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
 def _dsp(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
     legacy, hexagon = split_archs(archs)
     files: list[Rendered] = []
-    targets: list[Target] = []
+    targets: list[MakeTarget] = []
     if hexagon or not legacy:
         files, targets = _htp_style(name, hexagon, ops, "dsp")
     if legacy:
@@ -129,7 +129,7 @@ def _dsp(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
             libs = [Lib(f"{folder}/lib{name}.so", (interface,), arch)]
             libs += [Lib(f"{folder}/lib{name}_{f.context['op'].name}.so", (f.path,), arch)
                      for f in op_files]
-            older.append(Target(f"dsp_{arch}", f"the registration library and one "
+            older.append(MakeTarget(f"dsp_{arch}", f"the registration library and one "
                                 f"implementation library per op ({arch})", tuple(libs)))
         at = 1 if targets else 0  # in arch order: after dsp_x86, before dsp_v68 and later
         targets[at:at] = older
@@ -140,9 +140,9 @@ def _cpu(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
     files = _family(_sources(name, ops), "cpu")
     sources = tuple(f.path for f in files)
     targets = (
-        Target("cpu_x86", "x86-64 Linux", (_one_lib(name, "x86", sources),),
+        MakeTarget("cpu_x86", "x86-64 Linux", (_one_lib(name, "x86", sources),),
                "makefiles/Makefile.linux-x86_64"),
-        Target("cpu_android", "Android aarch64", (_one_lib(name, "aarch64", sources),),
+        MakeTarget("cpu_android", "Android aarch64", (_one_lib(name, "aarch64", sources),),
                "makefiles/Makefile.android-aarch64"),
     )
     files += [Rendered(t.makefile, "cpu/Makefile.platform.j2", {"target": t}) for t in targets]
@@ -157,7 +157,7 @@ def _gpu(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
                          f"k{op.name}KernelSource") for op in ops)
     sources = (*(f.path for f in files if f.path.endswith(".cpp")),
                *(e.output for e in embeds))
-    targets = (Target("gpu_android", "Android aarch64 (Adreno GPU)",
+    targets = (MakeTarget("gpu_android", "Android aarch64 (Adreno GPU)",
                       (_one_lib(name, "aarch64", sources),)),)
     return Layout(tuple(files), targets, embeds, includes=("GPU",))
 

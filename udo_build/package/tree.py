@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import Problem, UserError
-from ..store.atomic import write_atomic
 from ..store.manifest import read_manifest
 
 MANIFEST = ".udo-build-package.json"

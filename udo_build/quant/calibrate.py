@@ -32,7 +32,7 @@ def observed_tensors(model: Model) -> list[str]:
 def calibrate(model: Model, packages: Mapping[str, Any],
               feeds: Iterable[Mapping[str, np.ndarray]]) -> tuple[dict[str, TensorStats], int]:
     """(statistics by tensor, number of inferences run)."""
-    from ..htp.runtime import Session
+    from ..runtime.float_session import Session
 
     session = Session(model, packages)
     names = observed_tensors(model)

@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 
 from ..ir import Model, Node
+from ..ir.encodings import Encoding
+from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
 from .calibrate import calibrate
-from .prepare import prepare
-from .qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
-from .quantizers import Encoding, activation_encoding, asymmetric, symmetric_weights
+from .fold import prepare
+from .quantizers import activation_encoding, asymmetric, symmetric_weights
 from .stats import TensorStats
 
 SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",

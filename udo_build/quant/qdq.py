@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..htp.integer.fixed import qtype, quantize_along
-from ..htp.integer.registry import channel_axis
+from ..ir.encodings import Encoding
 from ..ir.graph import DEFAULT_PACKAGE, Graph, Node, TensorInfo
-from .qmodel import QuantizedModel
-from .quantizers import Encoding
+from ..ir.qmodel import QuantizedModel
+from ..runtime.integer.fixed import qtype, quantize_along
+from ..runtime.integer.registry import channel_axis
 
 if TYPE_CHECKING:
     import onnx

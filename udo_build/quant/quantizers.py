@@ -18,46 +18,12 @@ Quantizers pick the range [min, max] of an activation from its statistics:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from ..ir.encodings import Encoding
 from .stats import TensorStats
 
 QUANTIZERS = ("tf", "enhanced", "symmetric")
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """real = scale * (q + offset); `signed` encodings keep q in [-(2^(b-1)-1), 2^(b-1)-1]."""
-
-    bitwidth: int
-    scale: float
-    offset: int
-    signed: bool = False
-
-    @property
-    def qmin(self) -> int:
-        return -(2 ** (self.bitwidth - 1) - 1) if self.signed else 0
-
-    @property
-    def qmax(self) -> int:
-        return 2 ** (self.bitwidth - 1) - 1 if self.signed else 2 ** self.bitwidth - 1
-
-    @property
-    def min(self) -> float:
-        return self.scale * (self.qmin + self.offset)
-
-    @property
-    def max(self) -> float:
-        return self.scale * (self.qmax + self.offset)
-
-    def quantize(self, x: np.ndarray) -> np.ndarray:
-        q = np.rint(np.asarray(x, np.float64) / self.scale) - self.offset
-        return np.clip(q, self.qmin, self.qmax)
-
-    def dequantize(self, q: np.ndarray) -> np.ndarray:
-        return (self.scale * (np.asarray(q, np.float64) + self.offset)).astype(np.float32)
 
 
 def asymmetric(lo: float, hi: float, bitwidth: int) -> Encoding:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .qmodel import QuantizedModel
+from ..ir.qmodel import QuantizedModel
 
 MAX_LABELS = 60
 
@@ -36,8 +36,8 @@ class LayerSqnr:
 
 def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
                feeds: Iterable[Mapping[str, np.ndarray]]) -> list[LayerSqnr]:
-    from ..htp.integer import QuantizedSession
-    from ..htp.runtime import Session
+    from ..runtime.float_session import Session
+    from ..runtime.integer import QuantizedSession
 
     graph = qmodel.model.graph
     layers = [(i, n, out) for i, n in enumerate(graph.nodes) for out in n.outputs

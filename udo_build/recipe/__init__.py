@@ -1,6 +1,7 @@
 """The recipe: schema, loading with positions, matrix expansion."""
 
-from .load import find_root, load_recipe
-from .model import Dims, Outputs, Recipe, Target
+from ..source import find_root
+from .load import load_recipe
+from .model import Dims, Outputs, Recipe, RecordTarget
 
-__all__ = ["Dims", "Outputs", "Recipe", "Target", "find_root", "load_recipe"]
+__all__ = ["Dims", "Outputs", "Recipe", "RecordTarget", "find_root", "load_recipe"]

@@ -14,8 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, Problem, UserError, raise_if_any
-from ..htp.socs import Soc, builtin_socs, soc_table
-from ..source import MAX_YAML_BYTES, FieldPath, Positions, decode_text, load_yaml, read_limited
+from ..soc.table import Soc, builtin_socs, soc_table
+from ..source import (
+    MAX_YAML_BYTES,
+    FieldPath,
+    Positions,
+    decode_text,
+    find_root,
+    load_yaml,
+    read_limited,
+)
 from .matrix import expand
 from .model import (
     DEFAULT_BACKENDS,
@@ -33,7 +41,6 @@ from .model import (
 
 RECIPE_VERSIONS = (1,)
 SCHEMA_PATH = Path(__file__).with_name("recipe-1.schema.json")
-PROJECT_MARKERS = (".git", "pyproject.toml", ".udo-build-root")
 
 
 def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
@@ -82,21 +89,13 @@ def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
 
 
 def _remember(memo: Path, data: Any, positions: Positions) -> None:
-    from ..store.atomic import write_atomic
+    from ..atomic import write_atomic
 
     try:
         text = json.dumps({"data": data, "positions": positions.to_json()}, allow_nan=False)
     except (TypeError, ValueError):  # a value JSON cannot hold: just parse it next time
         return
     write_atomic(memo, text.encode(), readonly=False, durable=False)
-
-
-def find_root(folder: Path) -> Path:
-    """The project folder: the nearest folder at or above `folder` with a project marker."""
-    for candidate in (folder, *folder.parents):
-        if any((candidate / marker).exists() for marker in PROJECT_MARKERS):
-            return candidate
-    return folder
 
 
 def _check_version(data: Any, positions: Positions) -> None:

@@ -13,9 +13,9 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from ..htp.socs import Soc
+from ..soc.table import Soc
 from ..source import FieldPath
-from .model import DEFAULT_LEVEL, Dims, Outputs, Target
+from .model import DEFAULT_LEVEL, Dims, Outputs, RecordTarget
 
 AXES = ("soc", "optimization_level", "input_dimensions", "outputs", "precision")
 MATRIX_PATH: FieldPath = ("prepare", "matrix")
@@ -26,7 +26,7 @@ Cell = dict[str, tuple[FieldPath, Any]]
 
 def expand(
     matrix: dict[str, Any], soc_of: SocLookup, default_precision: str
-) -> tuple[list[Target], list[tuple[FieldPath, str]]]:
+) -> tuple[list[RecordTarget], list[tuple[FieldPath, str]]]:
     """(targets, warnings). `soc_of` resolves a SoC name, recording its own error on failure."""
     values = _axis_values(matrix, default_precision)
     crossed = _cross(values, {}) if "soc" in matrix else []
@@ -47,7 +47,7 @@ def expand(
         kept.extend(_cross(values, fixed))
     warnings = [((*MATRIX_PATH, "exclude", i), "this exclude entry matches no target")
                 for i, hit in enumerate(used) if not hit]
-    targets: dict[Target, None] = {}
+    targets: dict[RecordTarget, None] = {}
     for cell in kept:
         target = _target(cell, soc_of)
         if target is not None:
@@ -88,12 +88,12 @@ def _matches(entry: dict[str, Any], cell: Cell) -> bool:
     return all(_norm(axis, v) == _norm(axis, cell[axis][1]) for axis, v in entry.items())
 
 
-def _target(cell: Cell, soc_of: SocLookup) -> Target | None:
+def _target(cell: Cell, soc_of: SocLookup) -> RecordTarget | None:
     path, name = cell["soc"]
     soc = soc_of(path, name)
     if soc is None:
         return None
-    return Target(
+    return RecordTarget(
         soc=soc,
         optimization_level=cell["optimization_level"][1],
         input_dimensions=Dims.of(cell["input_dimensions"][1]),

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..htp.socs import Soc
+from ..soc.table import Soc
 from ..source import Positions
 
 DEFAULT_BACKENDS = ("CPU", "HTP")
@@ -73,7 +73,7 @@ class Outputs:
 
 
 @dataclass(frozen=True)
-class Target:
+class RecordTarget:
     """One prepare target: a cell of the expanded matrix."""
 
     soc: Soc
@@ -161,7 +161,7 @@ class Recipe:
     package: PackageSpec | None = None
     model: ModelSpec | None = None
     quantize: QuantizeSpec | None = None
-    targets: tuple[Target, ...] = ()
+    targets: tuple[RecordTarget, ...] = ()
     runs: tuple[RunSpec, ...] = ()
     socs: dict[str, Soc] = field(default_factory=dict, compare=False)
     positions: Positions | None = field(default=None, compare=False, repr=False)

@@ -66,7 +66,7 @@ class Store:
             if self.root.exists() and not self.root.is_dir():
                 raise UserError("the store path is not a folder", file=self.root) from None
             self.root.mkdir(parents=True, exist_ok=True)
-            from .atomic import write_atomic
+            from ..atomic import write_atomic
 
             write_atomic(marker, (LAYOUT + "\n").encode(), readonly=False)
             return

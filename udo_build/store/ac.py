@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .atomic import is_tmp, write_atomic
+from ..atomic import is_tmp, write_atomic
 from .cas import Cas, _valid_digest
 
 RESULT_SCHEMA = "udo-build/action-result"

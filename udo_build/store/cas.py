@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..atomic import is_tmp, tmp_sibling, write_atomic
 from ..canonical import canonical_json
-from .atomic import is_tmp, tmp_sibling, write_atomic
 
 TREE_SCHEMA = "udo-build/tree"
 TREE_VERSION = 1

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .atomic import write_atomic
+from ..atomic import write_atomic
 
 SCHEMA = "udo-build/cache-stats"
 VERSION = 1

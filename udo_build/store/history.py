@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .atomic import is_tmp
+from ..atomic import is_tmp
 
 SCHEMA = "udo-build/history"
 VERSION = 1

@@ -3,7 +3,7 @@ calibration). Each kernel is a pure function: inputs positionally, parameters ke
 
 import numpy as np
 
-from udo_build.htp.oppkg import Cost, OpPackage
+from udo_build.kernels import Cost, OpPackage
 
 package = OpPackage("SoftplusPackage")
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...atomic import is_tmp
 from .. import Store
-from ..atomic import is_tmp
 from ..cas import _valid_digest
 from .scan import (
     Entry,

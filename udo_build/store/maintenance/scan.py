@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...atomic import TMP_PREFIX, is_tmp
 from ...errors import UserError
 from .. import Store
 from ..ac import ActionResult
-from ..atomic import TMP_PREFIX, is_tmp
 from ..cas import _decompress, _valid_digest, parse_tree
 from ..history import history_files, read_history
 from ..locks import store_lock

@@ -1,0 +1,70 @@
+"""The bundle file: round trip, deterministic bytes, and refusal of damaged files."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from udo_build.errors import UserError
+from udo_build.ir import Graph, Model, Node, TensorInfo
+from udo_build.ir.bundle import ALIGN, MAGIC, Bundle, read_bundle
+
+
+def small_model(scale: float = 1.0) -> Model:
+    graph = Graph(
+        "g", (TensorInfo("x", "float32", (1, 4)),), (TensorInfo("y", "float32", (1, 3)),),
+        (Node.make("fc", "Gemm", ["x", "w", "b"], ["y"], {"transB": 1}),
+         ),
+    )
+    w = (np.arange(12, dtype=np.float32).reshape(3, 4) * scale)
+    return Model(graph, {"w": w, "b": np.ones(3, np.float32), "i": np.arange(5)})
+
+
+def test_round_trip_keeps_graph_weights_parts_and_meta() -> None:
+    bundle = Bundle(small_model(), {"name": "Pkg"}, {"producer": "test"},
+                    {"encodings.json": b"{}", "records/a": b"\x00\x01"})
+    data = bundle.to_bytes()
+    back = read_bundle(data)
+    assert back.model.graph == bundle.model.graph
+    assert back.model.weights.keys() == bundle.model.weights.keys()
+    for name, array in bundle.model.weights.items():
+        assert back.model.weights[name].dtype == array.dtype
+        np.testing.assert_array_equal(back.model.weights[name], array)
+    assert (back.opdefs, back.meta, dict(back.parts)) == (
+        {"name": "Pkg"}, {"producer": "test"}, {"encodings.json": b"{}", "records/a": b"\0\1"})
+    assert back.to_bytes() == data
+
+
+def test_bytes_are_deterministic_and_parts_aligned() -> None:
+    a = small_model()
+    b = Model(a.graph, dict(reversed(list(a.weights.items()))))  # other dict order
+    assert Bundle(a).to_bytes() == Bundle(b).to_bytes()
+    assert Bundle(small_model(2.0)).to_bytes() != Bundle(a).to_bytes()
+    import json
+
+    data = Bundle(a).to_bytes()
+    length = struct.unpack_from("<Q", data, 12)[0]
+    header = json.loads(data[20:20 + length])
+    assert all(p["offset"] % ALIGN == 0 for p in header["parts"])
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: b"NOTBNDL\0" + d[8:], "not a udo-build bundle (wrong magic bytes)"),
+    (lambda d: d[:8] + struct.pack("<I", 9) + d[12:], "bundle format version 9 is not supported"),
+    (lambda d: d[:40], "the bundle is truncated or its header is corrupt"),
+    (lambda d: d[:-3], "lies outside the bundle (truncated file?)"),
+    (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "is corrupt (digest mismatch)"),
+    (lambda d: MAGIC + struct.pack("<IQ", 1, 5) + b"{oops", "header is not valid JSON"),
+])
+def test_damaged_bundles_are_refused(damage, message) -> None:  # type: ignore[no-untyped-def]
+    data = Bundle(small_model()).to_bytes()
+    with pytest.raises(UserError) as info:
+        read_bundle(damage(data), "b.udb")
+    assert message in info.value.problem.message and info.value.problem.file == "b.udb"
+
+
+def test_part_names_cannot_escape() -> None:
+    with pytest.raises(ValueError):
+        Bundle(small_model(), parts={"../evil": b""}).to_bytes()

@@ -1,0 +1,201 @@
+"""Action kinds: what a build step is, how it is keyed, and the registry of the available ones.
+
+An action kind is registered with a name, an implementation version, the list of parameters that
+enter its key, and a function computing its outputs from its inputs:
+
+    @action_kind("opdef", version=1, params=("package_name", "backends"))
+    def opdef(ctx: ActionContext) -> Produced: ...
+
+Key = sha256 of canonical JSON {kind, version, params (only the listed ones), input digests}.
+Nothing else enters a key: not paths, not names of SoCs, not the tool version.
+
+Kinds that later parts of udo-build implement are planned by the build graph but not registered;
+the build reports them as "not available yet" instead of faking them. Extra kinds (benchmarks,
+tests, site-specific steps) are registered by modules named in UDO_BUILD_PLUGINS.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..canonical import canonical_json, sha256_hex
+
+KEY_SCHEMA = "udo-build/action-key"
+KEY_VERSION = 1
+PLUGINS_ENV = "UDO_BUILD_PLUGINS"
+BUILTIN_KINDS = ("udo_build.builder.kinds",)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """An output that is a folder (stored as a Merkle tree)."""
+
+    path: Path
+
+
+@dataclass
+class Produced:
+    """What an action returns: outputs by name (bytes, a file path, or a Tree), where to publish
+    them in the output folder (relative path -> output name), and a description."""
+
+    outputs: dict[str, bytes | Path | Tree]
+    publish: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ActionKind:
+    name: str
+    version: int
+    params: tuple[str, ...]
+    run: Callable[[ActionContext], Produced]
+    doc: str = ""
+
+    def key(self, params: Mapping[str, Any], inputs: Mapping[str, str]) -> str:
+        return action_key(self.name, self.version,
+                          {p: params.get(p) for p in self.params}, inputs)
+
+    def key_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {p: params.get(p) for p in self.params}
+
+
+def action_key(kind: str, version: int, params: Mapping[str, Any],
+               inputs: Mapping[str, str]) -> str:
+    return sha256_hex(canonical_json({
+        "schema": KEY_SCHEMA, "version": KEY_VERSION, "kind": kind, "kind_version": version,
+        "params": dict(params), "inputs": dict(inputs),
+    }))
+
+
+_REGISTRY: dict[str, ActionKind] = {}
+
+
+def action_kind(name: str, *, version: int, params: tuple[str, ...] = ()
+                ) -> Callable[[Callable[[ActionContext], Produced]],
+                              Callable[[ActionContext], Produced]]:
+    """Register an action kind; refuses duplicates and functions not taking one context."""
+    def decorate(fn: Callable[[ActionContext], Produced]) -> Callable[[ActionContext], Produced]:
+        if name in _REGISTRY:
+            raise ValueError(f"action kind {name!r} is registered twice "
+                             f"({_REGISTRY[name].run.__module__} and {fn.__module__})")
+        code = getattr(fn, "__code__", None)
+        if code is None or code.co_argcount + code.co_kwonlyargcount != 1:
+            raise TypeError(f"action kind {name!r}: {fn.__qualname__} must take exactly one "
+                            "argument, the ActionContext")
+        if not isinstance(version, int) or version < 1:
+            raise ValueError(f"action kind {name!r}: version must be a positive int")
+        _REGISTRY[name] = ActionKind(name, version, tuple(params), fn, (fn.__doc__ or "").strip())
+        return fn
+    return decorate
+
+
+def unregister(name: str) -> None:
+    """Remove a kind (tests only)."""
+    _REGISTRY.pop(name, None)
+
+
+def get_kind(name: str) -> ActionKind | None:
+    return _REGISTRY.get(name)
+
+
+def registered() -> dict[str, ActionKind]:
+    return dict(_REGISTRY)
+
+
+_loaded = False
+
+
+def load_kinds(env: Mapping[str, str] | None = None) -> None:
+    """Import the built-in kinds and the plugins named in UDO_BUILD_PLUGINS (once)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN_KINDS:
+        importlib.import_module(module)
+    env = os.environ if env is None else env
+    for entry in filter(None, env.get(PLUGINS_ENV, "").split(os.pathsep)):
+        _import_plugin(entry)
+
+
+def _import_plugin(entry: str) -> None:
+    from ..errors import UserError
+
+    try:
+        if entry.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(Path(entry).stem, entry)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {entry}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(entry)
+    except (ImportError, OSError) as exc:
+        raise UserError(f"plugin {entry} cannot be loaded: {exc}",
+                        hint=f"check {PLUGINS_ENV}") from None
+
+
+class MissingInput(Exception):
+    """An input blob is gone from the store or corrupt; the engine rebuilds its producer."""
+
+    def __init__(self, name: str, digest: str) -> None:
+        super().__init__(name, digest)
+        self.name = name
+        self.digest = digest
+
+    def __str__(self) -> str:
+        return f"input {self.name} ({self.digest[:12]}) is missing from the store or corrupt"
+
+
+class ActionContext:
+    """What an action sees: its parameters, its inputs by name, and a private work folder."""
+
+    def __init__(self, params: Mapping[str, Any], sources: Mapping[str, Path],
+                 blobs: Mapping[str, tuple[str, str]], cas: Any) -> None:
+        self.params = dict(params)
+        self._sources = dict(sources)  # input name -> source file
+        self._blobs = dict(blobs)  # input name -> (digest, "blob" | "tree")
+        self._cas = cas
+        self.workdir = Path(tempfile.mkdtemp(prefix="udo-build-action-"))
+
+    def input_names(self) -> list[str]:
+        return sorted([*self._sources, *self._blobs])
+
+    def source_path(self, name: str) -> Path | None:
+        """The file a source input came from (for messages), or None for action outputs."""
+        return self._sources.get(name)
+
+    def input_bytes(self, name: str) -> bytes:
+        if name in self._sources:
+            return self._sources[name].read_bytes()
+        digest, _ = self._blob(name)
+        data = self._cas.get(digest)
+        if data is None:  # deleted, or corrupt (then quarantined): its producer runs again
+            raise MissingInput(name, digest)
+        return data
+
+    def input_path(self, name: str) -> Path:
+        """A file holding the input: the source itself, or the blob written to the workdir."""
+        if name in self._sources:
+            return self._sources[name]
+        target = self.workdir / "inputs" / name.replace("/", "_")
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(self.input_bytes(name))
+        return target
+
+    def _blob(self, name: str) -> tuple[str, str]:
+        if name not in self._blobs:
+            raise KeyError(f"action has no input {name!r}; it has: {', '.join(self.input_names())}")
+        return self._blobs[name]
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)

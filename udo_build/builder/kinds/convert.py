@@ -1,0 +1,32 @@
+"""`convert`: the ONNX model (and the op definitions of its custom ops) -> the model bundle.
+
+Output `bundle`, the float model as a udo-build bundle (see udo_build.ir.bundle), published
+by the plan as `model/<model name>.udb`.
+"""
+
+from __future__ import annotations
+
+from ..actions import ActionContext, Produced, action_kind
+
+CONVERTER = "udo-build convert 1"
+
+
+@action_kind("convert", version=1, params=())
+def convert(ctx: ActionContext) -> Produced:
+    import json
+
+    from ...ir.bundle import Bundle
+    from ...model.onnx_import import import_onnx, load_onnx
+    from ...opdef.model import OpPackageDef
+
+    source = ctx.source_path("model") or ctx.input_path("model")
+    opdefs = None
+    if "opdef" in ctx.input_names():
+        opdefs = OpPackageDef.from_json(json.loads(ctx.input_bytes("opdef"))["value"])
+    model = import_onnx(load_onnx(ctx.input_path("model")), file=str(source), opdefs=opdefs)
+    bundle = Bundle(model, opdefs.to_json() if opdefs else None, {"producer": CONVERTER})
+    graph = model.graph
+    udos = sorted({n.op for n in graph.nodes if n.package != "default"})
+    return Produced({"bundle": bundle.to_bytes()}, description=(
+        f"convert {graph.name}: {len(graph.nodes)} layers"
+        + (f", custom ops {', '.join(udos)}" if udos else "")))

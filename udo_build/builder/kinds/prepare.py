@@ -1,0 +1,56 @@
+"""`prepare`: a bundle (quantize's for int8, convert's for fp16) and a target -> one HTP cache
+record (output `record`).
+
+Parameters in the key: arch, vtcm_mb, optimization_level, input_dimensions ({} for the model's
+own), outputs ("default", {"layers": [...]}, {"tensors": [...]}) and precision. The SoC's name is
+a parameter for messages only: two SoCs with equal arch and VTCM share one record. Inputs named
+`kernels[i]` (the recipe's numpy kernels, when the plan gives them) provide the custom ops'
+implementations and optimization rules; without them custom ops keep the bundle's shapes (see
+udo_build.compiler.shapes).
+
+The record is not published in the output folder on its own: the assemble step packs every
+record into the deployable bundle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..actions import ActionContext, Produced, action_kind
+
+PARAMS = ("arch", "vtcm_mb", "optimization_level", "input_dimensions", "outputs", "precision")
+
+
+@action_kind("prepare", version=1, params=PARAMS)
+def prepare(ctx: ActionContext) -> Produced:
+    from ...compiler import CompileTarget, compile_bundle
+    from ...compiler.engine import RuleLoopError
+    from ...ir.bundle import read_bundle
+
+    bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
+    packages = _packages(ctx, bundle)
+    p = ctx.params
+    target = CompileTarget(str(p["arch"]), p["vtcm_mb"], int(p.get("optimization_level") or 2),
+                    dict(p.get("input_dimensions") or {}), p.get("outputs") or "default",
+                    str(p.get("precision") or "fp16"))
+    try:
+        compiled = compile_bundle(bundle, target, packages)
+    except RuleLoopError as exc:  # the default package's rules looping: a bug of udo-build
+        raise RuntimeError(str(exc)) from None
+    data = compiled.record()
+    key = compiled.key()
+    memory = compiled.memory
+    return Produced({"record": data}, description=(
+        f"prepare {key['identifier']} for {key['arch']} ({key['vtcm_mb']} MB VTCM) "
+        f"O{key['optimization_level']} {key['precision']}: {len(compiled.graph.ops)} ops, "
+        f"peak VTCM {memory.peak / (1 << 20):.2f} MB, {len(data):,} bytes"))
+
+
+def _packages(ctx: ActionContext, bundle: Any) -> dict[str, Any]:
+    kernels = [ctx.input_path(n) for n in ctx.input_names() if n.startswith("kernels[")]
+    if not kernels:
+        return {}
+    from ...kernels.load import packages_for
+
+    return packages_for(bundle, kernels)
+

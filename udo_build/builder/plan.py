@@ -1,0 +1,223 @@
+"""The build graph: a recipe expanded into actions, each with its parameters and named inputs.
+
+    opdef                    op configs -> normalized definitions (generic and per backend)
+    package:<BACKEND>        definitions of one backend -> op package source tree
+    convert                  ONNX model (+ definitions) -> float bundle
+    quantize                 float bundle + calibration list and files (+ kernels) -> int8 bundle
+    prepare:<target id>      bundle + SoC arch/VTCM, level, dims, outputs, precision -> record
+    assemble                 bundle + every record -> deployable bundle
+    run:<name>               deployable bundle + inputs (+ kernels) -> outputs, checked
+
+An input is a source file of the project or an output of another action. Parameters are plain
+JSON; only those an action kind lists enter its key (a SoC's name is a parameter for messages,
+its arch and VTCM are the ones that count).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..recipe import Recipe, RecordTarget
+
+BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A file of the project, keyed by its content."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Dep:
+    """An output of another action."""
+
+    action: str
+    output: str
+
+
+Input = Source | Dep
+
+
+@dataclass
+class PlannedAction:
+    id: str
+    kind: str
+    params: dict[str, Any]
+    inputs: dict[str, Input]
+    label: str
+    publish: dict[str, str] | None = None  # relative path -> output (None: as the action says)
+
+    def published(self, result: Any) -> dict[str, str]:
+        return dict(self.publish) if self.publish is not None else dict(result.publish)
+
+    @property
+    def deps(self) -> list[str]:
+        return sorted({i.action for i in self.inputs.values() if isinstance(i, Dep)})
+
+
+@dataclass
+class Plan:
+    recipe: Recipe
+    actions: dict[str, PlannedAction] = field(default_factory=dict)  # in dependency order
+
+    def add(self, action: PlannedAction) -> None:
+        missing = [d for d in action.deps if d not in self.actions]
+        if missing or action.id in self.actions:
+            raise ValueError(f"bad plan at {action.id}: {missing or 'duplicate id'}")
+        self.actions[action.id] = action
+
+    def select(self, patterns: list[str]) -> Plan:
+        """The actions matching any pattern (fnmatch on ids), with everything they need."""
+        chosen: set[str] = set()
+        for pattern in patterns:
+            hits = [a for a in self.actions if fnmatch.fnmatchcase(a, pattern)]
+            if not hits:
+                raise UserError(f"no action matches '{pattern}'",
+                                hint="actions of this recipe: " + ", ".join(self.actions))
+            chosen.update(hits)
+        stack = list(chosen)
+        while stack:
+            for dep in self.actions[stack.pop()].deps:
+                if dep not in chosen:
+                    chosen.add(dep)
+                    stack.append(dep)
+        sub = Plan(self.recipe)
+        for aid, action in self.actions.items():
+            if aid in chosen:
+                sub.actions[aid] = action
+        return sub
+
+
+def plan_recipe(recipe: Recipe) -> Plan:
+    plan = Plan(recipe)
+    kernels = _kernels(recipe)
+    if recipe.package is not None:
+        _plan_package(plan, recipe)
+    if recipe.model is not None:
+        inputs: dict[str, Input] = {"model": Source(recipe.model.onnx)}
+        if recipe.package is not None:
+            inputs["opdef"] = Dep("opdef", "generic")
+        stem = recipe.model.onnx.stem
+        plan.add(PlannedAction("convert", "convert", {}, inputs,
+                               f"convert {recipe.model.onnx.name}",
+                               {f"model/{stem}{BUNDLE_EXTENSION}": "bundle"}))
+    if recipe.quantize is not None:
+        _plan_quantize(plan, recipe, kernels)
+    for target in recipe.targets:
+        plan.add(_prepare(target, kernels))
+    if recipe.targets:  # records by position: a SoC's name enters no key
+        records: dict[str, Input] = {f"record[{i}]": Dep(f"prepare:{t.id}", "record")
+                                     for i, t in enumerate(recipe.targets)}
+        stem = recipe.model.onnx.stem if recipe.model else "model"
+        plan.add(PlannedAction("assemble", "assemble", {},
+                               {"bundle": _bundle(recipe, "int8"), **records},
+                               f"assemble the deployable bundle ({len(records)} records)",
+                               {f"model/{stem}_deploy{BUNDLE_EXTENSION}": "bundle"}))
+    for run in recipe.runs:
+        _plan_run(plan, recipe, run, kernels)
+    return plan
+
+
+def _kernels(recipe: Recipe) -> dict[str, Input]:
+    if recipe.package is None:
+        return {}
+    paths = list(dict.fromkeys(op.kernels for op in recipe.package.ops if op.kernels))
+    return {f"kernels[{i}]": Source(p) for i, p in enumerate(paths)}
+
+
+def _plan_package(plan: Plan, recipe: Recipe) -> None:
+    spec = recipe.package
+    assert spec is not None
+    configs: dict[str, Input] = {f"config[{i}]": Source(op.config)
+                                 for i, op in enumerate(spec.ops)}
+    plan.add(PlannedAction(
+        "opdef", "opdef",
+        {"package_name": spec.name, "domain": spec.domain, "version": spec.version,
+         "backends": list(spec.backends)},
+        configs, f"op definitions ({len(configs)} config{'s' * (len(configs) != 1)})",
+    ))
+    htp_archs = sorted({t.soc.arch for t in recipe.targets}, key=lambda a: int(a[1:]))
+    with_kernels = [op.kernels is not None for op in spec.ops]
+    names = [op.config.name for op in spec.ops]  # the packages copy the configs by these names
+    for backend in spec.backends:
+        archs = {"DSP": list(spec.dsp_arch), "HTP": htp_archs}.get(backend, [])
+        plan.add(PlannedAction(
+            f"package:{backend}", "package",
+            {"backend": backend, "archs": archs, "with_kernels": with_kernels,
+             "config_names": names},
+            {"opdef": Dep("opdef", backend), "origins": Dep("opdef", "origins"), **configs},
+            f"{backend} op package",
+        ))
+
+
+def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> None:
+    from ..model.input_list import parse_input_list
+
+    q = recipe.quantize
+    assert q is not None
+    listing = parse_input_list(q.input_list, recipe.root)
+    inputs: dict[str, Input] = {"bundle": Dep("convert", "bundle"),
+                                "input_list": Source(q.input_list)}
+    inputs.update({f"input_list.files[{i}]": Source(p) for i, p in enumerate(listing.files())})
+    if q.override_encodings is not None:
+        inputs["override_encodings"] = Source(q.override_encodings)
+    inputs.update(kernels)
+    params = {"act_bitwidth": q.act_bitwidth, "weights_bitwidth": q.weights_bitwidth,
+              "bias_bitwidth": q.bias_bitwidth, "per_channel": q.per_channel,
+              "quantizer": q.quantizer, "float_fallback": q.float_fallback}
+    stem = f"{recipe.model.onnx.stem}_quantized" if recipe.model else "model_quantized"
+    plan.add(PlannedAction("quantize", "quantize", params, inputs,
+                           f"quantize with {q.quantizer} over {len(listing.inferences)} inputs",
+                           {f"model/{stem}{BUNDLE_EXTENSION}": "bundle",
+                            f"model/{stem}.encodings.json": "encodings"}))
+
+
+def _bundle(recipe: Recipe, precision: str) -> Dep:
+    if precision == "int8" and recipe.quantize is not None:
+        return Dep("quantize", "bundle")
+    return Dep("convert", "bundle")
+
+
+def _prepare(target: RecordTarget, kernels: dict[str, Input]) -> PlannedAction:
+    """A cache record; the kernels count (their module may add optimization rules, and shapes
+    of custom ops at other input dimensions come from running them)."""
+    params = {
+        "soc": target.soc.name, "arch": target.soc.arch, "vtcm_mb": target.soc.vtcm_mb,
+        "optimization_level": target.optimization_level,
+        "input_dimensions": target.input_dimensions.to_json(),
+        "outputs": target.outputs.to_json(), "precision": target.precision,
+    }
+    inputs: dict[str, Input] = {"bundle": Dep(
+        "quantize" if target.precision == "int8" else "convert", "bundle"), **kernels}
+    return PlannedAction(f"prepare:{target.id}", "prepare", params, inputs,
+                         f"prepare {target.id}")
+
+
+def _plan_run(plan: Plan, recipe: Recipe, run: Any, kernels: dict[str, Input]) -> None:
+    from ..model.input_list import parse_input_list
+
+    listing = parse_input_list(run.input_list, recipe.root)
+    inputs: dict[str, Input] = {"float_bundle": Dep("convert", "bundle"),
+                                "input_list": Source(run.input_list)}
+    if recipe.targets:
+        inputs["deployable"] = Dep("assemble", "bundle")
+    elif run.precision == "int8" and recipe.quantize is not None:
+        inputs["bundle"] = Dep("quantize", "bundle")
+    inputs.update({f"input_list.files[{i}]": Source(p) for i, p in enumerate(listing.files())})
+    inputs.update(kernels)
+    check = {k: v for k, v in vars(run.check).items() if v is not None}
+    params = {
+        "name": run.name, "soc": run.soc.name, "arch": run.soc.arch,
+        "vtcm_mb": run.soc.vtcm_mb, "optimization_level": run.optimization_level,
+        "input_dimensions": run.input_dimensions.to_json(), "outputs": run.outputs.to_json(),
+        "precision": run.precision, "mode": run.mode, "check": check,
+    }
+    plan.add(PlannedAction(f"run:{run.name}", "run", params, inputs,
+                           f"run {run.name} on {run.soc.name}",
+                           {f"runs/{run.name}": "results"}))

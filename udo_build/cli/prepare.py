@@ -1,0 +1,137 @@
+"""Cache records on the command line.
+
+`udo-build info RECORD` (info.py hands records here): the record's row of the "Cache Info"
+table, its key, sizes, memory plan, the passes that ran and the rules that fired.
+
+`udo-build prepare BUNDLE --soc S | --arch A --vtcm-mb N [--level L] [--input-dims NAME=D,...]
+[--outputs default|layers=a,b|tensors=x,y] [--precision int8|fp16] [--kernels FILE ...]
+--out RECORD [--trace] [--why RULE ...]`: prepares one record without a recipe. `--trace`
+prints which rules fired in which pass and how often; `--why RULE` also says, for each op the
+rule was tried at, why it did not match (the pattern's first mismatch, the false constraint, or
+a declining replacement).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError, display_path
+from .reporter import Reporter
+
+COLUMNS = ("name", "identifier", "size", "level", "arch", "vtcm_mb", "dims", "outputs")
+
+
+def is_record(path: str) -> bool:
+    from ..compiler.record import MAGIC
+
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def show_record(path: str, rep: Reporter) -> int:
+    from ..compiler import read_record, summary
+    from ..source import read_limited
+
+    data = read_limited(path, 16 << 30, "cache record")
+    record = read_record(data, path)
+    row = summary({"key": record.key}, len(data))
+    body = record.body
+    if rep.mode == "json":
+        rep.emit({"ok": True, "record": row, "key": record.key, "sizes": record.sizes,
+                  "memory": body.get("memory"), "log": body.get("log"),
+                  "notes": body.get("notes", [])})
+        return 0
+    rep.heading(f"cache record {path}")
+    rep.table("Cache Info", ["name", "identifier", "size", "level", "arch", "VTCM MB", "dims",
+                             "outputs"], [[row[k] for k in COLUMNS]])
+    memory = body.get("memory") or {}
+    rep.facts([("precision", str(record.key.get("precision"))),
+               ("compiler", str(record.key.get("compiler"))),
+               ("ops", str(record.sizes.get("ops"))),
+               ("constants", f"{record.sizes.get('constant_bytes', 0):,} bytes"),
+               ("peak VTCM", f"{memory.get('peak_vtcm_bytes', 0):,} bytes"),
+               ("tensors in TCM / DDR", f"{memory.get('tcm_tensors')} / "
+                                        f"{memory.get('ddr_tensors')}")])
+    rules = (body.get("log") or {}).get("rules", [])
+    if rules:
+        rep.table("rules fired", ["pass", "rule", "count"],
+                  [[r["pass"], r["rule"], r["count"]] for r in rules])
+    for note in body.get("notes", []):
+        rep.note(note)
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    parser.add_argument("bundle", metavar="BUNDLE", help="a bundle (.udb)")
+    parser.add_argument("--soc", help="a SoC of the built-in table (gives arch and VTCM)")
+    parser.add_argument("--arch", help="hexagon arch, e.g. v73 (instead of --soc)")
+    parser.add_argument("--vtcm-mb", type=float, help="VTCM size in MB (instead of --soc)")
+    parser.add_argument("--level", type=int, default=2, choices=(1, 2, 3))
+    parser.add_argument("--input-dims", metavar="NAME=D0,D1,...", action="append", default=[])
+    parser.add_argument("--outputs", default="default",
+                        help="default, layers=NAME,NAME or tensors=NAME,NAME")
+    parser.add_argument("--precision", choices=("int8", "fp16"), default="fp16")
+    parser.add_argument("--kernels", metavar="FILE", action="append", default=[],
+                        help="numpy kernels (and rules) of the custom ops; repeatable")
+    parser.add_argument("--out", metavar="RECORD", required=True, help="the record to write")
+    parser.add_argument("--trace", action="store_true", help="show which rules fired")
+    parser.add_argument("--why", metavar="RULE", action="append", default=[],
+                        help="say why this rule did not match, op by op; repeatable")
+
+
+def parse_outputs(text: str) -> Any:
+    if text == "default":
+        return "default"
+    kind, sep, names = text.partition("=")
+    if not sep or kind not in ("layers", "tensors") or not names:
+        raise UserError(f"--outputs {text!r} is not default, layers=NAME,... or tensors=NAME,...")
+    return {kind: names.split(",")}
+
+
+def run(args: argparse.Namespace, rep: Reporter) -> int:
+    from ..atomic import write_atomic
+    from ..compiler import CompileTarget, Trace, compile_bundle
+    from ..ir.bundle import load_bundle
+    from ..kernels.load import packages_for
+    from .convert import parse_dims
+
+    arch, vtcm = _soc(args)
+    bundle = load_bundle(args.bundle)
+    packages = packages_for(bundle, [Path(k) for k in args.kernels]) if args.kernels else {}
+    trace = Trace(why=frozenset(args.why), events=False)
+    target = CompileTarget(arch, vtcm, args.level, parse_dims(args.input_dims),
+                    parse_outputs(args.outputs), args.precision)
+    compiled = compile_bundle(bundle, target, packages, trace)
+    data = compiled.record()
+    write_atomic(Path(args.out), data, readonly=False)
+    lines = trace.lines() if args.trace or args.why else []
+    if rep.mode == "json":
+        rep.emit({"ok": True, "record": display_path(args.out), "bytes": len(data),
+                  "key": compiled.key(), "memory": compiled.memory.summary(),
+                  "rules": trace.counts(), "why": trace.misses})
+        return 0
+    rep.heading(f"prepared {compiled.key()['name']} -> {display_path(args.out)}")
+    rep.facts([("ops", str(len(compiled.graph.ops))), ("bytes", f"{len(data):,}"),
+               ("peak VTCM", f"{compiled.memory.peak:,} bytes")])
+    for line in lines:
+        rep.line(line)
+    return 0
+
+
+def _soc(args: argparse.Namespace) -> tuple[str, float]:
+    if args.soc:
+        from ..soc.table import builtin_socs
+
+        soc = builtin_socs().get(args.soc)
+        if soc is None or soc.vtcm_mb is None:
+            raise UserError(f"--soc {args.soc}: unknown, or its VTCM size is not public",
+                            hint="give --arch and --vtcm-mb")
+        return soc.arch, soc.vtcm_mb
+    if not args.arch or not args.vtcm_mb:
+        raise UserError("give --soc, or --arch and --vtcm-mb")
+    return args.arch, args.vtcm_mb

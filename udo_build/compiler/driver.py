@@ -1,0 +1,224 @@
+"""prepare: a bundle and a target (arch, VTCM, level, input dimensions, outputs, precision)
+-> the prepared graph, and its cache record.
+
+    compiled = compile_bundle(bundle, CompileTarget("v73", 8, 2, {}, "default", "int8"))
+    data = compiled.record()                  # deterministic bytes
+    Runner(compiled.graph, compiled.io, "int8").run({"input": x})
+
+Steps: input dimensions (shape inference when they differ from the model's), outputs, lowering
+to the HTP form, the level's passes (passes.py), implementation selection (select.py), memory
+planning (memory.py), the record (record.py).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import StepFailed, UserError
+from ..ir.graph import DEFAULT_PACKAGE, Model, TensorInfo
+from ..kernels.oppkg import OpPackage
+from .engine import RuleLoopError, Trace
+from .execute import IO, Runner
+from .ir import Graph
+from .lower import lower, resolve_outputs
+from .memory import MemoryPlan, plan_memory
+from .passes import Context, pipeline, run_passes
+from .rules import Rule, qualify
+from .select import Choice, choose
+from .shapes import infer
+
+COMPILER_VERSION = "udo-build htp compiler 1"
+LEVELS = (1, 2, 3)
+PRECISIONS = ("int8", "fp16")
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    arch: str
+    vtcm_mb: float
+    optimization_level: int = 2
+    input_dimensions: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    outputs: Any = "default"
+    precision: str = "fp16"
+
+    @property
+    def vtcm_bytes(self) -> int:
+        return int(float(self.vtcm_mb) * (1 << 20))
+
+    @property
+    def budget(self) -> int:
+        return self.vtcm_bytes // 4 if self.optimization_level >= 3 else self.vtcm_bytes
+
+
+@dataclass
+class Compiled:
+    target: CompileTarget
+    graph: Graph
+    io: IO
+    choices: dict[int, Choice]
+    memory: MemoryPlan
+    ctx: Context
+    dims: dict[str, list[int]]
+    output_tensors: list[str]
+    settings: dict[str, Any]
+    notes: list[str]
+
+    def key(self) -> dict[str, Any]:
+        t = self.target
+        dims = ",".join(f"{k}={'x'.join(map(str, v))}" for k, v in self.dims.items())
+        name = "/".join([self.graph.name, t.arch, f"{_mb(t.vtcm_mb)}MB",
+                         f"O{t.optimization_level}", dims, ",".join(self.output_tensors),
+                         t.precision])
+        return {"name": name, "identifier": self.graph.name, "arch": t.arch,
+                "vtcm_mb": _mb(t.vtcm_mb), "optimization_level": t.optimization_level,
+                "input_dimensions": self.dims, "outputs": t.outputs,
+                "output_tensors": self.output_tensors, "precision": t.precision,
+                "compiler": COMPILER_VERSION}
+
+    def record(self) -> bytes:
+        with _gc_paused():
+            return self._record()
+
+    def _record(self) -> bytes:
+        from .record import write_record
+
+        body = {"ops": {i: c.to_json() for i, c in self.choices.items()},
+                "tensors": {v: vars(p) for v, p in self.memory.tensors.items()},
+                "memory": self.memory.summary(), "notes": self.notes,
+                "io": {"inputs": self.io.inputs, "outputs": self.io.outputs},
+                "quantization": self.settings,
+                "log": {"passes": self.ctx.log, "rules": self.ctx.trace.counts()}}
+        sizes = {"ops": len(self.graph.ops), "constants": len(self.graph.consts),
+                 "constant_bytes": sum(a.nbytes for a in self.graph.consts.values()),
+                 "peak_vtcm_bytes": self.memory.peak}
+        return write_record(self.key(), self.graph, body, sizes)
+
+
+def _mb(value: float) -> float | int:
+    number = float(value)
+    return int(number) if number.is_integer() else number
+
+
+def user_rules(packages: Mapping[str, OpPackage]) -> list[Rule]:
+    """The rules the op packages registered, their op names qualified."""
+    out = []
+    for name, package in sorted(packages.items()):
+        for rule in package.rules():
+            out.append(qualify(rule, name, package.ops()))
+    return out
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused: a compile allocates many small acyclic objects,
+    and full collections over a growing heap would make prepare time superlinear."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def compile_bundle(bundle: Any, target: CompileTarget,
+                   packages: Mapping[str, OpPackage] | None = None,
+                   trace: Trace | None = None) -> Compiled:
+    with _gc_paused():
+        return _compile(bundle, target, packages, trace)
+
+
+def _compile(bundle: Any, target: CompileTarget, packages: Mapping[str, OpPackage] | None,
+             trace: Trace | None) -> Compiled:
+    _check(target)
+    packages = dict(packages or {})
+    qmodel = None
+    if target.precision == "int8":
+        from ..ir.qmodel import from_bundle
+
+        qmodel = from_bundle(bundle)
+    model: Model = bundle.model
+    dims, infos, notes = input_shapes(model, target.input_dimensions, packages)
+    requested = resolve_outputs(model, target.outputs)
+    lowered = lower(model, infos, requested, qmodel)
+    ctx = Context(target.optimization_level, target.precision, target.vtcm_bytes,
+                  target.budget, packages, trace or Trace())
+    try:
+        graph = run_passes(lowered.graph, pipeline(user_rules(packages),
+                                                   target.optimization_level), ctx)
+    except RuleLoopError as exc:
+        if any(p != DEFAULT_PACKAGE for p in exc.packages):
+            raise StepFailed("prepare", f"{exc} (rules of {', '.join(exc.packages)})") from None
+        raise
+    io = IO(lowered.inputs, lowered.outputs)
+    settings = dict(qmodel.settings) if qmodel is not None else {}
+    qplan = _integer_plan(graph, io, packages, settings) if qmodel is not None else None
+    return Compiled(target, graph, io, choose(graph, packages, qplan),
+                    plan_memory(graph, target.vtcm_bytes), ctx, dims,
+                    requested, settings, notes + lowered.notes)
+
+
+def _check(target: CompileTarget) -> None:
+    if target.optimization_level not in LEVELS:
+        raise UserError(f"optimization level {target.optimization_level} is not one of 1, 2, 3",
+                        field="optimization_level")
+    if target.precision not in PRECISIONS:
+        raise UserError(f"precision {target.precision!r} is not int8 or fp16",
+                        field="precision")
+    if not target.vtcm_mb or float(target.vtcm_mb) <= 0:
+        raise UserError(f"VTCM size {target.vtcm_mb!r} is not a positive number of MB",
+                        field="vtcm_mb")
+
+
+def input_shapes(model: Model, given: Mapping[str, Sequence[int]],
+                 packages: Mapping[str, OpPackage]
+                 ) -> tuple[dict[str, list[int]], dict[str, TensorInfo], list[str]]:
+    """(the effective input dimensions, every tensor's info, notes)."""
+    graph = model.graph
+    inputs = {t.name: t for t in graph.inputs if t.name not in model.weights}
+    for name, dims in given.items():
+        if name not in inputs:
+            raise UserError(f"input_dimensions names {name!r}, which is not an input of the "
+                            "model", field="input_dimensions",
+                            hint="its inputs: " + ", ".join(inputs))
+        if inputs[name].shape is not None and len(dims) != len(inputs[name].shape):
+            raise UserError(f"input {name!r} has rank {len(inputs[name].shape)}, "
+                            f"input_dimensions gives {list(dims)}", field="input_dimensions")
+    shapes = {}
+    for name, info in inputs.items():
+        dims = given.get(name, info.static_shape)
+        if dims is None:
+            raise UserError(f"input {name!r} has no fixed shape ({info.shape})",
+                            field="input_dimensions", hint="give its dimensions")
+        shapes[name] = [int(d) for d in dims]
+    own = all(tuple(shapes[n]) == i.static_shape for n, i in inputs.items())
+    known = all(i.static_shape is not None for i in graph.values)
+    if own and known:
+        return shapes, graph.infos(), []
+    result = infer(model, shapes, packages)
+    notes = [f"custom op {op} assumed shape-preserving at the new input dimensions"
+             for op in dict.fromkeys(result.assumed)]
+    return shapes, result.infos, notes
+
+
+def _integer_plan(graph: Graph, io: IO, packages: Mapping[str, OpPackage],
+                  settings: Mapping[str, Any]) -> Any:
+    """The integer path's plan of the prepared graph (which kernel runs each op)."""
+    stand_ins = {op.package: _stand_in(op.package, graph) for op in graph.ops.values()
+                 if op.package != DEFAULT_PACKAGE and op.package not in packages}
+    runner = Runner(graph, io, "int8", {**packages, **stand_ins}, settings)
+    return runner.session.plan(tuple(dict.fromkeys(runner.values.values())))
+
+
+def _stand_in(name: str, graph: Graph) -> OpPackage:
+    """A package whose kernels say they are not available (prepare never runs them)."""
+    package = OpPackage(name)
+    for op in sorted({o.op for o in graph.ops.values() if o.package == name}):
+        def missing(*args: Any, _op: str = op, **kwargs: Any) -> Any:
+            raise RuntimeError(f"the kernels of {name}::{_op} are not available at prepare")
+        package.op(op)(missing)
+    return package

@@ -1,0 +1,88 @@
+"""Runs a prepared graph, to check it against the unprepared model.
+
+    runner = Runner(compiled.graph, compiled.io, "int8", packages)
+    outputs = runner.run({"input": x})          # model shapes, dequantized floats
+    raw = runner.run({"input": x}, raw=True)    # int8: the quantized integers themselves
+
+The graph is expanded into the kernel calls that implement its ops (`expand.py`) and run by the
+float runtime (fp16 records compute in float32 in the emulator) or, for int8, by the integer
+path (`QuantizedSession`) with the encodings the record carries. Feeds come in the model's
+shapes and are backfilled to 4-D; outputs are reshaped back to the model's shapes.
+
+`evaluate(graph, op, packages)` runs one op on constants (constant propagation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import DEFAULT_PACKAGE
+from ..kernels.default import DEFAULT
+from ..kernels.oppkg import OpPackage
+from .expand import Expander, expand
+from .ir import NONE, Graph, Op
+
+
+@dataclass(frozen=True)
+class IO:
+    """The model-level view of a prepared graph's inputs and outputs."""
+
+    inputs: dict[str, tuple[int, ...]]  # input name -> model shape
+    outputs: dict[str, tuple[int, ...]]  # output name -> model shape
+
+
+class Runner:
+    def __init__(self, graph: Graph, io: IO, precision: str,
+                 packages: Mapping[str, OpPackage] | None = None,
+                 settings: Mapping[str, Any] | None = None) -> None:
+        self.graph = graph
+        self.io = io
+        self.precision = precision
+        self.values = {name: graph.names[vid] for name, vid in graph.outputs}
+        model, ex = expand(graph, list(dict.fromkeys(self.values.values())))
+        self.model = model
+        if precision == "int8":
+            from ..ir.qmodel import QuantizedModel
+            from ..runtime.integer import QuantizedSession
+
+            qmodel = QuantizedModel(model, ex.activations, ex.params, dict(settings or {}))
+            self.session: Any = QuantizedSession(qmodel, packages)
+        else:
+            from ..runtime.float_session import Session
+
+            self.session = Session(model, packages)
+        self.shapes = {graph.names[v]: graph.types[v].shape for v in graph.inputs}
+
+    def run(self, feeds: Mapping[str, np.ndarray], raw: bool = False) -> dict[str, np.ndarray]:
+        shaped = {name: np.asarray(x).reshape(self.shapes[name]) for name, x in feeds.items()}
+        names = list(dict.fromkeys(self.values.values()))
+        run = self.session.run_quantized if raw else self.session.run
+        result = run(shaped, names)
+        return {name: result[value].reshape(self.io.outputs[name])
+                for name, value in self.values.items()}
+
+
+def evaluate(graph: Graph, op: Op, packages: Mapping[str, OpPackage]
+             ) -> Sequence[np.ndarray] | None:
+    """The op's outputs on its constant inputs (None: a kernel that is not available)."""
+    ex = Expander(graph)
+    ex.emit(op)
+    env: dict[str, Any] = dict(ex.out.weights)
+    for node in ex.out.nodes:
+        package = DEFAULT if node.package == DEFAULT_PACKAGE else packages.get(node.package)
+        if package is None:
+            return None
+        args = [env[i] if i else None for i in node.inputs]
+        impl = package.select(node.op, [a.dtype.name for a in args if a is not None])
+        kwargs = node.kwargs
+        if node.op == "Split":
+            kwargs.setdefault("num_outputs", len(node.outputs))
+        result = impl.fn(*args, **kwargs)
+        values = result if isinstance(result, tuple) else (result,)
+        env.update({name: np.asarray(v) for name, v in zip(node.outputs, values, strict=False)
+                    if name})
+    return [env[ex.name(v)] if v != NONE else None for v in op.outputs]  # type: ignore

@@ -1,0 +1,227 @@
+"""The offline cache record: a versioned, zstd-compressed serialization of a prepared graph.
+
+    bytes 0-7    magic b"UDOHTPR\\0"
+    bytes 8-11   format version (uint32, little-endian)
+    bytes 12-15  header length H (uint32, little-endian)
+    bytes 16..   header: canonical JSON {"format", "version", "key", "sizes", "payload"}
+    then         zstd frame of the payload
+
+The header holds the key fields (identifier = the model's name, arch, VTCM, level, input
+dimensions, outputs, precision, compiler version) and the sizes, so that listing records reads
+no payload. The payload is the prepared graph as canonical JSON (values, ops with their chosen
+implementations, the memory plan, the rules that fired) followed by the constants (raw
+little-endian arrays at 64-byte aligned offsets); the header names its size and sha256.
+Values and ops are numbered in topological order, JSON is canonical, the compression level
+fixed: equal content, equal bytes. `read_record` checks magic, version, header, sizes and the
+payload digest, and refuses a bad file with a UserError saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..canonical import canonical_json
+from ..errors import UserError
+from .ir import NONE, Graph, Op, TType, frozen_attrs
+
+MAGIC = b"UDOHTPR\x00"
+FORMAT = "udo-build/htp-record"
+VERSION = 1
+EXTENSION = ".udr"
+ALIGN = 64
+LEVEL = 3
+MAX_PAYLOAD = 8 << 30
+_PREFIX = struct.Struct("<8sII")
+
+
+@dataclass
+class Record:
+    key: dict[str, Any]
+    sizes: dict[str, Any]
+    body: dict[str, Any]  # the payload's JSON
+    graph: Graph
+    size: int = 0  # bytes of the record file
+
+    @property
+    def precision(self) -> str:
+        return str(self.key["precision"])
+
+    def io(self) -> Any:
+        from .execute import IO
+
+        io = self.body["io"]
+        return IO({k: tuple(v) for k, v in io["inputs"].items()},
+                  {k: tuple(v) for k, v in io["outputs"].items()})
+
+    def runner(self, packages: Any = None) -> Any:
+        """A runner of the prepared graph (execute.Runner)."""
+        from .execute import Runner
+
+        return Runner(self.graph, self.io(), self.precision, packages,
+                      self.body.get("quantization") or {})
+
+
+def write_record(key: dict[str, Any], graph: Graph, body: dict[str, Any],
+                 sizes: dict[str, Any]) -> bytes:
+    """The record's bytes. `body` holds what else the payload says (choices, memory, log) by
+    value id / op id of `graph`; they are renumbered with the graph."""
+    import zstandard
+
+    doc, arrays = _payload(graph, body)
+    text = canonical_json(doc)
+    chunks: list[Any] = [struct.pack("<Q", len(text)), text]
+    length = 8 + len(text)
+    for array in arrays:  # each at a 64-byte aligned offset, as `_payload` numbered them
+        chunks += [b"\0" * (_align(length) - length), memoryview(array).cast("B")]
+        length = _align(length) + array.nbytes
+    digest = hashlib.sha256()
+    compressor = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True,
+                                          write_checksum=True).compressobj(size=length)
+    parts = []
+    for chunk in chunks:
+        digest.update(chunk)
+        parts.append(compressor.compress(chunk))
+    parts.append(compressor.flush())
+    compressed = b"".join(parts)
+    constants = length - _align(8 + len(text)) if arrays else 0
+    header = canonical_json({
+        "format": FORMAT, "version": VERSION, "key": key,
+        "sizes": {**sizes, "graph_json": len(text), "constants": constants,
+                  "payload": length, "compressed": len(compressed)},
+        "payload": {"sha256": digest.hexdigest(), "codec": "zstd"},
+    })
+    return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + compressed
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _numbering(graph: Graph) -> tuple[list[Op], dict[int, int], dict[int, int]]:
+    order = graph.order()
+    values: dict[int, int] = {}
+    for vid in graph.inputs:
+        values.setdefault(vid, len(values))
+    for op in order:
+        for vid in (*op.inputs, *op.outputs):
+            if vid != NONE:
+                values.setdefault(vid, len(values))
+    for _, vid in graph.outputs:
+        values.setdefault(vid, len(values))
+    return order, values, {op.id: i for i, op in enumerate(order)}
+
+
+def _payload(graph: Graph, body: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The payload's JSON and its constants (little-endian, C order), offsets relative to the
+    first constant."""
+    order, vnum, onum = _numbering(graph)
+    arrays: list[np.ndarray] = []
+    offset = 0
+    values = []
+    for vid, n in vnum.items():
+        entry: dict[str, Any] = {"id": n, "name": graph.names[vid],
+                                 **graph.types[vid].to_json()}
+        if vid in graph.consts:
+            a = np.ascontiguousarray(graph.consts[vid])
+            a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+            offset = _align(offset)
+            entry["const"] = {"offset": offset, "dtype": a.dtype.name, "shape": list(a.shape)}
+            arrays.append(a)
+            offset += a.nbytes
+        values.append(entry)
+    ops = [{"id": onum[op.id], "op": op.op, "package": op.package, "layout": op.layout,
+            "inputs": [vnum[v] if v != NONE else NONE for v in op.inputs],
+            "outputs": [vnum[v] for v in op.outputs], "attrs": op.kwargs,
+            "model": [list(s) for s in op.model], "origin": op.origin} for op in order]
+    per_op = body.get("ops", {})
+    for op, entry in zip(order, ops, strict=True):
+        entry.update(per_op.get(op.id, {}))
+    memory = {vnum[v]: p for v, p in body.get("tensors", {}).items() if v in vnum}
+    doc = {**{k: v for k, v in body.items() if k not in ("ops", "tensors")},
+           "name": graph.name, "inputs": [vnum[v] for v in graph.inputs],
+           "outputs": [{"name": n, "value": vnum[v]} for n, v in graph.outputs],
+           "values": values, "ops": ops,
+           "tensors": [{"value": k, **v} for k, v in sorted(memory.items())]}
+    return doc, arrays
+
+
+def read_header(data: bytes, file: str = "record") -> tuple[dict[str, Any], int]:
+    if len(data) < _PREFIX.size or data[:8] != MAGIC:
+        raise UserError("not a udo-build cache record (wrong magic bytes)", file=file,
+                        hint=f"records ({EXTENSION}) are written by the prepare step")
+    _, version, length = _PREFIX.unpack_from(data)
+    if version != VERSION:
+        raise UserError(f"cache record format version {version} is not supported (this "
+                        f"udo-build reads version {VERSION})", file=file)
+    end = _PREFIX.size + length
+    try:
+        header = json.loads(data[_PREFIX.size:end]) if end <= len(data) else None
+    except (ValueError, UnicodeDecodeError):
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise UserError("the cache record's header is truncated or corrupt", file=file)
+    return header, end
+
+
+def read_record(data: bytes, file: str = "record") -> Record:
+    """Parse and verify a record (see the module docstring)."""
+    import zstandard
+
+    header, end = read_header(data, file)
+    sizes = header.get("sizes") or {}
+    expected = int(sizes.get("payload", -1))
+    if not 0 <= expected <= MAX_PAYLOAD or len(data) - end != sizes.get("compressed"):
+        raise UserError("the cache record is truncated (its payload size does not match)",
+                        file=file)
+    try:
+        payload = zstandard.ZstdDecompressor().decompress(data[end:], max_output_size=expected)
+    except zstandard.ZstdError as exc:
+        raise UserError(f"the cache record's payload is corrupt: {exc}", file=file) from None
+    if hashlib.sha256(payload).hexdigest() != header.get("payload", {}).get("sha256"):
+        raise UserError("the cache record's payload is corrupt (digest mismatch)", file=file)
+    (n,) = struct.unpack_from("<Q", payload)
+    body = json.loads(payload[8:8 + n])
+    blob = memoryview(payload)[_align(8 + n):]
+    return Record(header["key"], sizes, body, _graph(body, blob), len(data))
+
+
+def _graph(body: dict[str, Any], blob: memoryview) -> Graph:
+    g = Graph(body["name"])
+    for entry in body["values"]:
+        vid = int(entry["id"]) + 1
+        g.types[vid] = TType.from_json(entry)
+        g.names[vid] = entry["name"]
+        g.users[vid] = {}
+        const = entry.get("const")
+        if const is not None:
+            dtype = np.dtype(const["dtype"]).newbyteorder("<")
+            count = int(np.prod(const["shape"], dtype=np.int64))
+            array = np.frombuffer(blob, dtype, count, int(const["offset"]))
+            g.consts[vid] = array.reshape(const["shape"]).astype(dtype.newbyteorder("="))
+    for entry in body["ops"]:
+        op = Op(int(entry["id"]) + 1 + len(body["values"]), entry["op"], entry["package"],
+                tuple(v + 1 if v != NONE else NONE for v in entry["inputs"]),
+                tuple(v + 1 for v in entry["outputs"]), frozen_attrs(entry["attrs"]),
+                entry["layout"], tuple(tuple(s) for s in entry["model"]), entry["origin"])
+        g._insert(op)
+    g.inputs = [v + 1 for v in body["inputs"]]
+    g.outputs = [(o["name"], int(o["value"]) + 1) for o in body["outputs"]]
+    g._next = len(body["values"]) + len(body["ops"]) + 1
+    return g
+
+
+def summary(header: dict[str, Any], size: int) -> dict[str, Any]:
+    """A record's row of the "Cache Info" table (keys of `udo-build info`)."""
+    key = header["key"]
+    dims = key.get("input_dimensions") or {}
+    return {"name": key.get("name", ""), "identifier": key.get("identifier", ""), "size": size,
+            "level": key.get("optimization_level"), "arch": key.get("arch"),
+            "vtcm_mb": key.get("vtcm_mb"),
+            "dims": ";".join(f"{k}={'x'.join(map(str, v))}" for k, v in dims.items()),
+            "outputs": ",".join(key.get("output_tensors", []))}

@@ -1,1 +1,0 @@
-"""htp stage of udo-build."""

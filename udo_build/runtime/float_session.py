@@ -1,0 +1,326 @@
+"""The emulator's float runtime: runs a `Model` with the default package and the UDO packages.
+
+    session = Session(model, {"SoftplusPackage": package})
+    outputs = session.run({"input": x})                    # the graph outputs
+    outputs = session.run({"input": x}, ["logits", "t7"])  # any tensors
+
+At load, the session checks that every tensor a node reads is produced before it, selects each
+node's implementation once (by package, op and input dtypes; the default package is always
+there, UDO packages come by name) and builds the execution plan of the graph outputs.
+
+An execution plan, as onnxruntime builds one at session creation, may differ from the graph
+without changing its results beyond float32 rounding (`udo_build.runtime.fusion`): default-package
+nodes on constants run once at load (constant folding); batch norms and per-channel Mul/Add by
+constants fold into the convolution that feeds them (or into a batch norm); a residual Add and a
+Relu that follow a convolution run in place on its output (one FusedConv step); nodes that no
+requested tensor needs are dropped. A tensor a caller requests is never fused away: each
+distinct set of requested outputs gets its own plan (cached). The Model is never changed.
+Convolutions stay NCHW: im2col makes them one BLAS matmul whose result is already NCHW, and
+weights in OIHW are already that matmul's (M, K) operand, so there is nothing to pre-pack.
+
+A plan frees every intermediate tensor right after its last reader (reference counts computed
+when the plan is built; requested outputs and weights are kept), so the peak memory is that of
+the widest cut of the graph. Weights and feeds reach kernels as read-only views, and a UDO
+kernel gets all its inputs read-only: a kernel writing into its inputs fails instead of
+corrupting them. The arrays `run` returns are the caller's (copies where they would share
+memory with weights, feeds or each other's buffers).
+
+Errors: bad feeds are a `UserError` naming the input (expected vs given dtype or shape). A UDO
+kernel that raises is the user's step failing: `StepFailed("run", "<package>::<op> (node <name>)
+raised <Type>: <message>")`, and so is a UDO kernel returning too few outputs, or a dtype or
+shape the model contradicts. A default-package kernel that raises is a `KernelError` naming the
+node. A node whose implementation is missing fails the load with the package's
+`OpPackageError`, listing what exists.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from ..errors import StepFailed, UserError
+from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
+from ..kernels.default import DEFAULT
+from ..kernels.oppkg import Flags, Impl, OpPackage, OpPackageError
+from .fusion import fold_constants, fuse
+
+
+class KernelError(RuntimeError):
+    """A default-package kernel raised (a bug of udo-build, or a model it cannot run)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    fn: Callable[..., Any]
+    inputs: tuple[str, ...]  # "" for an omitted optional input
+    outputs: tuple[str, ...]  # "" for an omitted optional output
+    kwargs: dict[str, Any]
+    label: str  # package::op (node name)
+    user: bool  # a UDO kernel: its failures are the user's
+    frees: tuple[str, ...]  # tensors dead after this step
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...]
+    constants: dict[str, np.ndarray]
+    outputs: tuple[str, ...]
+    feeds: frozenset[str]  # the graph inputs this plan reads
+    rules: tuple[str, ...]  # the fusion rules applied, in order
+
+
+PlanT = TypeVar("PlanT")
+
+
+class LoadedModel(Generic[PlanT]):
+    """What both runtimes (float and integer) check and select when they load a model: the op
+    packages by name (the default package always), that every tensor a node reads is made
+    before it, and each node's implementation by its input dtypes; and their execution plans,
+    built once per set of outputs (by `_build`, each runtime its own kind of plan)."""
+
+    def __init__(self, model: Model, packages: Mapping[str, OpPackage] | None) -> None:
+        self.graph = model.graph
+        self.packages: dict[str, OpPackage] = {DEFAULT_PACKAGE: DEFAULT}
+        for name, package in (packages or {}).items():
+            if name == DEFAULT_PACKAGE:
+                raise OpPackageError("a UDO op package cannot be named 'default'")
+            self.packages[name] = package
+        self._infos = self.graph.infos()
+        self._weights = dict(model.weights)
+        self._inputs = {t.name: t for t in self.graph.inputs if t.name not in self._weights}
+        self._plans: dict[tuple[str, ...], PlanT] = {}
+        self._check_wiring()
+
+    def plan(self, outputs: Sequence[str]) -> PlanT:
+        """The execution plan that yields these tensors (built once per set of outputs)."""
+        key = tuple(outputs)
+        if key not in self._plans:
+            for name in key:
+                if name not in self._known:
+                    raise UserError(f"the model has no tensor {name!r} to output",
+                                    hint="request a graph input, a weight or a node's output")
+            self._plans[key] = self._build(key)
+        return self._plans[key]
+
+    def _build(self, outputs: tuple[str, ...]) -> PlanT:
+        raise NotImplementedError
+
+    def _check_wiring(self) -> None:
+        known = set(self._inputs) | set(self._weights)
+        names = set()
+        for node in self.graph.nodes:
+            if node.name in names:
+                raise UserError(f"the model has two nodes named {node.name!r}")
+            names.add(node.name)
+            for name in node.inputs:
+                if name and name not in known:
+                    raise UserError(f"node {node.name!r} ({node.op}) reads {name!r}, which no "
+                                    "earlier node, graph input or weight provides")
+            known.update(o for o in node.outputs if o)
+        self._known = known
+
+    def _dtype(self, name: str) -> str:
+        if name in self._weights:
+            return str(self._weights[name].dtype)
+        info = self._infos.get(name)
+        return info.dtype if info is not None else ""
+
+    def _select(self, node: Node) -> Impl:
+        package = self.packages.get(node.package)
+        if package is None:
+            raise OpPackageError(
+                f"node {node.name!r} uses {node.package}::{node.op}, but the session has no op "
+                f"package {node.package!r}; it has: {', '.join(sorted(self.packages))}")
+        return package.select(node.op, [self._dtype(i) for i in node.inputs if i])
+
+
+class Session(LoadedModel[Plan]):
+    def __init__(self, model: Model, packages: Mapping[str, OpPackage] | None = None) -> None:
+        super().__init__(model, packages)
+        self.model = model
+        self._impls = {node.name: self._select(node) for node in self.graph.nodes}
+        self.plan(tuple(t.name for t in self.graph.outputs))
+
+    def _build(self, outputs: tuple[str, ...]) -> Plan:
+        shapes = {name: info.static_shape for name, info in self._infos.items()}
+        shapes.update({name: tuple(w.shape) for name, w in self._weights.items()})
+        nodes, folded = fold_constants(self.graph.nodes, self._weights, self._evaluate)
+        constants = {**self._weights, **folded}
+        nodes, added, rules = fuse(nodes, constants, frozenset(outputs), shapes)
+        constants.update(added)
+        needed = _needed(nodes, outputs)
+        nodes = [n for n in nodes if any(o in needed for o in n.outputs)]
+        last: dict[str, int] = {}
+        for i, node in enumerate(nodes):
+            for name in node.inputs:
+                last[name] = i
+        keep = set(outputs) | set(constants)
+        steps = []
+        for i, node in enumerate(nodes):
+            dead = [n for n in dict.fromkeys(node.inputs) if n and last.get(n) == i]
+            dead += [o for o in node.outputs if o and o not in last]
+            steps.append(self._step(node, tuple(n for n in dead if n not in keep)))
+        feeds = frozenset(name for name in self._inputs if name in needed)
+        constants = {name: _read_only(value) for name, value in constants.items()}
+        return Plan(tuple(steps), constants, outputs, feeds, tuple(rules))
+
+    def _evaluate(self, node: Node, inputs: list[np.ndarray | None]) -> tuple | None:
+        """A node's outputs on constant inputs, at load (None: INHIBIT_CONST_PROP says no)."""
+        if self._impls[node.name].flags & Flags.INHIBIT_CONST_PROP:
+            return None
+        step = self._step(node, ())
+        try:
+            result = step.fn(*inputs, **step.kwargs)
+        except Exception as error:
+            raise _failure(step, error) from error
+        return result if isinstance(result, tuple) else (result,)
+
+    def _step(self, node: Node, frees: tuple[str, ...]) -> Step:
+        impl = self._impls.get(node.name)
+        if impl is None or impl.op != node.op:  # a node the plan made
+            impl = self.packages[node.package].select(
+                node.op, [self._dtype(i) for i in node.inputs if i])
+        kwargs = node.kwargs
+        if "num_outputs" not in kwargs and _takes_num_outputs(impl.fn):
+            kwargs["num_outputs"] = len(node.outputs)
+        return Step(impl.fn, node.inputs, node.outputs, kwargs,
+                    f"{node.package}::{node.op} (node {node.name})",
+                    node.package != DEFAULT_PACKAGE, frees)
+
+    # -- run -------------------------------------------------------------------------------------
+
+    def run(self, feeds: Mapping[str, np.ndarray],
+            outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """The requested tensors (default: the graph outputs) for these inputs."""
+        plan = self.plan(tuple(outputs) if outputs is not None
+                         else tuple(t.name for t in self.graph.outputs))
+        env: dict[str, Any] = dict(plan.constants)
+        env.update(self._check_feeds(feeds, plan.feeds))
+        for step in plan.steps:
+            args = [env[name] if name else None for name in step.inputs]
+            if step.user:  # the user's kernel sees read-only inputs: it cannot corrupt them
+                args = [_read_only(a) if isinstance(a, np.ndarray) else a for a in args]
+            try:
+                result = step.fn(*args, **step.kwargs)
+            except Exception as error:
+                raise _failure(step, error) from error
+            if len(step.outputs) == 1 and not step.user and not isinstance(result, tuple):
+                env[step.outputs[0]] = result
+            else:
+                self._store(step, result, env)
+            result = args = None  # type: ignore[assignment]  (hold nothing past its last use)
+            for name in step.frees:
+                del env[name]
+        return {name: _detached(env[name]) for name in plan.outputs}
+
+    def _check_feeds(self, feeds: Mapping[str, np.ndarray],
+                     needed: frozenset[str]) -> dict[str, np.ndarray]:
+        """The feeds, checked against the graph inputs (only those the plan reads are due)."""
+        unknown = [name for name in feeds if name not in self._inputs]
+        if unknown:
+            raise UserError(f"unknown input {unknown[0]!r}; the model's inputs are: "
+                            + ", ".join(_describe(t) for t in self._inputs.values()))
+        missing = [t for name, t in self._inputs.items() if name in needed and name not in feeds]
+        if missing:
+            raise UserError(f"missing input {_describe(missing[0])}")
+        checked = {}
+        for name, value in feeds.items():
+            info = self._inputs[name]
+            array = np.asarray(value)
+            if info.dtype and array.dtype != np.dtype(info.dtype):
+                raise UserError(f"input {name!r}: expected {info.dtype}, given {array.dtype}",
+                                hint=f"convert it, e.g. x.astype(np.{info.dtype})")
+            if info.shape is not None and not _fits(array.shape, info.shape):
+                raise UserError(f"input {name!r}: expected shape {_shape_text(info.shape)}, "
+                                f"given {list(array.shape)}")
+            checked[name] = _read_only(array)
+        return checked
+
+    def _store(self, step: Step, result: Any, env: dict[str, Any]) -> None:
+        values = result if isinstance(result, tuple) else (result,)
+        named = [(i, o) for i, o in enumerate(step.outputs) if o]
+        if named and named[-1][0] >= len(values):
+            raise _failure(step, ValueError(
+                f"returned {len(values)} output(s), the node has {len(step.outputs)}"))
+        for i, name in named:
+            env[name] = self._check_user_output(step, name, values[i]) if step.user \
+                else values[i]
+
+    def _check_user_output(self, step: Step, name: str, value: Any) -> np.ndarray:
+        return check_user_output(step, name, value, self._infos)
+
+
+def check_user_output(step: Any, name: str, value: Any,
+                      infos: Mapping[str, TensorInfo]) -> np.ndarray:
+    """A UDO kernel's output as an array; a dtype or shape the model contradicts is the user's
+    step failing."""
+    array = np.asarray(value)
+    info = infos.get(name)
+    if info is None:
+        return array
+    if info.dtype and array.dtype != np.dtype(info.dtype):
+        raise _failure(step, TypeError(
+            f"output {name!r} is {array.dtype}, the model says {info.dtype}"))
+    if info.shape is not None and not _fits(array.shape, info.shape):
+        raise _failure(step, ValueError(
+            f"output {name!r} has shape {list(array.shape)}, the model says "
+            f"{_shape_text(info.shape)}"))
+    return array
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view: a kernel writing into a weight, a feed or (for UDO kernels) any input
+    fails instead of corrupting it."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _detached(value: Any) -> np.ndarray:
+    """An output the caller owns: writeable, sharing no memory with weights or feeds."""
+    array = np.asarray(value)
+    return array if array.flags.writeable and array.flags.owndata else array.copy()
+
+
+def _failure(step: Any, error: BaseException) -> Exception:
+    message = f"{step.label} raised {type(error).__name__}: {error}"
+    if step.user:
+        return StepFailed("run", message)
+    return KernelError(message)
+
+
+def _needed(nodes: Sequence[Node], outputs: Sequence[str]) -> set[str]:
+    """Every tensor the outputs depend on (nodes that feed nothing requested are skipped)."""
+    needed = set(outputs)
+    for node in reversed(nodes):
+        if any(o in needed for o in node.outputs):
+            needed.update(i for i in node.inputs if i)
+    return needed
+
+
+@cache
+def _takes_num_outputs(fn: Callable[..., Any]) -> bool:
+    try:
+        parameter = inspect.signature(fn).parameters.get("num_outputs")
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind == inspect.Parameter.KEYWORD_ONLY
+
+
+def _fits(shape: tuple[int, ...], expected: tuple[int | str, ...]) -> bool:
+    return len(shape) == len(expected) and all(
+        not isinstance(e, int) or e < 0 or e == s for s, e in zip(shape, expected, strict=True))
+
+
+def _shape_text(shape: tuple[int | str, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _describe(info: TensorInfo) -> str:
+    shape = "?" if info.shape is None else "x".join(str(d) for d in info.shape)
+    return f"{info.name!r} ({info.dtype}[{shape}])"

@@ -1,0 +1,136 @@
+"""Integer convolution: uint8/uint16 input, int8/int16 weights (per output channel or not),
+int32 bias, exact accumulation, fixed-point requantization (an absorbed Relu/Clip clamps).
+
+The float convolution's im2col (`udo_build.kernels.default.conv.im2col`) on the centered input
+(x - zero point, converted to the BLAS type of the packed weights in the same pass), then one
+exact product per K chunk (`exact.product`), batched over groups as in the float kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...ir.encodings import Encoding
+from ...kernels.default._common import spatial, window_pads
+from ...kernels.default.conv import im2col
+from .exact import F32_LIMIT, Packed, pack, product
+from .fixed import Requant, centered, reach, zero_point
+from .registry import (
+    ACTIVATIONS,
+    WEIGHTS,
+    Bound,
+    Context,
+    Operand,
+    binds,
+    combos,
+    register,
+)
+
+
+def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_point: int,
+         requant: Requant, packed: Packed | None = None, auto_pad: str = "NOTSET",
+         dilations: Sequence[int] | None = None, group: int = 1,
+         kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
+         strides: Sequence[int] | None = None) -> np.ndarray:
+    """requantize(conv(x - x_zero_point, w) + b); b is in accumulator units (s_x * s_w[c]),
+    integers, or float32 integers whose sum with the product stays below 2^24."""
+    n, m, rank = x.shape[0], w.shape[0], x.ndim - 2
+    kernel = tuple(w.shape[2:])
+    if x.shape[1] != w.shape[1] * group or m % group:
+        raise ValueError(f"Conv input channels {x.shape[1]}, weights {list(w.shape)} and "
+                         f"group {group} do not agree")
+    if packed is None:
+        span = int(np.iinfo(x.dtype).max) - int(np.iinfo(x.dtype).min)
+        packed = pack(w.reshape(group, m // group, -1), span)
+    strides_, dilations_ = spatial(strides, rank, 1), spatial(dilations, rank, 1)
+    begin, _, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_)
+    cols = _columns(x, x_zero_point, packed.dtype, kernel, strides_, dilations_, begin, outs)
+    cols = cols.reshape(n, group, -1, math.prod(outs))
+    y = product(packed, cols[0, 0] if n == 1 and group == 1 else cols).reshape(n, m, *outs)
+    offset = None if b is None else add_bias(y, b.reshape((-1,) + (1,) * rank), packed)
+    return requant.apply(y, offset, owned=True)
+
+
+def add_bias(y: np.ndarray, b: np.ndarray, packed: Packed) -> np.ndarray | None:
+    """Add the bias into a float32 product in place when the sum stays exact (None then),
+    else return it for the requantization to add in float64. A float32 bias is the
+    binder's promise that it does (`weighted`)."""
+    if y.dtype == np.float32 and (b.dtype == np.float32 or packed.acc_bound + float(
+            np.abs(b).max(initial=0)) < F32_LIMIT):
+        y += b.astype(np.float32, copy=False)
+        return None
+    return b
+
+
+def _columns(x: np.ndarray, zp: int, dtype: np.dtype, kernel: tuple[int, ...],
+             strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int],
+             outs: list[int]) -> np.ndarray:
+    """The im2col columns of x - zp in `dtype`: a 1x1 unpadded convolution reads the
+    (strided) input itself."""
+    reach_ = [(o - 1) * s + 1 for o, s in zip(outs, strides, strict=True)]
+    if all(k == 1 for k in kernel) and not any(begin) and all(
+            r <= size for r, size in zip(reach_, x.shape[2:], strict=True)):
+        if any(s != 1 for s in strides):
+            x = x[(Ellipsis,) + tuple(slice(None, r, s)
+                                      for r, s in zip(reach_, strides, strict=True))]
+        return centered(x, zp, dtype)
+    return im2col(centered(x, zp, dtype), kernel, strides, dilations, begin, outs)
+
+
+register("Conv", conv, combos(ACTIVATIONS, WEIGHTS))
+
+
+@binds("Conv")
+def bind_conv(ctx: Context) -> Bound | None:
+    x, w = ctx.input(0), ctx.input(1)
+    if x is None or x.encoding is None or w is None or not w.constant or not w.encodings:
+        return None
+    weights = w.array
+    group, m = int(ctx.node.attr("group", 1)), weights.shape[0]
+    made = weighted(ctx, x.encoding, weights.reshape(group, m // group, -1), w.encodings,
+                    ctx.input(2), weights.ndim - 2)
+    if made is None:
+        return None
+    kwargs, replace = made
+    return Bound({**ctx.node.kwargs, **kwargs, "x_zero_point": zero_point(x.encoding)},
+                    replace)
+
+
+def weighted(ctx: Context, x: Encoding, w: np.ndarray, encs: Sequence[Encoding],
+             bias: Operand | None, rank: int) -> tuple[dict[str, Any], dict[int, Any]] | None:
+    """The load-time constants of a product by quantized weights w (G, M, K) with symmetric
+    encodings: the packed weights, the requantization per output channel (shaped for `rank`
+    trailing axes) and the bias (input 2) in accumulator units; None when they do not apply."""
+    if any(e.offset != 0 for e in encs) or (bias is not None and not bias.encodings):
+        return None
+    s_acc = x.scale * _per_channel([e.scale for e in encs], w.shape[0] * w.shape[1])
+    packed = pack(w, reach(x))
+    bound, replace = packed.acc_bound, {}
+    if bias is not None:
+        replace[2] = accumulator_bias(bias, s_acc)
+        bound += float(np.abs(replace[2]).max(initial=0))
+        if packed.dtype == np.float32 and len(packed.bounds) == 1 and bound < F32_LIMIT:
+            replace[2] = replace[2].astype(np.float32)  # added to the product in float32
+    requant = Requant.make(s_acc / ctx.out.scale, bound, ctx.out, ctx.output.clamp)
+    if requant is None:
+        return None
+    return {"packed": packed, "requant": requant.reshaped(-1, *(1,) * rank)}, replace
+
+
+def accumulator_bias(b: Operand, s_acc: np.ndarray) -> np.ndarray:
+    """A quantized bias in accumulator units (int64): b_q x s_b / s_acc, exactly b_q when its
+    scale is the accumulator's, as the quantizer makes it."""
+    encs = b.encodings or ()
+    s_b = _per_channel([e.scale for e in encs], s_acc.size)
+    q = b.array.reshape(-1).astype(np.float64) + _per_channel([e.offset for e in encs],
+                                                              s_acc.size)
+    return np.rint(q * (s_b / s_acc)).astype(np.int64)
+
+
+def _per_channel(values: list[float], m: int) -> np.ndarray:
+    out = np.asarray(values, np.float64)
+    return np.broadcast_to(out, (m,)).copy() if out.size == 1 else out

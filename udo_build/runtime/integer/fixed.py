@@ -1,0 +1,242 @@
+"""Fixed-point requantization, the last step of every integer kernel, and the quantized types.
+
+An integer kernel computes an exact integer accumulator `acc` per output element (a convolution's
+int32 sum of products plus its bias, a pool's window sum, ...) and maps it to the output's
+encoding with an integer multiplier M0 and a right shift:
+
+    q = clamp(zero_point + round_half_to_even(acc * M0 / 2^shift), lo, hi)
+
+M0 / 2^shift is the real multiplier (a convolution's channel c: s_x * s_w[c] / s_y) rounded to
+M0's width: M0 is the widest integer of at most 31 bits for which |acc| * M0 < 2^53 for every
+accumulator the op can produce (the bound is known at load: K x max|x - zp| x the weights'
+largest sum of |w|, plus the bias), and at least 16 bits. Then float64 holds acc * M0 exactly,
+the power-of-two shift is exact, and np.rint rounds the exact value, halves to even: the same
+rounding as ONNX's QuantizeLinear, onnxruntime's requantization and `Encoding.quantize`. (8-bit
+convolutions of ResNet-50 get 26 to 31 bits; additions and pools 31.) `lo`/`hi` are the
+encoding's [qmin, qmax], narrowed by an absorbed Relu (to the zero point) or Clip (to its
+quantized bounds).
+
+Elementwise maps of 8-bit inputs are tables computed at load by this same arithmetic (`Rescale`:
+256 entries for requantizing one tensor into another encoding; `pair_table`: 65536 for Add, Sum
+or Mul of two tensors), so their results are identical and a run costs one lookup per element.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir.encodings import Encoding
+
+MAX_BITS = 31
+MIN_BITS = 16
+
+
+def qtype(enc: Encoding) -> np.dtype:
+    """The numpy type of a quantized tensor of this encoding."""
+    if enc.bitwidth <= 8:
+        return np.dtype(np.int8 if enc.signed else np.uint8)
+    if enc.bitwidth <= 16:
+        return np.dtype(np.int16 if enc.signed else np.uint16)
+    return np.dtype(np.int32 if enc.signed else np.uint32)
+
+
+def zero_point(enc: Encoding) -> int:
+    return -int(enc.offset)
+
+
+def reach(enc: Encoding) -> int:
+    """The largest |q - zero point| of the encoding."""
+    zp = zero_point(enc)
+    return max(zp - enc.qmin, enc.qmax - zp)
+
+
+def centered(x: np.ndarray, zp: int, dtype: np.dtype | type) -> np.ndarray:
+    """x - zp as a new array of the float type BLAS or the requantization takes (a cast and a
+    subtraction in place: twice as fast as one mixed-type ufunc)."""
+    out = np.asarray(x).astype(dtype)
+    if zp:
+        out -= zp
+    return out
+
+
+def quantize(x: np.ndarray, enc: Encoding) -> np.ndarray:
+    """Float values as quantized integers: round half to even, clamp (QuantizeLinear)."""
+    return np.asarray(enc.quantize(x)).astype(qtype(enc))
+
+
+def quantize_along(x: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
+                   axis: int) -> np.ndarray:
+    """A constant quantized with one encoding, or one per index of `axis`."""
+    if len(encs) == 1:
+        return quantize(x, encs[0])
+    shape = [1] * x.ndim
+    shape[axis] = len(encs)
+    scale = np.array([e.scale for e in encs], np.float64).reshape(shape)
+    offset = np.array([e.offset for e in encs], np.float64).reshape(shape)
+    q = np.rint(np.asarray(x, np.float64) / scale) - offset
+    return np.asarray(np.clip(q, encs[0].qmin, encs[0].qmax)).astype(qtype(encs[0]))
+
+
+def dequantize_along(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
+                     axis: int) -> np.ndarray:
+    if len(encs) == 1:
+        return encs[0].dequantize(q)
+    shape = [1] * q.ndim
+    shape[axis] = len(encs)
+    scale = np.array([e.scale for e in encs], np.float64).reshape(shape)
+    offset = np.array([e.offset for e in encs], np.float64).reshape(shape)
+    return (scale * (q.astype(np.float64) + offset)).astype(np.float32)
+
+
+def multiplier_bits(acc_bound: float) -> int | None:
+    """The width of M0 that keeps |acc| x M0 exact in float64 (None: below MIN_BITS)."""
+    bits = min(MAX_BITS, 52 - math.ceil(math.log2(float(acc_bound) + 1.0)))
+    return bits if bits >= MIN_BITS else None
+
+
+def fixed_point(real: np.ndarray | float, bits: int,
+                common: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(M0, shift) with M0 / 2^shift the nearest value of `bits` significant bits to `real`
+    (each element its own shift; with `common`, the shift of the largest for all)."""
+    real = np.asarray(real, np.float64)
+    if np.any(real < 0) or not np.all(np.isfinite(real)):
+        raise ValueError("requantization multipliers must be finite and non-negative")
+    _, exponent = np.frexp(np.max(real) if common else real)  # real = mantissa x 2^exponent
+    shift = np.broadcast_to(np.asarray(bits - exponent, np.int64), real.shape).copy()
+    m0 = np.rint(np.ldexp(real, shift)).astype(np.int64)
+    carry = m0 >= 2 ** bits  # rounding reached 2^bits: one bit less of shift
+    if np.any(carry):
+        m0 = np.where(carry, (m0 + 1) // 2, m0)
+        shift = np.where(carry, shift - 1, shift)
+    return m0, shift
+
+
+@dataclass(frozen=True, eq=False)
+class Requant:
+    """The map from exact accumulators to an output encoding (see the module docstring).
+    `m0` and `shift` are shaped to broadcast against the accumulator (one per channel, or one)."""
+
+    m0: np.ndarray
+    shift: np.ndarray
+    zero_point: int
+    lo: int
+    hi: int
+    dtype: np.dtype
+    bits: int
+
+    @staticmethod
+    def make(real: np.ndarray | float, acc_bound: float, out: Encoding,
+             clamp: tuple[float | None, float | None] = (None, None),
+             common: bool = False) -> Requant | None:
+        """The requantization of accumulators bounded by `acc_bound` (None: too wide)."""
+        bits = multiplier_bits(acc_bound)
+        if bits is None:
+            return None
+        m0, shift = fixed_point(real, bits, common)
+        lo, hi = clamp_bounds(out, clamp)
+        return Requant(m0, shift, zero_point(out), lo, hi, qtype(out), bits)
+
+    @property
+    def factor(self) -> np.ndarray:
+        """M0 / 2^shift as float64 (exact)."""
+        return np.ldexp(self.m0.astype(np.float64), -self.shift)
+
+    def reshaped(self, *shape: int) -> Requant:
+        """The multipliers reshaped to broadcast against the accumulator."""
+        return Requant(self.m0.reshape(shape), self.shift.reshape(shape), self.zero_point,
+                       self.lo, self.hi, self.dtype, self.bits)
+
+    def with_real(self, real: np.ndarray | float) -> Requant:
+        """The same output, another multiplier (of the same width)."""
+        m0, shift = fixed_point(real, self.bits)
+        return Requant(m0, shift, self.zero_point, self.lo, self.hi, self.dtype, self.bits)
+
+    def apply(self, acc: np.ndarray, offset: np.ndarray | float | None = None, *,
+              owned: bool = False) -> np.ndarray:
+        """requantize(acc + offset): acc holds exact integers (any numeric type; `owned`: a
+        float64 buffer of the caller's that may be overwritten), offset broadcasts against it
+        (a bias per channel, or -zero_point for a plain rescale)."""
+        t = acc if owned and acc.dtype == np.float64 else acc.astype(np.float64)
+        if offset is not None:
+            t += offset  # integers below 2^53: exact
+        t *= self.factor  # |acc + offset| x M0 < 2^53, times 2^-shift: exact
+        return self.round(t)
+
+    def round(self, t: np.ndarray) -> np.ndarray:
+        """t (float64, exact) rounded half to even, shifted by the zero point, clamped."""
+        np.rint(t, out=t)
+        np.clip(t, self.lo - self.zero_point, self.hi - self.zero_point, out=t)
+        if self.zero_point:
+            t += self.zero_point
+        return t.astype(self.dtype)
+
+
+def clamp_bounds(out: Encoding, clamp: tuple[float | None, float | None]) -> tuple[int, int]:
+    """[qmin, qmax] of the encoding, narrowed to the quantized clamp of an activation."""
+    lo, hi = out.qmin, out.qmax
+    if clamp[0] is not None:
+        lo = max(lo, int(out.quantize(np.array([clamp[0]]))[0]))
+    if clamp[1] is not None:
+        hi = min(hi, int(out.quantize(np.array([clamp[1]]))[0]))
+    return lo, max(lo, hi)
+
+
+def same(a: Encoding, b: Encoding) -> bool:
+    return (a.scale, a.offset, a.bitwidth, a.signed) == (b.scale, b.offset, b.bitwidth, b.signed)
+
+
+@dataclass(frozen=True, eq=False)
+class Rescale:
+    """The requantization of one encoding's values into another's: q_y = requant(q_x - z_x),
+    as a table of all 256 results for 8-bit inputs (one lookup per element)."""
+
+    requant: Requant
+    zero_point: int  # the input's
+    table: np.ndarray | None = None  # by raw byte, for 8-bit inputs
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.table is not None and x.dtype.itemsize == 1:
+            return lookup(self.table, x)
+        return self.requant.apply(x, -self.zero_point)
+
+
+def rescale(x_enc: Encoding, out: Encoding,
+            clamp: tuple[float | None, float | None] = (None, None)) -> Rescale | None:
+    """The Rescale of x_enc's values into out (None: the same encoding and no clamp, the bytes
+    move as they are)."""
+    if same(x_enc, out) and clamp == (None, None):
+        return None
+    requant = Requant.make(x_enc.scale / out.scale, 2 * max(-x_enc.qmin, x_enc.qmax), out,
+                           clamp)
+    if requant is None:  # pragma: no cover (single values never need more than 31 bits)
+        return None
+    zp = zero_point(x_enc)
+    dtype = qtype(x_enc)
+    if dtype.itemsize != 1:
+        return Rescale(requant, zp)
+    values = np.arange(256, dtype=np.uint8).view(dtype)  # every byte, as the input's type
+    return Rescale(requant, zp, requant.apply(values, -zp))
+
+
+def lookup(table: np.ndarray, *xs: np.ndarray) -> np.ndarray:
+    """table[x] (one 8-bit input) or table[x0 * 256 + x1] (two, broadcast), by raw byte."""
+    if len(xs) == 1:
+        return np.take(table, xs[0].view(np.uint8))
+    shape = np.broadcast_shapes(xs[0].shape, xs[1].shape)
+    index = np.broadcast_to(xs[0], shape).view(np.uint8).astype(np.uint16)
+    index <<= 8
+    index |= xs[1].view(np.uint8)
+    return np.take(table, index)
+
+
+def pair_table(kernel: Callable[..., np.ndarray], a: np.dtype, b: np.dtype,
+               **kwargs: object) -> np.ndarray:
+    """A binary 8-bit kernel's result for every pair of raw bytes (index a * 256 + b)."""
+    bytes_ = np.arange(256, dtype=np.uint8)
+    first = np.repeat(bytes_, 256).view(a)
+    second = np.tile(bytes_, 256).view(b)
+    return kernel(first, second, **kwargs)

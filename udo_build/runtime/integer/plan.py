@@ -1,0 +1,224 @@
+"""The integer path's execution plan: for every node, an integer kernel or its float kernel
+between dequantize and quantize, and what each tensor is at run time.
+
+Walking the graph in order, a tensor is quantized at run time when it has an activation
+encoding (or is requantized into an absorbing activation's encoding); weights with parameter
+encodings are quantized once, at load. A default-package node runs an integer kernel when one
+accepts the raw types of its inputs and its binder accepts the node (every output quantized,
+weights encoded, ...). Every other node, and every custom op, runs its float kernel on the
+dequantized inputs (quantized weights dequantized once: the float kernel sees the values the
+integer kernels use) and its encoded outputs are quantized after, as the vendor's generic tensor
+interface does; unencoded tensors stay float (float fallback).
+
+Absorption: a Conv/Gemm/MatMul/Add/Sum output without an encoding, read only by a Relu or Clip
+with an encoded output (`QuantizedModel.absorbed`), is never materialized: the producer's
+integer kernel requantizes straight into the activation's encoding, clamped at its bounds, and
+the activation node is skipped. A tensor the caller requests is never absorbed (its producer
+then runs as float fallback in that plan). Each distinct set of requested outputs has its own
+plan; a plan frees every intermediate after its last reader, as the float runtime does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ...errors import UserError
+from ...ir.encodings import Encoding
+from ...ir.graph import DEFAULT_PACKAGE, Node, needed_nodes
+from ...ir.qmodel import QuantizedModel
+from ...kernels.oppkg import Impl
+from . import registry
+from .fixed import dequantize_along, qtype, quantize_along
+from .movement import clamp_of
+from .registry import Bound, Context, Operand, OutputSpec
+
+
+@dataclass(frozen=True, eq=False)
+class QStep:
+    fn: Callable[..., Any]
+    inputs: tuple[str, ...]  # "" for an omitted optional input
+    outputs: tuple[str, ...]
+    kwargs: dict[str, Any]
+    label: str  # package::op (node name)
+    user: bool  # a UDO kernel: its failures are the user's
+    integer: bool  # an integer kernel (else a float kernel between dequantize and quantize)
+    dequantize: tuple[Encoding | None, ...] = ()  # per input, before a float kernel
+    quantize: tuple[Encoding | None, ...] = ()  # per output, after a float kernel
+    frees: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class QPlan:
+    steps: tuple[QStep, ...]
+    constants: dict[str, np.ndarray]
+    outputs: tuple[str, ...]
+    feeds: frozenset[str]  # the graph inputs the plan reads
+    encodings: dict[str, Encoding]  # tensors held quantized at run time
+    absorbed: dict[str, str]  # absorbed tensor -> the activation output it went into
+
+
+@dataclass
+class _State:
+    encodings: dict[str, Encoding]
+    absorbable: dict[str, Node]  # absorbed tensor -> its Relu/Clip reader
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    skip: set[str] = field(default_factory=set)
+    absorbed: dict[str, str] = field(default_factory=dict)
+
+
+class Planner:
+    def __init__(self, qmodel: QuantizedModel, float_impl: Callable[[Node], Impl]) -> None:
+        self.qmodel = qmodel
+        self.graph = qmodel.model.graph
+        self.weights = dict(qmodel.model.weights)
+        self.infos = self.graph.infos()
+        self.float_impl = float_impl
+        self._readers = {o: n for n in self.graph.nodes for o in n.inputs}
+        self._params: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def build(self, outputs: tuple[str, ...]) -> QPlan:
+        nodes = needed_nodes(self.graph.nodes, outputs)
+        consumers = self.graph.consumers()
+        absorbable = {t: consumers[t][0] for t in self.qmodel.absorbed() if t not in outputs}
+        inputs = [t.name for t in self.graph.inputs if t.name not in self.weights]
+        state = _State({n: self.qmodel.activations[n] for n in inputs
+                        if n in self.qmodel.activations}, absorbable)
+        live = set(outputs) | {i for n in nodes for i in n.inputs}
+        nodes = [_without_unread(n, live) for n in nodes]
+        steps = [self._step(node, state) for node in nodes if node.name not in state.skip]
+        steps = [s for s in steps if s is not None]
+        constants = {**self.weights, **state.constants}
+        steps = _with_frees(steps, set(outputs) | set(constants))
+        read = {i for s in steps for i in s.inputs} | set(outputs)
+        return QPlan(tuple(steps), {k: v for k, v in constants.items() if k in read},
+                     outputs, frozenset(n for n in inputs if n in read),
+                     dict(state.encodings), state.absorbed)
+
+    # -- one node ----------------------------------------------------------------------------
+
+    def _step(self, node: Node, state: _State) -> QStep | None:
+        if node.name in state.skip:
+            return None
+        operands = tuple(self._operand(node, i, state) for i in range(len(node.inputs)))
+        if node.package == DEFAULT_PACKAGE:
+            targets = tuple(self._target(o, state) for o in node.outputs)
+            types = [o.dtype for o in operands if o is not None]
+            impl = registry.select(node.op, types)
+            bound = None if impl is None else registry.bind(
+                Context(node, operands, targets))
+            if impl is not None and bound is not None:
+                return self._integer(node, impl, operands, targets, bound, state)
+        return self._fallback(node, operands, state)
+
+    def _operand(self, node: Node, i: int, state: _State) -> Operand | None:
+        name = node.inputs[i]
+        if not name:
+            return None
+        info = self.infos.get(name)
+        shape = info.shape if info is not None else None
+        if name in self.weights:
+            w = self.weights[name]
+            encs = self.qmodel.params.get(name)
+            if not encs or w.dtype.kind != "f":
+                return Operand(name, str(w.dtype), None, w, w, w.shape)
+            q, _ = self._param(node, i, encs)
+            return Operand(name, str(q.dtype), tuple(encs), q, w, w.shape)
+        if name in state.encodings:
+            enc = state.encodings[name]
+            return Operand(name, str(qtype(enc)), (enc,), shape=shape)
+        return Operand(name, info.dtype if info is not None else "float32", shape=shape)
+
+    def _param(self, node: Node, i: int, encs: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
+        """A weight quantized with its encodings (along the node's channel axis), and those
+        values dequantized, computed once."""
+        name = node.inputs[i]
+        w = self.weights[name]
+        axis = registry.channel_axis(node, i, w.ndim, len(encs), w.shape)
+        key = (name, axis)
+        if key not in self._params:
+            if len(encs) > 1 and (w.ndim == 0 or w.shape[axis] != len(encs)):
+                raise UserError(f"weight {name!r} of shape {list(w.shape)} has {len(encs)} "
+                                f"encodings, not one per index of axis {axis}",
+                                hint="give one encoding, or one per output channel")
+            q = quantize_along(w, encs, axis)
+            self._params[key] = (q, dequantize_along(q, encs, axis))
+        return self._params[key]
+
+    def _target(self, name: str, state: _State) -> OutputSpec:
+        reader = state.absorbable.get(name)
+        if reader is not None:
+            clamp = clamp_of(reader, self.weights)
+            if clamp is not None:
+                out = reader.outputs[0]
+                return OutputSpec(out, self.qmodel.activations[out], clamp)
+        return OutputSpec(name, self.qmodel.activations.get(name) if name else None)
+
+    def _integer(self, node: Node, impl: Impl, operands: Sequence[Operand | None],
+                 targets: Sequence[OutputSpec], bound: Bound, state: _State) -> QStep:
+        inputs = []
+        for i, operand in enumerate(operands):
+            name = "" if operand is None else operand.name
+            if i in bound.replace:
+                name = f"{name}#{node.name}"
+                state.constants[name] = bound.replace[i]
+            elif operand is not None and operand.constant and operand.encodings:
+                name = f"{name}#q"
+                state.constants[name] = operand.value  # type: ignore[assignment]
+            inputs.append(name)
+        for original, target in zip(node.outputs, targets, strict=True):
+            if target.name != original:  # requantized into the absorbing activation
+                state.skip.add(state.absorbable[original].name)
+                state.absorbed[original] = target.name
+            state.encodings[target.name] = target.encoding  # type: ignore[assignment]
+        return QStep(impl.fn, tuple(inputs), tuple(t.name for t in targets), bound.kwargs,
+                     f"integer::{node.op} (node {node.name})", False, True)
+
+    def _fallback(self, node: Node, operands: Sequence[Operand | None],
+                  state: _State) -> QStep:
+        impl = self.float_impl(node)
+        inputs, dequantize = [], []
+        for i, operand in enumerate(operands):
+            name = "" if operand is None else operand.name
+            enc = None
+            if operand is not None and operand.constant and operand.encodings:
+                name = f"{name}#dq"
+                state.constants[name] = self._param(node, i, list(operand.encodings))[1]
+            elif operand is not None and operand.encodings:
+                enc = operand.encodings[0]
+            inputs.append(name)
+            dequantize.append(enc)
+        quantize = tuple(self.qmodel.activations.get(o) if o else None for o in node.outputs)
+        for name, enc in zip(node.outputs, quantize, strict=True):
+            if enc is not None:
+                state.encodings[name] = enc
+        return QStep(impl.fn, tuple(inputs), node.outputs, node.kwargs,
+                     f"{node.package}::{node.op} (node {node.name})",
+                     node.package != DEFAULT_PACKAGE, False, tuple(dequantize), quantize)
+
+
+def _without_unread(node: Node, live: set[str]) -> Node:
+    """The node without the trailing outputs nothing reads (Dropout's mask)."""
+    outputs = list(node.outputs)
+    while len(outputs) > 1 and outputs[-1] not in live:
+        outputs.pop()
+    return node if len(outputs) == len(node.outputs) else replace(node, outputs=tuple(outputs))
+
+
+def _with_frees(steps: list[QStep], keep: set[str]) -> list[QStep]:
+    """Each step with the tensors that are dead after it (read last there, or never read)."""
+    last: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for name in step.inputs:
+            last[name] = i
+    out = []
+    for i, step in enumerate(steps):
+        dead = [n for n in dict.fromkeys(step.inputs) if n and last.get(n) == i]
+        dead += [o for o in step.outputs if o and o not in last]
+        frees = tuple(n for n in dead if n not in keep)
+        out.append(QStep(step.fn, step.inputs, step.outputs, step.kwargs, step.label, step.user,
+                         step.integer, step.dequantize, step.quantize, frees))
+    return out

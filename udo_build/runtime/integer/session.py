@@ -1,0 +1,165 @@
+"""`QuantizedSession`: runs a QuantizedModel with integer semantics.
+
+    session = QuantizedSession(qmodel, {"SoftplusPackage": package})
+    outputs = session.run({"input": x})                  # float in, dequantized floats out
+    raw = session.run_quantized({"input": x}, ["t7"])    # the integer tensors themselves
+
+Feeds are float32 (quantized at entry with the input's encoding, as QuantizeLinear does), or,
+for an encoded input, already quantized values of the encoding's type. `run_quantized` returns
+quantized tensors as they are held (uint8/uint16) and float-fallback tensors as float;
+`run` dequantizes the quantized ones. Requesting a tensor the default plan absorbs (a Conv
+output feeding a Relu) gives a plan where it is not absorbed (see `plan.py`).
+
+Memory: the kernels' temporaries are multi-megabyte numpy arrays, allocated and freed at every
+step. glibc hands blocks above 128 KiB back to the kernel when they are freed (munmap, heap
+trimming), so every inference would fault each of them in again, zeroed page by page (on
+ResNet-50, a tenth of the inference's time). A session therefore raises
+glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB, once per process (`mallopt`;
+Linux with glibc only): freed blocks are reused, as the arena of an inference runtime is. The
+process keeps up to that much freed memory for reuse.
+
+Errors are the float runtime's: bad feeds are a UserError naming the input; a UDO kernel that
+raises, or returns too few outputs or a dtype or shape the model contradicts, is the user's step
+failing (StepFailed); a default-package or integer kernel that raises is a KernelError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ...errors import UserError
+from ...ir.qmodel import QuantizedModel
+from ...kernels.oppkg import OpPackage
+from ..float_session import (
+    LoadedModel,
+    _detached,
+    _failure,
+    _fits,
+    _read_only,
+    _takes_num_outputs,
+    check_user_output,
+)
+from .fixed import qtype, quantize
+from .plan import Planner, QPlan, QStep
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
+
+
+class QuantizedSession(LoadedModel[QPlan]):
+    def __init__(self, qmodel: QuantizedModel,
+                 packages: Mapping[str, OpPackage] | None = None) -> None:
+        super().__init__(qmodel.model, packages)
+        self.qmodel = qmodel
+        reuse_freed_memory()
+        self._impls = {node.name: self._select(node) for node in self.graph.nodes}
+        self._planner = Planner(qmodel, lambda node: self._impls[node.name])
+        self.plan(tuple(t.name for t in self.graph.outputs))
+
+    # -- load ------------------------------------------------------------------------------------
+
+    def _build(self, outputs: tuple[str, ...]) -> QPlan:
+        plan = self._planner.build(outputs)
+        for name in plan.constants:
+            plan.constants[name] = _read_only(plan.constants[name])
+        return plan
+
+    # -- run -------------------------------------------------------------------------------------
+
+    def run(self, feeds: Mapping[str, np.ndarray],
+            outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """The requested tensors (default: the graph outputs) as floats: quantized ones
+        dequantized."""
+        plan = self.plan(self._names(outputs))
+        raw = self._execute(plan, feeds)
+        return {name: plan.encodings[name].dequantize(value)
+                if name in plan.encodings and value.dtype.kind in "iu" else value
+                for name, value in raw.items()}
+
+    def run_quantized(self, feeds: Mapping[str, np.ndarray],
+                      outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """The requested tensors as the integer path holds them (quantized: integers)."""
+        return self._execute(self.plan(self._names(outputs)), feeds)
+
+    def _names(self, outputs: Sequence[str] | None) -> tuple[str, ...]:
+        return tuple(outputs) if outputs is not None else tuple(t.name for t in self.graph.outputs)
+
+    def _execute(self, plan: QPlan, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, Any] = dict(plan.constants)
+        env.update(self._check_feeds(feeds, plan))
+        for step in plan.steps:
+            self._run_step(step, env)
+        return {name: _detached(env[name]) for name in plan.outputs}
+
+    def _run_step(self, step: QStep, env: dict[str, Any]) -> None:
+        args = [env[name] if name else None for name in step.inputs]
+        if step.dequantize:
+            args = [a if e is None else e.dequantize(a) for a, e in zip(args, step.dequantize,
+                                                                         strict=True)]
+        if step.user:  # the user's kernel sees read-only inputs
+            args = [_read_only(a) if isinstance(a, np.ndarray) else a for a in args]
+        kwargs = step.kwargs
+        if not step.integer and "num_outputs" not in kwargs and _takes_num_outputs(step.fn):
+            kwargs = {**kwargs, "num_outputs": len(step.outputs)}
+        try:
+            result = step.fn(*args, **kwargs)
+        except Exception as error:
+            raise _failure(step, error) from error
+        values = result if isinstance(result, tuple) else (result,)
+        named = [(i, o) for i, o in enumerate(step.outputs) if o]
+        if named and named[-1][0] >= len(values):
+            raise _failure(step, ValueError(
+                f"returned {len(values)} output(s), the node has {len(step.outputs)}"))
+        for i, name in named:
+            value = self._check_user_output(step, name, values[i]) if step.user else values[i]
+            enc = step.quantize[i] if step.quantize else None
+            if enc is not None and np.asarray(value).dtype.kind == "f":
+                value = quantize(value, enc)
+            env[name] = value
+        result = args = values = None  # type: ignore[assignment]  (hold nothing past its use)
+        for name in step.frees:
+            del env[name]
+
+    def _check_feeds(self, feeds: Mapping[str, np.ndarray], plan: QPlan) -> dict[str, Any]:
+        unknown = [name for name in feeds if name not in self._inputs]
+        if unknown:
+            raise UserError(f"unknown input {unknown[0]!r}; the model's inputs are: "
+                            + ", ".join(repr(n) for n in self._inputs))
+        missing = [name for name in plan.feeds if name not in feeds]
+        if missing:
+            raise UserError(f"missing input {missing[0]!r}")
+        checked = {}
+        for name, value in feeds.items():
+            info, enc = self._inputs[name], plan.encodings.get(name)
+            array = np.asarray(value)
+            raw = enc is not None and array.dtype == qtype(enc)
+            if not raw and info.dtype and array.dtype != np.dtype(info.dtype):
+                expected = info.dtype + (f" (or {qtype(enc)}, quantized)" if enc else "")
+                raise UserError(f"input {name!r}: expected {expected}, given {array.dtype}",
+                                hint=f"convert it, e.g. x.astype(np.{info.dtype})")
+            if info.shape is not None and not _fits(array.shape, info.shape):
+                raise UserError(f"input {name!r}: expected shape {list(info.shape)}, given "
+                                f"{list(array.shape)}")
+            checked[name] = _read_only(quantize(array, enc) if enc and not raw else array)
+        return checked
+
+    def _check_user_output(self, step: QStep, name: str, value: Any) -> np.ndarray:
+        return check_user_output(step, name, value, self._infos)
+
+
+@cache
+def reuse_freed_memory() -> bool:
+    """Keep freed heap blocks for reuse (see the module docstring); False where unavailable."""
+    if sys.platform != "linux":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):  # not glibc
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20) and mallopt(M_TRIM_THRESHOLD, 1 << 30))
