@@ -43,7 +43,8 @@ SOCS = ("sm8450", "sm8550", "sm8650", "sm8750")
 NOOP_LIMIT_MS = 150.0
 DVC_RATIO = 10.0
 FORBIDDEN = ("onnx", "lxml", "numpy", "jsonschema")
-HTP_ALLOWED = ("udo_build.htp", "udo_build.soc.table")  # the SoC table; the rest is the emulator
+# the emulator: its compiler, runtimes, kernels and rewrite engine (the SoC table is allowed)
+EMULATOR = ("udo_build.compiler", "udo_build.runtime", "udo_build.kernels", "udo_build.rewrite")
 
 
 # -- the synthetic project ------------------------------------------------------------------------
@@ -207,7 +208,7 @@ def import_report(cmd: Sequence[str], recipe: Path, store: Path, env: dict[str, 
             modules.append((int(m[2]), len(m[3]), m[4]))
     names = [name for _, _, name in modules]
     bad = [n for n in names if n.split(".")[0] in FORBIDDEN
-           or (n.startswith("udo_build.htp.") and n not in HTP_ALLOWED)]
+           or any(n == e or n.startswith(e + ".") for e in EMULATOR)]
     top = sorted(((us, name) for us, depth, name in modules if depth == 1), reverse=True)
     return bad, top[:12]
 

@@ -1,3 +1,49 @@
-"""udo-build: declarative, incremental builds of networks with custom ops for HTP NPUs."""
+"""udo-build: declarative, incremental builds of networks with custom ops for HTP NPUs.
+
+ARCHITECTURE
+
+The package is in layers. A module imports only from its own layer and the layers below it,
+never up (not even inside a function), and the folders of one layer import each other without
+a cycle; `tests/test_layers.py` reads every import of the code and fails otherwise.
+
+    cli/        the command line: parses arguments, calls the library, prints through its one
+                reporter (the only code that prints)
+    builder/    the library under the CLI: plan (a recipe -> actions), engine (schedules
+                actions, the store and the remote cache), kinds/ (one thin adapter per action
+                kind: read inputs, call a stage, write outputs), history, explain, the output
+                folder, settings
+    stages      recipe/ (schema, loading, the prepare matrix), opdef/ (op configs -> op
+                definitions), package/ (op package sources per backend), model/ (ONNX import,
+                input lists, model info), quant/ (calibration, quantizers, folding, QDQ
+                export), compiler/ (bundle -> HTP cache record: lowering, rule passes,
+                selection, memory planning, the record format)
+    runtime/    the emulator's float session and integer session, record selection and the
+                run metrics
+    kernels/    the op package API (OpPackage, Cost, Flags), the default package's numpy
+                kernels, loading the kernels files of a recipe
+    ir/, rewrite/, soc/, store/
+                ir/: the model graph, the bundle container, encodings and the quantized model;
+                rewrite/: the op graph the rules rewrite, patterns, replacements and the one
+                rewrite driver; soc/: the SoC table and the record compatibility rules; store/:
+                blobs, the action cache, locks, remote caches, maintenance
+    base        errors, canonical (canonical JSON and digests), source (reading user files with
+                positions), atomic (the one atomic-write path), schema_problems
+
+Where things go:
+
+- a new action kind: a module in builder/kinds/ registered with
+  `builder.actions.action_kind(name, version=..., params=...)`, its parameters one frozen type
+  next to the stage it drives (with from_params/to_params), its work in a stage; the planner
+  (builder/plan.py) creates its actions. Site-specific kinds come as plugins
+  (`UDO_BUILD_PLUGINS`).
+- a new op of the emulator: a kernel in the matching family module of kernels/default/ (float),
+  and, where the device computes it in integers, a kernel and its binder in runtime/integer/.
+- a new rewrite rule: a `Rule` value in a rule list (compiler/ for the HTP passes, rewrite/ for
+  the folds every layer shares); users add theirs with `package.rule(...)` in a kernels file.
+- a new cache backend: a module in store/ behind the remote interface the engine uses; its
+  settings in builder/settings.py.
+- a new command: a module in cli/ (add_arguments, run), listed in cli/__init__.py, calling the
+  library in builder/ or a stage.
+"""
 
 __version__ = "0.1.0"
