@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,8 @@ def test_verify_stale_temporary_file_is_a_note(pop: Populated) -> None:
     tmp = pop.store.root / "cas" / "ab" / ".tmp-0a1b-ab.zst"
     tmp.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_bytes(b"half a blob")
-    os.utime(tmp, (NOW - 300, NOW - 300))
+    left = time.time() - 300  # by the clock of now: the note says how long ago
+    os.utime(tmp, (left, left))
     code, out, err = cli("store", "verify", *store_args(pop))
     assert (code, err) == (0, "")
     assert out.startswith(f"note: {tmp}: stale temporary file: left 5 min ago by a write")

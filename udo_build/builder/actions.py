@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from ..canonical import canonical_json, sha256_hex
 
 KEY_SCHEMA = "udo-build/action-key"
@@ -188,8 +189,7 @@ class ActionContext:
             return self._sources[name]
         target = self.workdir / "inputs" / name.replace("/", "_")
         if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(self.input_bytes(name))
+            write_atomic(target, self.input_bytes(name), readonly=False, durable=False)
         return target
 
     def _blob(self, name: str) -> tuple[str, str]:

@@ -14,15 +14,23 @@ An option beats the environment (UDO_BUILD_REMOTE, UDO_BUILD_REMOTE_UPLOAD,
 UDO_BUILD_SIGNING_KEY, UDO_BUILD_TRUSTED_KEYS), which beats the project's file, which beats the
 user's. `trusted_keys` are the union of all of them. The project's file is looked for from the
 recipe's folder up to the project folder. Nothing is read or imported when no file exists.
+
+`open_remote` attaches the tier those settings name to a store (nothing of the remote is
+imported unless a URL is configured); `remote_summary` says what it did in this process.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from ..store.remote import Remote
 
 PROJECT_FILES = ("udo-build.toml", ".udo-build/config.toml")
 USER_FILE = "udo-build/config.toml"
@@ -47,6 +55,39 @@ class RemoteSettings(NamedTuple):  # a NamedTuple: cheaper to define than a data
     max_failures: int = 3
     files: tuple[str, ...] = ()  # the config files read
     warnings: tuple[Problem, ...] = ()
+
+
+class RemoteRequest(NamedTuple):
+    """What a command asks of the remote tier (its options); unset fields leave it to the
+    environment and the config files."""
+
+    url: str | None = None
+    no_remote: bool = False
+    upload: bool | None = None  # None: as the config says
+    signing_key: str | None = None
+    trusted_keys: tuple[str, ...] = ()
+
+
+class RemoteSummary(NamedTuple):
+    """What the remote tier did in this process (for summaries)."""
+
+    url: str
+    hits: int
+    misses: int
+    incomplete: int
+    bytes_downloaded: int
+    blobs_downloaded: int
+    bytes_uploaded: int
+    blobs_uploaded: int
+    entries_uploaded: int
+    rejected: dict[str, int]
+    errors: int
+    disabled: bool
+    uploading: bool
+    warnings: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self._asdict(), "warnings": list(self.warnings)}
 
 
 def settings(start: Path | None, *, url: str | None = None, no_remote: bool = False,
@@ -169,3 +210,99 @@ def _apply_env(current: RemoteSettings, env: dict[str, str]) -> RemoteSettings:
     words = env.get(ENV_TRUSTED, "").replace(",", " ").split()
     changes["trusted_keys"] = current.trusted_keys + tuple((w, f"${ENV_TRUSTED}") for w in words)
     return current._replace(**changes)
+
+
+# -- the remote tier ------------------------------------------------------------------------------
+
+Warn = Callable[[Problem], None]
+
+
+def open_remote(store: Store, start: Path, request: RemoteRequest, warn: Warn, *,
+                need_upload: bool = False) -> Remote | None:
+    """Attach the configured remote tier to `store` (None when no remote is configured, or it
+    could not be used: that is told once). With `need_upload`, a missing remote or signing key
+    is a user error."""
+    cfg = settings(start, url=request.url, no_remote=request.no_remote, upload=request.upload,
+                   signing_key=request.signing_key, trusted_keys=request.trusted_keys)
+    for warning in cfg.warnings:
+        warn(warning)
+    if cfg.url is None:
+        if need_upload or request.upload is False:
+            raise UserError("no remote cache is configured",
+                            hint="pass --remote URL, set UDO_BUILD_REMOTE, or 'url' under "
+                                 "[remote] in udo-build.toml")
+        return None
+    trusted = _trusted(cfg.trusted_keys)
+    signing = _signing_key(cfg, warn, need_upload) if cfg.upload or need_upload else None
+    if not trusted and signing is None:
+        warn(Problem(f"remote cache {cfg.url}: no trusted keys, so none of its entries can be "
+                     "used; not using it",
+                     hint="add the writers' public keys to trusted_keys (or --trusted-key, "
+                          "UDO_BUILD_TRUSTED_KEYS)"))
+        return None
+    from ..store.httpcache import HttpCache, RemoteOptions
+    from ..store.remote import Remote
+    from ..store.trust import trusted_set
+
+    options = RemoteOptions(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
+                            retries=cfg.retries, max_failures=cfg.max_failures)
+    try:
+        http = HttpCache(cfg.url, options)
+    except ValueError as exc:
+        raise UserError(str(exc), field="remote URL") from None
+    remote = Remote(store.cas, store.ac, http, trusted_set(trusted), store.counters,
+                    signing_key=signing, warn=warn)
+    store.attach_remote(remote)
+    return remote
+
+
+def _trusted(lines: tuple[tuple[str, str], ...]) -> list[Any]:
+    from ..store.trust import parse_public_key
+
+    keys = []
+    for line, where in lines:
+        try:
+            keys.append(parse_public_key(line))
+        except ValueError as exc:
+            if where in ("--trusted-key", f"${ENV_TRUSTED}"):
+                raise UserError(f"{where}: {exc}") from None
+            raise UserError(str(exc), file=where, field="remote.trusted_keys") from None
+    return keys
+
+
+def _signing_key(cfg: RemoteSettings, warn: Warn, need: bool) -> Any:
+    from ..store.trust import load_signing_key
+
+    if cfg.signing_key is None:
+        problem = Problem("uploads are on, but no signing key is set: not uploading",
+                          hint="pass --signing-key FILE, set UDO_BUILD_SIGNING_KEY, or "
+                               "'signing_key' under [remote] (see 'udo-build key generate')")
+        if need:
+            raise UserError(problem.message.replace(": not uploading", ""), hint=problem.hint)
+        warn(problem)
+        return None
+    key = load_signing_key(cfg.signing_key)
+    try:
+        loose = os.stat(cfg.signing_key).st_mode & 0o077
+    except OSError:
+        loose = 0
+    if loose:
+        warn(Problem("the private signing key is readable by other users",
+                     file=str(cfg.signing_key), hint="chmod 600 it"))
+    return key
+
+
+def remote_summary(store: Store) -> RemoteSummary | None:
+    """What the remote tier did in this process (None without one)."""
+    remote = store.remote
+    if remote is None:
+        return None
+    c = store.counters
+    return RemoteSummary(
+        url=remote.url, hits=c.remote_hits, misses=c.remote_misses,
+        incomplete=c.remote_incomplete, bytes_downloaded=c.bytes_downloaded,
+        blobs_downloaded=c.blobs_downloaded, bytes_uploaded=c.bytes_uploaded,
+        blobs_uploaded=c.blobs_uploaded, entries_uploaded=c.entries_uploaded,
+        rejected=dict(sorted(c.rejected.items())), errors=c.remote_errors,
+        disabled=remote.http.disabled, uploading=remote.uploading,
+        warnings=tuple(remote.warnings))

@@ -63,8 +63,10 @@ def _common(top: bool) -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = _common(top=False)
+def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with `commands`, only those get their arguments (the
+    others are listed, with their summaries): a command's arguments cost its module's import
+    and a few milliseconds, which a no-op build does not spend on the other fifteen."""
     parser = argparse.ArgumentParser(
         prog="udo-build", parents=[_common(top=True)],
         description="Declarative, incremental builds of neural networks with custom ops (UDOs) "
@@ -73,18 +75,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"udo-build {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = _common(top=False)
     for name, (module, summary) in COMMANDS.items():
         cmd = sub.add_parser(name, parents=[common], help=summary, description=summary)
-        _module(module).add_arguments(cmd, common)
         cmd.set_defaults(module=module)
+    _add_arguments(parser, COMMANDS if commands is None else commands, common)
     return parser
 
 
-def _with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
-    """`udo-build RECIPE ...` means `udo-build build RECIPE ...`: when the first word that is
-    neither an option nor an option's value is not a command, put `build` in front."""
+def _add_arguments(parser: argparse.ArgumentParser, names: Sequence[str],
+                   common: argparse.ArgumentParser | None = None) -> None:
+    common = common or _common(top=False)
+    for name in names:
+        _module(COMMANDS[name][0]).add_arguments(_commands(parser)[name], common)
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    takes_value = {opt for action in sub.choices["build"]._actions if action.nargs != 0
+    return sub.choices
+
+
+def _with_default_command(parser: argparse.ArgumentParser,
+                          argv: list[str]) -> tuple[list[str], str | None]:
+    """`udo-build RECIPE ...` means `udo-build build RECIPE ...`: when the first word that is
+    neither an option nor an option's value is not a command, put `build` in front. Returns the
+    arguments and the command they name (None when none)."""
+    takes_value = {opt for action in _commands(parser)["build"]._actions if action.nargs != 0
                    for opt in action.option_strings}
     words = iter(argv)
     for word in words:
@@ -94,8 +110,8 @@ def _with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> l
             if word in takes_value:
                 next(words, None)
             continue
-        return argv if word in COMMANDS else ["build", *argv]
-    return argv
+        return (argv, word) if word in COMMANDS else (["build", *argv], "build")
+    return argv, None
 
 
 def _module(name: str):  # type: ignore[no-untyped-def]
@@ -106,8 +122,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
          stderr: IO[str] | None = None, env: dict[str, str] | None = None) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    parser = build_parser()
-    argv = _with_default_command(parser, list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(["build"])
+    argv, command = _with_default_command(parser, list(sys.argv[1:] if argv is None else argv))
+    if command != "build":  # that command's arguments; all of them when it names none
+        _add_arguments(parser, [command] if command else [c for c in COMMANDS if c != "build"])
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args, extra = parser.parse_known_args(argv)

@@ -82,18 +82,10 @@ def _default_path() -> Path:
 def _write_secret(path: Path, data: bytes) -> None:
     """Write a file readable by its owner only, atomically (never world-readable, even
     briefly)."""
-    from ..atomic import tmp_sibling
+    from ..atomic import write_atomic
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = tmp_sibling(path)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_atomic(path, data, mode=0o600)
     except OSError as exc:
         raise UserError(f"the key file cannot be written: {exc.strerror}", file=str(path)) \
             from None

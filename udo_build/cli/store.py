@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from ..errors import Problem, display_path
-from .build import add_store_arguments
+from .common import add_store_arguments, human_size
 from .reporter import Reporter
 
 SUMMARIES = {
@@ -249,15 +249,6 @@ _HANDLERS = {"stats": _stats, "verify": _verify, "gc": _gc, "ls": _ls}
 
 
 # -- formatting -----------------------------------------------------------------------------------
-
-def human_size(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
 
 def _count(n: int, noun: str) -> str:
     if n == 1:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import is_tmp, tmp_sibling, write_atomic
+from ..atomic import AtomicFile, is_tmp, link_atomic, write_atomic
 from ..canonical import canonical_json
 
 TREE_SCHEMA = "udo-build/tree"
@@ -163,21 +163,9 @@ class Cas:
 
     def _link(self, path: Path, dest: Path) -> bool:
         """Hard-link a stored blob to `dest` (atomically); False when the file system does
-        not allow it (another device, a foreign owner, too many links): then copies are
-        written, and no more links are tried."""
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = tmp_sibling(dest)
-        try:
-            os.link(path, tmp)
-        except OSError:
-            self.links = False
-            return False
-        try:
-            os.replace(tmp, dest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return True
+        not allow it: then copies are written, and no more links are tried."""
+        self.links = link_atomic(path, dest)
+        return self.links
 
     # -- maintenance ------------------------------------------------------------------------------
 
@@ -216,9 +204,8 @@ class BlobWriter:
         self.digest = digest
         self.size = size
         self.base = cas._base(digest)
-        self.base.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = tmp_sibling(self.base)
-        self.fd: int | None = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.file = AtomicFile(self.base)
+        self.tmp = self.file.tmp
         self.hash = hashlib.sha256()
         self.count = 0
         self.compressible = size >= COMPRESS_MIN and size <= PROBE_FROM  # else: probed
@@ -230,14 +217,7 @@ class BlobWriter:
         self.hash.update(chunk)
         if start <= self.size // 2 < self.count and self.size > PROBE_FROM:
             self.compressible = _compresses(chunk[:PROBE_BYTES], 0.95)
-        view = chunk
-        while view:
-            view = view[os.write(self._fd(), view):]
-
-    def _fd(self) -> int:
-        if self.fd is None:
-            raise ValueError("the blob writer is closed")
-        return self.fd
+        self.file.write(chunk)
 
     def commit(self) -> bool:
         """Store the blob: True once it is there; False (nothing stored) when the bytes do
@@ -246,13 +226,10 @@ class BlobWriter:
             if self.count != self.size or self.hash.hexdigest() != self.digest:
                 self.abort()
                 return False
-            packed = self.compressible and self._compress()  # replaces the file at tmp
-            if not packed:
-                os.fsync(self._fd())
-            os.close(self._fd())
-            self.fd = None
-            os.chmod(self.tmp, 0o444)
-            os.replace(self.tmp, self.base.with_name(self.base.name + (".zst" if packed else "")))
+            if self.compressible and self._compress():
+                self.file.abort()  # the raw bytes: the zstd frame is stored instead
+            else:
+                self.file.commit()
         except BaseException:
             self.abort()
             raise
@@ -260,31 +237,21 @@ class BlobWriter:
         return True
 
     def _compress(self) -> bool:
-        """Replace the temporary raw file by its zstd frame (durably) if that saves a tenth;
-        the raw bytes stay open for writing in `fd` (and are fsynced there when kept)."""
+        """Store the blob's zstd frame (durably) if that saves a tenth; False (nothing
+        stored) when it does not."""
         import zstandard
 
-        packed = tmp_sibling(self.base)
-        try:
-            with open(self.tmp, "rb") as src, open(packed, "xb") as dst:
-                zstandard.ZstdCompressor(level=ZSTD_LEVEL).copy_stream(src, dst,
-                                                                       size=self.size)
-                if dst.tell() > self.size * 0.9:
-                    packed.unlink()
-                    return False
-                dst.flush()
-                os.fsync(dst.fileno())
-            os.replace(packed, self.tmp)
-        except BaseException:
-            packed.unlink(missing_ok=True)
-            raise
+        with open(self.tmp, "rb") as src, AtomicFile(self.base.with_name(
+                self.base.name + ".zst")) as packed:
+            _, written = zstandard.ZstdCompressor(level=ZSTD_LEVEL).copy_stream(
+                src, packed, size=self.size)
+            if written > self.size * 0.9:
+                packed.abort()
+                return False
         return True
 
     def abort(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-        self.tmp.unlink(missing_ok=True)
+        self.file.abort()
 
 
 def tree_manifest(entries: list[dict[str, Any]]) -> bytes:

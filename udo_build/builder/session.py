@@ -1,0 +1,284 @@
+"""The library under the command line: a build of a recipe, from its file to its output folder.
+
+`run_build` loads the recipe, plans it, opens the store (and the remote tier the options,
+environment and config files name), runs the engine, records the build's history, updates the
+output folder and returns a `BuildReport`; `explain_build` runs the same plan dry and says why
+each action would run. The commands `cache push|pull` (see `transfer`) and `package` (see
+`generate`) go through the same pieces. Nothing here prints: warnings and progress go to the
+caller's `Events` (the CLI's reporter), results come back as values. The values are
+NamedTuples: immutable and typed like frozen dataclasses, and much cheaper to define (a no-op
+build imports this module).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from ..errors import (
+    EXIT_INTERNAL,
+    EXIT_STEP_FAILED,
+    EXIT_USER_ERROR,
+    Diagnostics,
+    Problem,
+    StepFailed,
+    UserError,
+    display_path,
+)
+from .settings import RemoteRequest, RemoteSummary, open_remote, remote_summary
+
+if TYPE_CHECKING:
+    from ..recipe import Recipe
+    from ..store import Store
+    from .engine import ActionState, Options
+    from .explain import Explanation
+    from .plan import Plan
+
+STATUSES = ("built", "cached", "failed", "skipped")
+
+
+class Listener(Protocol):
+    def update(self, event: str, state: ActionState) -> None: ...
+
+
+class Events(Protocol):
+    """Where a build tells what happens while it runs (the CLI's reporter is one)."""
+
+    def warning(self, problem: Problem) -> None: ...
+
+    def progress(self, total: int) -> AbstractContextManager[Listener]: ...
+
+
+class Quiet:
+    """Events that go nowhere."""
+
+    def warning(self, problem: Problem) -> None:
+        pass
+
+    def progress(self, total: int) -> AbstractContextManager[Listener]:
+        return nullcontext(self)
+
+    def update(self, event: str, state: ActionState) -> None:
+        pass
+
+
+class BuildRequest(NamedTuple):
+    """What to build (a recipe, optionally some of its actions) and where."""
+
+    recipe: str
+    targets: tuple[str, ...] = ()
+    store: str | None = None  # None: $UDO_BUILD_STORE or ./store
+    out: str | None = None  # None: ./out/<recipe name>
+    jobs: int = 0  # 0: the number of cores
+    keep_going: bool = False
+    dry_run: bool = False
+    remote: RemoteRequest = RemoteRequest()
+
+
+class ActionOutcome(NamedTuple):
+    """What became of one action in a build."""
+
+    id: str
+    kind: str
+    label: str
+    status: str  # built | cached | failed | skipped
+    key: str | None
+    seconds: float
+    origin: str  # for a cached action: "local" or "remote"
+    reason: str
+    description: str | None  # its result's, when it has one
+    would_run: bool
+    available: bool  # this udo-build implements its kind
+    error: BaseException | None
+
+    @classmethod
+    def of(cls, state: ActionState) -> ActionOutcome:
+        from .actions import get_kind
+
+        action, result = state.action, state.result
+        return cls(state.id, action.kind, action.label, state.status, state.key,
+                   state.seconds, state.origin, state.reason,
+                   None if result is None else result.description, state.would_run,
+                   get_kind(action.kind) is not None, state.error)
+
+    @property
+    def internal(self) -> bool:
+        """Failed through a bug of udo-build (not the user's input or step)."""
+        return self.error is not None and not isinstance(self.error, (UserError, StepFailed))
+
+    @property
+    def trace(self) -> str | None:
+        """The traceback of an internal failure in an action, when there is one."""
+        from .execute import InternalActionError
+
+        return self.error.trace if isinstance(self.error, InternalActionError) else None
+
+    def problems(self) -> list[Problem]:
+        from .engine import error_problems
+
+        return [] if self.error is None else error_problems(self.error)
+
+    def to_json(self, dry_run: bool) -> dict[str, Any]:
+        row: dict[str, Any] = {"id": self.id, "kind": self.kind, "status": self.status,
+                               "key": self.key, "seconds": round(self.seconds, 4)}
+        if self.status == "cached" and self.origin:
+            row["source"] = self.origin
+        if self.reason:
+            row["reason"] = self.reason
+        if self.description:
+            row["description"] = self.description
+        if dry_run:
+            row["would_run"] = self.would_run
+        if self.error is not None:
+            row["error"] = [p.to_json() for p in self.problems()]
+        return row
+
+
+class BuildReport(NamedTuple):
+    """A finished build: every action's outcome, the remote tier's part, where outputs went."""
+
+    recipe: str  # its name
+    file: Path
+    store: Path
+    out: Path | None  # None in a dry run
+    dry_run: bool
+    actions: tuple[ActionOutcome, ...]
+    seconds: float
+    remote: RemoteSummary | None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The number of actions of each final status."""
+        return {s: sum(1 for a in self.actions if a.status == s) for s in STATUSES}
+
+    @property
+    def hit_rate(self) -> float | None:
+        counts = self.counts
+        reused = counts["cached"] + counts["built"]
+        return round(counts["cached"] / reused, 4) if reused else None
+
+    @property
+    def exit_code(self) -> int:
+        failed = [a for a in self.actions if a.status == "failed"]
+        if not failed:
+            return 0
+        if any(a.internal for a in failed):
+            return EXIT_INTERNAL  # a bug of udo-build, not of the inputs
+        if any(isinstance(a.error, StepFailed) for a in failed):
+            return EXIT_STEP_FAILED
+        return EXIT_USER_ERROR
+
+    def to_json(self) -> dict[str, Any]:
+        counts = self.counts
+        return {
+            "ok": counts["failed"] == 0, "recipe": self.recipe, "file": display_path(self.file),
+            "store": display_path(self.store),
+            "out": None if self.out is None else display_path(self.out),
+            "dry_run": self.dry_run, "actions": [a.to_json(self.dry_run) for a in self.actions],
+            "executed": counts["built"], "cached": counts["cached"], "failed": counts["failed"],
+            "skipped": counts["skipped"], "hit_rate": self.hit_rate,
+            "seconds": round(self.seconds, 4),
+            "remote": None if self.remote is None else self.remote.to_json(),
+        }
+
+
+class ExplainReport(NamedTuple):
+    recipe: str  # its name
+    explanations: tuple[Explanation, ...]
+
+
+# -- the pieces every command shares --------------------------------------------------------------
+
+@contextmanager
+def opened_store(where: str | None, *, create: bool = True) -> Iterator[Store]:
+    """The store at `where` (default: $UDO_BUILD_STORE or ./store), closed after use."""
+    from ..store import Store, default_store_path
+
+    store = Store(default_store_path(where), create=create)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def load(store: Store, recipe: str, events: Events) -> Recipe:
+    """The recipe at `recipe` (its warnings told), checked against the store's memo."""
+    from ..recipe import load_recipe
+
+    diag = Diagnostics()
+    loaded = load_recipe(recipe, diag, checked=store.root / "checked")
+    for warning in diag.warnings:
+        events.warning(warning)
+    return loaded
+
+
+def plan(recipe: Recipe, targets: tuple[str, ...]) -> tuple[Plan, Plan]:
+    """(the whole plan, the part that `targets` select: all of it without targets)."""
+    from .plan import plan_recipe
+
+    full = plan_recipe(recipe)
+    return full, full.select(list(targets)) if targets else full
+
+
+def run_plan(store: Store, selected: Plan, options: Options,
+             events: Events | None = None) -> dict[str, ActionState]:
+    """Run the engine over a plan, telling its progress to `events`."""
+    from .engine import Engine
+
+    with (events or Quiet()).progress(len(selected.actions)) as progress:
+        return Engine(store, selected, options, progress.update).run()
+
+
+# -- build and explain ----------------------------------------------------------------------------
+
+def run_build(request: BuildRequest, events: Events) -> BuildReport:
+    """Build what is stale, reuse what is cached, update the output folder."""
+    started = time.perf_counter()
+    with opened_store(request.store) as store:
+        with store.build_lock():
+            recipe, states, out = _build(store, request, events)
+            store.finish(count=not request.dry_run)
+        seconds = time.perf_counter() - started
+        remote = remote_summary(store)
+    return BuildReport(recipe.name, recipe.path, store.root, None if request.dry_run else out,
+                       request.dry_run, tuple(ActionOutcome.of(s) for s in states.values()),
+                       seconds, remote)
+
+
+def _build(store: Store, request: BuildRequest,
+           events: Events) -> tuple[Recipe, dict[str, ActionState], Path]:
+    from .engine import Options
+    from .history import save_history
+    from .outputs import MANIFEST, materialize
+
+    recipe = load(store, request.recipe, events)
+    open_remote(store, recipe.path.parent, request.remote, events.warning)
+    full, selected = plan(recipe, request.targets)
+    options = Options(jobs=request.jobs, keep_going=request.keep_going,
+                      dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch")
+    states = run_plan(store, selected, options, events)
+    out = Path(request.out) if request.out else Path("out") / recipe.name
+    if not request.dry_run:
+        save_history(store, recipe.path, recipe.name, states, list(full.actions))
+        results = [(s.result, s.action.published(s.result)) for s in states.values()
+                   if s.result is not None]
+        if results or (out / MANIFEST).exists():
+            materialize(store, out, results, prune=not request.targets)
+    return recipe, states, out
+
+
+def explain_build(request: BuildRequest, events: Events) -> ExplainReport:
+    """Why each action of the request would run (or is up to date), against its last build."""
+    from .engine import Options
+    from .explain import explain
+    from .history import load_history
+
+    with opened_store(request.store) as store, store.build_lock():  # it reads like a build
+        recipe = load(store, request.recipe, events)
+        selected = plan(recipe, request.targets)[1]
+        states = run_plan(store, selected, Options(dry_run=True))
+        found = explain(states, load_history(store, recipe.path))
+    return ExplainReport(recipe.name, tuple(found))
