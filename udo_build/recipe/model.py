@@ -96,16 +96,7 @@ class RecordTarget:
                          self.input_dimensions.label, self.outputs.label, self.precision])
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "soc": self.soc.name,
-            "arch": self.soc.arch,
-            "vtcm_mb": self.soc.vtcm_mb,
-            "optimization_level": self.optimization_level,
-            "input_dimensions": self.input_dimensions.to_json(),
-            "outputs": self.outputs.to_json(),
-            "precision": self.precision,
-        }
+        return {"id": self.id, "soc": self.soc.name, **self.compile_target().to_params()}
 
     def compile_target(self) -> CompileTarget:
         return _compile_target(self.soc, self.optimization_level, self.input_dimensions,
