@@ -60,3 +60,14 @@ def test_names_must_match_the_model(tmp_path: Path) -> None:
         list(feeds(parse_input_list(listing), [TensorInfo("in", "float32", (2,))]))
     assert (info.value.problem.line, info.value.problem.message) == (
         1, "'bad' does not name a model input")
+
+
+def test_files_are_read_at_the_dimensions_a_run_gives(tmp_path: Path) -> None:
+    (tmp_path / "x.raw").write_bytes(np.arange(8, dtype="<f4").tobytes())
+    listing = tmp_path / "l.txt"
+    listing.write_text("x.raw\n")
+    inputs = [TensorInfo("in", "float32", (1, 4))]
+    got = list(feeds(parse_input_list(listing), inputs, {"in": [2, 4]}))
+    assert got[0]["in"].shape == (2, 4)
+    with pytest.raises(UserError):  # at the model's own dimensions the file is too long
+        list(feeds(parse_input_list(listing), inputs))

@@ -9,8 +9,10 @@
     run:<name>               deployable bundle + inputs (+ kernels) -> outputs, checked
 
 An input is a source file of the project or an output of another action. Parameters are plain
-JSON; only those an action kind lists enter its key (a SoC's name is a parameter for messages,
-its arch and VTCM are the ones that count).
+JSON, each kind's the `to_params()` of one typed value that the kind reads back with
+`from_params` (OpdefParams, PackageParams, QuantizeSettings, CompileTarget, RunSettings); only
+those an action kind lists enter its key (a SoC's name is a parameter for messages, its arch and
+VTCM are the ones that count).
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..opdef.params import OpdefParams
+from ..package.params import PackageParams
+from ..quant.settings import QuantizeSettings
 from ..recipe import Recipe, RecordTarget
+from ..recipe.model import RunSpec
 
 BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
 
@@ -138,44 +144,47 @@ def _plan_package(plan: Plan, recipe: Recipe) -> None:
                                  for i, op in enumerate(spec.ops)}
     plan.add(PlannedAction(
         "opdef", "opdef",
-        {"package_name": spec.name, "domain": spec.domain, "version": spec.version,
-         "backends": list(spec.backends)},
+        OpdefParams(spec.name, spec.domain, spec.version, spec.backends).to_params(),
         configs, f"op definitions ({len(configs)} config{'s' * (len(configs) != 1)})",
     ))
     htp_archs = sorted({t.soc.arch for t in recipe.targets}, key=lambda a: int(a[1:]))
-    with_kernels = [op.kernels is not None for op in spec.ops]
-    names = [op.config.name for op in spec.ops]  # the packages copy the configs by these names
+    with_kernels = tuple(op.kernels is not None for op in spec.ops)
+    names = tuple(op.config.name for op in spec.ops)  # the packages copy the configs by these
     for backend in spec.backends:
-        archs = {"DSP": list(spec.dsp_arch), "HTP": htp_archs}.get(backend, [])
+        archs = {"DSP": spec.dsp_arch, "HTP": tuple(htp_archs)}.get(backend, ())
         plan.add(PlannedAction(
             f"package:{backend}", "package",
-            {"backend": backend, "archs": archs, "with_kernels": with_kernels,
-             "config_names": names},
+            PackageParams(backend, archs, with_kernels, names).to_params(),
             {"opdef": Dep("opdef", backend), "origins": Dep("opdef", "origins"), **configs},
             f"{backend} op package",
         ))
 
 
 def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> None:
-    from ..model.input_list import parse_input_list
-
     q = recipe.quantize
     assert q is not None
-    listing = parse_input_list(q.input_list, recipe.root)
+    count, files = _input_files(q.input_list, recipe.root)
     inputs: dict[str, Input] = {"bundle": Dep("convert", "bundle"),
-                                "input_list": Source(q.input_list)}
-    inputs.update({f"input_list.files[{i}]": Source(p) for i, p in enumerate(listing.files())})
+                                "input_list": Source(q.input_list), **files}
     if q.override_encodings is not None:
         inputs["override_encodings"] = Source(q.override_encodings)
     inputs.update(kernels)
-    params = {"act_bitwidth": q.act_bitwidth, "weights_bitwidth": q.weights_bitwidth,
-              "bias_bitwidth": q.bias_bitwidth, "per_channel": q.per_channel,
-              "quantizer": q.quantizer, "float_fallback": q.float_fallback}
+    settings = QuantizeSettings(q.act_bitwidth, q.weights_bitwidth, q.bias_bitwidth,
+                                q.per_channel, q.quantizer, q.float_fallback)
     stem = f"{recipe.model.onnx.stem}_quantized" if recipe.model else "model_quantized"
-    plan.add(PlannedAction("quantize", "quantize", params, inputs,
-                           f"quantize with {q.quantizer} over {len(listing.inferences)} inputs",
+    plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
+                           f"quantize with {q.quantizer} over {count} inputs",
                            {f"model/{stem}{BUNDLE_EXTENSION}": "bundle",
                             f"model/{stem}.encodings.json": "encodings"}))
+
+
+def _input_files(path: Path, root: Path) -> tuple[int, dict[str, Input]]:
+    """(the number of inferences of an input list, the files it names as inputs)."""
+    from ..model.input_list import parse_input_list
+
+    listing = parse_input_list(path, root)
+    return len(listing.inferences), {f"input_list.files[{i}]": Source(p)
+                                     for i, p in enumerate(listing.files())}
 
 
 def _bundle(recipe: Recipe, precision: str) -> Dep:
@@ -187,37 +196,23 @@ def _bundle(recipe: Recipe, precision: str) -> Dep:
 def _prepare(target: RecordTarget, kernels: dict[str, Input]) -> PlannedAction:
     """A cache record; the kernels count (their module may add optimization rules, and shapes
     of custom ops at other input dimensions come from running them)."""
-    params = {
-        "soc": target.soc.name, "arch": target.soc.arch, "vtcm_mb": target.soc.vtcm_mb,
-        "optimization_level": target.optimization_level,
-        "input_dimensions": target.input_dimensions.to_json(),
-        "outputs": target.outputs.to_json(), "precision": target.precision,
-    }
+    params = {"soc": target.soc.name, **target.compile_target().to_params()}
     inputs: dict[str, Input] = {"bundle": Dep(
         "quantize" if target.precision == "int8" else "convert", "bundle"), **kernels}
     return PlannedAction(f"prepare:{target.id}", "prepare", params, inputs,
                          f"prepare {target.id}")
 
 
-def _plan_run(plan: Plan, recipe: Recipe, run: Any, kernels: dict[str, Input]) -> None:
-    from ..model.input_list import parse_input_list
-
-    listing = parse_input_list(run.input_list, recipe.root)
+def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input]) -> None:
+    _, files = _input_files(run.input_list, recipe.root)
     inputs: dict[str, Input] = {"float_bundle": Dep("convert", "bundle"),
                                 "input_list": Source(run.input_list)}
     if recipe.targets:
         inputs["deployable"] = Dep("assemble", "bundle")
     elif run.precision == "int8" and recipe.quantize is not None:
         inputs["bundle"] = Dep("quantize", "bundle")
-    inputs.update({f"input_list.files[{i}]": Source(p) for i, p in enumerate(listing.files())})
+    inputs.update(files)
     inputs.update(kernels)
-    check = {k: v for k, v in vars(run.check).items() if v is not None}
-    params = {
-        "name": run.name, "soc": run.soc.name, "arch": run.soc.arch,
-        "vtcm_mb": run.soc.vtcm_mb, "optimization_level": run.optimization_level,
-        "input_dimensions": run.input_dimensions.to_json(), "outputs": run.outputs.to_json(),
-        "precision": run.precision, "mode": run.mode, "check": check,
-    }
-    plan.add(PlannedAction(f"run:{run.name}", "run", params, inputs,
+    plan.add(PlannedAction(f"run:{run.name}", "run", run.settings().to_params(), inputs,
                            f"run {run.name} on {run.soc.name}",
                            {f"runs/{run.name}": "results"}))

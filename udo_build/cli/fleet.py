@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from .reporter import Reporter
+
+if TYPE_CHECKING:
+    from ..soc.target import CompileTarget
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
@@ -73,20 +76,18 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     recipe = load_recipe(args.recipe, Diagnostics())
     fleet = devices(args, recipe.socs)
     native = native_dims(recipe)
-    records = [Prepared(t.soc.arch, t.soc.vtcm_mb, t.input_dimensions.to_json() or native,
-                        t.outputs.to_json(), t.id, t.precision) for t in recipe.targets]
+    records = [Prepared.of(t.compile_target(), native, t.id) for t in recipe.targets]
     rows, found = [], []
-    for config in _configs(recipe):
-        want = Prepared("", 0, config["dims"] or native, config["outputs"],
-                        precision=config["precision"])
+    for name, target, mode in _configs(recipe):
+        want = Prepared.of(target, native)
         for device in fleet:
-            best, rejected = choose(records, device, config["mode"], want)
-            found.append({"device": device.name, "run": config["name"],
+            best, rejected = choose(records, device, mode, want)
+            found.append({"device": device.name, "run": name,
                           "record": best.name if best else None,
                           "online_prepare": best is None,
                           "rejected": [{"record": r.name, "reason": why}
                                        for r, why in rejected]})
-            rows.append([device.name, device.arch, config["name"],
+            rows.append([device.name, device.arch, name,
                          best.name if best else "online prepare (slow init)",
                          "" if best else _why(rejected)])
     if rep.mode == "json":
@@ -97,18 +98,15 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     return 0
 
 
-def _configs(recipe: Any) -> list[dict[str, Any]]:
-    """The run configurations: the recipe's runs, else each (dims, outputs) it prepares."""
+def _configs(recipe: Any) -> list[tuple[str, CompileTarget, str]]:
+    """(name, what it asks of a record, mode) of each run configuration: the recipe's runs,
+    else each (dims, outputs) it prepares."""
     if recipe.runs:
-        return [{"name": r.name, "dims": r.input_dimensions.to_json(),
-                 "outputs": r.outputs.to_json(), "mode": r.mode, "precision": r.precision}
-                for r in recipe.runs]
-    seen: dict[str, dict[str, Any]] = {}
+        return [(r.name, r.compile_target(), r.mode) for r in recipe.runs]
+    seen: dict[str, tuple[str, CompileTarget, str]] = {}
     for t in recipe.targets:
         name = f"{t.input_dimensions.label}/{t.outputs.label}"
-        seen.setdefault(name, {"name": name, "dims": t.input_dimensions.to_json(),
-                               "outputs": t.outputs.to_json(), "mode": "permissive",
-                               "precision": t.precision})
+        seen.setdefault(name, (name, t.compile_target(), "permissive"))
     return list(seen.values())
 
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError, display_path
 from .reporter import Reporter
+
+if TYPE_CHECKING:
+    from ..soc.table import Soc
 
 COLUMNS = ("name", "identifier", "size", "level", "arch", "vtcm_mb", "dims", "outputs")
 
@@ -95,18 +98,19 @@ def parse_outputs(text: str) -> Any:
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..atomic import write_atomic
-    from ..compiler import CompileTarget, Trace, compile_bundle
+    from ..compiler import Trace, compile_bundle
     from ..ir.bundle import load_bundle
     from ..kernels.load import packages_for
+    from ..recipe.model import Dims, Outputs, RecordTarget
     from .convert import parse_dims
 
-    arch, vtcm = _soc(args)
+    soc = _soc(args)
     bundle = load_bundle(args.bundle)
     packages = packages_for(bundle, [Path(k) for k in args.kernels]) if args.kernels else {}
     trace = Trace(why=frozenset(args.why), events=False)
-    target = CompileTarget(arch, vtcm, args.level, parse_dims(args.input_dims),
-                    parse_outputs(args.outputs), args.precision)
-    compiled = compile_bundle(bundle, target, packages, trace)
+    target = RecordTarget(soc, args.level, Dims.of(parse_dims(args.input_dims)),
+                          Outputs.of(parse_outputs(args.outputs)), args.precision)
+    compiled = compile_bundle(bundle, target.compile_target(), packages, trace)
     data = compiled.record()
     write_atomic(Path(args.out), data, readonly=False)
     lines = trace.lines() if args.trace or args.why else []
@@ -123,15 +127,16 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     return 0
 
 
-def _soc(args: argparse.Namespace) -> tuple[str, float]:
-    if args.soc:
-        from ..soc.table import builtin_socs
+def _soc(args: argparse.Namespace) -> Soc:
+    """The SoC of the built-in table named by --soc, else the one --arch and --vtcm-mb give."""
+    from ..soc.table import Soc, builtin_socs
 
+    if args.soc:
         soc = builtin_socs().get(args.soc)
         if soc is None or soc.vtcm_mb is None:
             raise UserError(f"--soc {args.soc}: unknown, or its VTCM size is not public",
                             hint="give --arch and --vtcm-mb")
-        return soc.arch, soc.vtcm_mb
+        return soc
     if not args.arch or not args.vtcm_mb:
         raise UserError("give --soc, or --arch and --vtcm-mb")
-    return args.arch, args.vtcm_mb
+    return Soc(args.arch, args.arch, args.vtcm_mb, "command line")

@@ -1,7 +1,7 @@
 """`udo-build run BUNDLE --input-list LIST --output-dir DIR [--outputs t1,t2]`: run a bundle on
-the emulator's float runtime and write the outputs as the vendor's net-run does:
-DIR/Result_<i>/<tensor>.raw (float32, tensor names with / and : replaced by _), plus a .npy
-beside each raw file so the shape travels with the data."""
+the emulator's float runtime and write the outputs as the vendor's net-run does
+(udo_build.runtime.results): DIR/Result_<i>/<tensor>.raw (float32, tensor names with / and :
+replaced by _), plus a .npy beside each raw file so the shape travels with the data."""
 
 from __future__ import annotations
 
@@ -26,18 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="a numpy kernels file for the bundle's custom ops; repeatable")
 
 
-def file_name(tensor: str) -> str:
-    return tensor.replace("/", "_").replace(":", "_")
-
-
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    import numpy as np
-
-    from ..atomic import write_atomic
     from ..ir.bundle import load_bundle
     from ..kernels.load import packages_for
     from ..model.input_list import feeds, parse_input_list
     from ..runtime.float_session import Session
+    from ..runtime.results import write_result
 
     bundle = load_bundle(args.bundle)
     graph = bundle.model.graph
@@ -47,15 +41,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     out_dir = Path(args.output_dir)
     count = 0
     for i, feed in enumerate(feeds(listing, list(graph.inputs))):
-        results = session.run(feed, outputs)
-        folder = out_dir / f"Result_{i}"
-        for name, value in results.items():
-            array = np.asarray(value)
-            write_atomic(folder / f"{file_name(name)}.raw",
-                         array.astype("<f4", copy=False).tobytes(), readonly=False,
-                         durable=False)
-            write_atomic(folder / f"{file_name(name)}.npy", _npy(array), readonly=False,
-                         durable=False)
+        write_result(out_dir / f"Result_{i}", session.run(feed, outputs))
         count += 1
     if rep.mode == "json":
         rep.emit({"ok": True, "inferences": count, "outputs": outputs,
@@ -64,16 +50,6 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
         rep.line(f"ran {count} inference(s); wrote {', '.join(outputs)} to "
                  f"{display_path(out_dir)}/Result_*/")
     return 0
-
-
-def _npy(array: Any) -> bytes:
-    import io
-
-    import numpy as np
-
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
 
 
 def requested_outputs(graph: Any, given: str | None, listing: Any) -> list[str]:

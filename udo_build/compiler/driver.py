@@ -15,12 +15,13 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StepFailed, UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, TensorInfo
 from ..kernels.oppkg import OpPackage
+from ..soc.target import CompileTarget
 from .engine import RuleLoopError, Trace
 from .execute import IO, Runner
 from .ir import Graph
@@ -34,24 +35,6 @@ from .shapes import infer
 COMPILER_VERSION = "udo-build htp compiler 1"
 LEVELS = (1, 2, 3)
 PRECISIONS = ("int8", "fp16")
-
-
-@dataclass(frozen=True)
-class CompileTarget:
-    arch: str
-    vtcm_mb: float
-    optimization_level: int = 2
-    input_dimensions: Mapping[str, Sequence[int]] = field(default_factory=dict)
-    outputs: Any = "default"
-    precision: str = "fp16"
-
-    @property
-    def vtcm_bytes(self) -> int:
-        return int(float(self.vtcm_mb) * (1 << 20))
-
-    @property
-    def budget(self) -> int:
-        return self.vtcm_bytes // 4 if self.optimization_level >= 3 else self.vtcm_bytes
 
 
 @dataclass

@@ -12,8 +12,8 @@ little-endian float32 or .npy.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,6 @@ def _entries(line: str, number: int, path: Path, folder: Path, root: Path | None
     return out
 
 
-
 def load_tensor(path: Path, name: str, dtype: str, shape: tuple[int, ...] | None) -> Any:
     """One input file as an array of the input's shape: raw little-endian float32 (SNPE's
     format) or .npy; the size must match, else the message says what it implies."""
@@ -121,11 +120,14 @@ def load_tensor(path: Path, name: str, dtype: str, shape: tuple[int, ...] | None
     return np.frombuffer(data, dtype="<f4").reshape(shape).astype(dtype, copy=False)
 
 
-def feeds(listing: InputList, inputs: list[Any]) -> Iterator[dict[str, Any]]:
+def feeds(listing: InputList, inputs: list[Any],
+          dims: Mapping[str, Sequence[int]] | None = None) -> Iterator[dict[str, Any]]:
     """The model feeds of each inference: {input name: array}. Bare paths map to the inputs in
-    order; named entries must name model inputs."""
+    order; named entries must name model inputs. `dims` (input name -> dimensions) overrides
+    the shapes the files are read in (a run at other input dimensions than the model's)."""
     names = [t.name for t in inputs]
-    by_name = {t.name: t for t in inputs}
+    by_name = {t.name: replace(t, shape=tuple(dims[t.name])) if t.name in (dims or {}) else t
+               for t in inputs}
     for inference in listing.inferences:
         line = inference[0].line if inference else 0
         mapping: dict[str, Path] = {}

@@ -1,4 +1,9 @@
-"""The recipe as values: what a loaded, checked recipe says, with every path resolved."""
+"""The recipe as values: what a loaded, checked recipe says, with every path resolved.
+
+A prepare target (`RecordTarget`) and a run entry (`RunSpec`) become the compiler's and the
+runtime's values here, in one place each: `RecordTarget.compile_target()`,
+`RunSpec.compile_target()` and `RunSpec.settings()`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..runtime.metrics import RunCheck
+from ..runtime.records import RunSettings
 from ..soc.table import Soc
+from ..soc.target import CompileTarget
 from ..source import Positions
 
 DEFAULT_BACKENDS = ("CPU", "HTP")
@@ -88,16 +96,19 @@ class RecordTarget:
                          self.input_dimensions.label, self.outputs.label, self.precision])
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "soc": self.soc.name,
-            "arch": self.soc.arch,
-            "vtcm_mb": self.soc.vtcm_mb,
-            "optimization_level": self.optimization_level,
-            "input_dimensions": self.input_dimensions.to_json(),
-            "outputs": self.outputs.to_json(),
-            "precision": self.precision,
-        }
+        return {"id": self.id, "soc": self.soc.name, **self.compile_target().to_params()}
+
+    def compile_target(self) -> CompileTarget:
+        return _compile_target(self.soc, self.optimization_level, self.input_dimensions,
+                               self.outputs, self.precision)
+
+
+def _compile_target(soc: Soc, level: int, dims: Dims, outputs: Outputs,
+                    precision: str) -> CompileTarget:
+    """What the compiler prepares for (the SoC's name is not part of it: two SoCs with equal
+    arch and VTCM share their records)."""
+    vtcm_mb: Any = soc.vtcm_mb  # known: the loader rejects SoCs without a VTCM size
+    return CompileTarget(soc.arch, vtcm_mb, level, dims.to_json(), outputs.to_json(), precision)
 
 
 @dataclass(frozen=True)
@@ -134,13 +145,6 @@ class QuantizeSpec:
 
 
 @dataclass(frozen=True)
-class RunCheck:
-    min_sqnr_db: float | None = None
-    max_abs_error: float | None = None
-    min_top1_agreement: float | None = None
-
-
-@dataclass(frozen=True)
 class RunSpec:
     name: str
     soc: Soc
@@ -151,6 +155,15 @@ class RunSpec:
     precision: str = "int8"
     mode: str = "permissive"
     check: RunCheck = RunCheck()
+
+    def compile_target(self) -> CompileTarget:
+        """What the run asks of a record, and what it prepares online when none fits."""
+        return _compile_target(self.soc, self.optimization_level, self.input_dimensions,
+                               self.outputs, self.precision)
+
+    def settings(self) -> RunSettings:
+        return RunSettings(self.name, self.soc.name, self.compile_target(), self.mode,
+                           self.check)
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ closest one wins: the same arch first, then the newest older arch, then the larg
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
+
+from .target import CompileTarget
 
 MODES = ("permissive", "strict", "always_generate_new")
 
@@ -42,6 +44,14 @@ class Prepared:
     @property
     def arch_number(self) -> int:
         return int(self.arch[1:])
+
+    @staticmethod
+    def of(target: CompileTarget, native: Mapping[str, Any] | None = None,
+           name: str = "") -> Prepared:
+        """What `target` prepares (or asks of a record), its default input dimensions
+        spelled out as `native` (the model's own) so that both spellings compare equal."""
+        return Prepared(target.arch, target.vtcm_mb, dict(target.input_dimensions) or native,
+                        target.outputs, name, target.precision)
 
 
 @dataclass(frozen=True)

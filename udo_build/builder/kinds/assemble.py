@@ -11,6 +11,7 @@ among them without decompressing any.
 from __future__ import annotations
 
 from ..actions import ActionContext, Produced, action_kind
+from .inputs import numbered
 
 
 @action_kind("assemble", version=1, params=())
@@ -23,8 +24,7 @@ def assemble(ctx: ActionContext) -> Produced:
     bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
     parts = dict(bundle.parts)
     rows = []
-    names = sorted((n for n in ctx.input_names() if n.startswith("record[")),
-                   key=lambda n: int(n[len("record["):-1]))
+    names = numbered(ctx, "record")
     for name in names:
         data = ctx.input_bytes(name)
         part = f"records/{hashlib.sha256(data).hexdigest()[:16]}.udr"

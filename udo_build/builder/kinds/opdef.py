@@ -8,22 +8,23 @@ config entry defines each op, so that packages know which ops have kernels). Pub
 
 from __future__ import annotations
 
+from ...opdef.params import OpdefParams
 from ..actions import ActionContext, Produced, action_kind
+from .inputs import numbered
 
 
-@action_kind("opdef", version=2, params=("package_name", "domain", "version", "backends"))
+@action_kind("opdef", version=2, params=OpdefParams.KEY_PARAMS)
 def opdef(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...errors import Diagnostics
     from ...opdef import load_config, recipe_package, resolve_all
 
-    p = ctx.params
-    configs = sorted((n for n in ctx.input_names() if n.startswith("config[")),
-                     key=lambda n: int(n[len("config["):-1]))
+    p = OpdefParams.from_params(ctx.params)
+    configs = numbered(ctx, "config")
     diag = Diagnostics()
-    package = recipe_package(p["package_name"], p["domain"], p["version"],
+    package = recipe_package(p.package_name, p.domain, p.version,
                              [ctx.input_path(n) for n in configs], diag)
-    resolved = resolve_all(package, p["backends"])
+    resolved = resolve_all(package, p.backends)
     outputs: dict[str, bytes] = {"generic": package.canonical_bytes()}
     publish = {f"opdef/{package.name}.json": "generic"}
     for backend, pkg in resolved.items():

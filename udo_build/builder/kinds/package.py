@@ -2,25 +2,24 @@
 
 Inputs: `opdef` (the package resolved for the backend, canonical JSON), `origins` ({op: index of
 the config entry defining it}) and `config[i]` (the op config files, copied into the package).
-Params: `backend`, `archs` (dsp arches to build for), `with_kernels` (per config entry: whether
-the recipe gives numpy kernels; ops without get a kernels stub) and `config_names` (the configs'
-file names, for the copies: they enter the key, so a renamed config regenerates the package).
+Params: udo_build.package.params.PackageParams.
 Output `package`, a tree published at `packages/<PackageName><Suffix>/`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...package import GENERATOR_VERSION
+from ...package.params import PackageParams
 from ..actions import ActionContext, Produced, Tree, action_kind
+from .inputs import numbered
 
 if TYPE_CHECKING:
     from ...opdef.model import OpDef
 
 
-@action_kind("package", version=GENERATOR_VERSION,
-             params=("backend", "archs", "with_kernels", "config_names"))
+@action_kind("package", version=GENERATOR_VERSION, params=PackageParams.KEY_PARAMS)
 def package(ctx: ActionContext) -> Produced:
     import json
 
@@ -29,21 +28,18 @@ def package(ctx: ActionContext) -> Produced:
     from ...package.generate import config_file_names, generate
     from ...package.tree import write_tree
 
-    p = ctx.params
+    p = PackageParams.from_params(ctx.params)
     resolved = OpPackageDef.from_json(json.loads(ctx.input_bytes("opdef"))["value"])
     origins: dict[str, int] = json.loads(ctx.input_bytes("origins"))
-    inputs = sorted((n for n in ctx.input_names() if n.startswith("config[")),
-                    key=lambda n: int(n[len("config["):-1]))
-    given = p.get("config_names") or []
+    inputs = numbered(ctx, "config")
+    given = list(p.config_names)
     names = config_file_names(given if len(given) == len(inputs) else [None] * len(inputs),
                               [config_format(ctx.input_path(n)) for n in inputs])
-    with_kernels = p.get("with_kernels") or []
-    lacking = [op.name for op in resolved.ops
-               if not _has_kernels(origins.get(op.name), with_kernels)]
+    lacking = [op.name for op in resolved.ops if not p.has_kernels(origins.get(op.name))]
     stubs = _generic_ops(ctx, inputs, origins, lacking)
     configs = {n: ctx.input_bytes(i) for n, i in zip(names, inputs, strict=True)}
     files = generate(
-        resolved, p.get("archs") or [], configs,
+        resolved, list(p.archs), configs,
         {op: names[i] for op, i in origins.items() if 0 <= i < len(names)},
         [(op, names[origins[op.name]]) for op in stubs],
     )
@@ -51,11 +47,7 @@ def package(ctx: ActionContext) -> Produced:
     write_tree(files, folder)
     ops = ", ".join(op.name for op in resolved.ops)
     return Produced({"package": Tree(folder)}, {f"packages/{resolved.name}": "package"},
-                    f"{p['backend']} op package {resolved.name} ({ops})")
-
-
-def _has_kernels(index: int | None, with_kernels: list[Any]) -> bool:
-    return index is not None and 0 <= index < len(with_kernels) and bool(with_kernels[index])
+                    f"{p.backend} op package {resolved.name} ({ops})")
 
 
 def _generic_ops(ctx: ActionContext, inputs: list[str], origins: dict[str, int],

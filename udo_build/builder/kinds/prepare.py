@@ -1,11 +1,12 @@
 """`prepare`: a bundle (quantize's for int8, convert's for fp16) and a target -> one HTP cache
 record (output `record`).
 
-Parameters in the key: arch, vtcm_mb, optimization_level, input_dimensions ({} for the model's
-own), outputs ("default", {"layers": [...]}, {"tensors": [...]}) and precision. The SoC's name is
-a parameter for messages only: two SoCs with equal arch and VTCM share one record. Inputs named
-`kernels[i]` (the recipe's numpy kernels, when the plan gives them) provide the custom ops'
-implementations and optimization rules; without them custom ops keep the bundle's shapes (see
+Parameters: a CompileTarget (udo_build.soc.target), all of it in the key: arch, vtcm_mb,
+optimization_level, input_dimensions ({} for the model's own), outputs ("default",
+{"layers": [...]}, {"tensors": [...]}) and precision. The plan adds the SoC's name, for messages
+only: two SoCs with equal arch and VTCM share one record. Inputs named `kernels[i]` (the recipe's
+numpy kernels, when the plan gives them) provide the custom ops' implementations and
+optimization rules; without them custom ops keep the bundle's shapes (see
 udo_build.compiler.shapes).
 
 The record is not published in the output folder on its own: the assemble step packs every
@@ -16,25 +17,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...soc.target import CompileTarget
 from ..actions import ActionContext, Produced, action_kind
+from .inputs import kernel_files
 
-PARAMS = ("arch", "vtcm_mb", "optimization_level", "input_dimensions", "outputs", "precision")
 
-
-@action_kind("prepare", version=1, params=PARAMS)
+@action_kind("prepare", version=1, params=CompileTarget.KEY_PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
-    from ...compiler import CompileTarget, compile_bundle
+    from ...compiler import compile_bundle
     from ...compiler.engine import RuleLoopError
     from ...ir.bundle import read_bundle
 
     bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
-    packages = _packages(ctx, bundle)
-    p = ctx.params
-    target = CompileTarget(str(p["arch"]), p["vtcm_mb"], int(p.get("optimization_level") or 2),
-                    dict(p.get("input_dimensions") or {}), p.get("outputs") or "default",
-                    str(p.get("precision") or "fp16"))
+    target = CompileTarget.from_params(ctx.params)
     try:
-        compiled = compile_bundle(bundle, target, packages)
+        compiled = compile_bundle(bundle, target, _packages(ctx, bundle))
     except RuleLoopError as exc:  # the default package's rules looping: a bug of udo-build
         raise RuntimeError(str(exc)) from None
     data = compiled.record()
@@ -47,10 +44,10 @@ def prepare(ctx: ActionContext) -> Produced:
 
 
 def _packages(ctx: ActionContext, bundle: Any) -> dict[str, Any]:
-    kernels = [ctx.input_path(n) for n in ctx.input_names() if n.startswith("kernels[")]
+    """The custom ops' packages; none without kernels (custom ops keep the bundle's shapes)."""
+    kernels = kernel_files(ctx)
     if not kernels:
         return {}
     from ...kernels.load import packages_for
 
     return packages_for(bundle, kernels)
-

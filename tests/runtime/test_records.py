@@ -1,0 +1,92 @@
+"""Choosing the record of a deployable bundle for a run, or saying why none fits."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from udo_build.ir import TensorInfo
+from udo_build.runtime.metrics import RunCheck
+from udo_build.runtime.records import RunSettings, choose_record, native_dims
+from udo_build.soc.compat import Device
+from udo_build.soc.target import CompileTarget
+
+NATIVE = {"input": [1, 3, 32, 32]}
+
+
+def row(part: str, arch: str, vtcm: float, dims: object = None, outputs: object = "default",
+        precision: str = "int8") -> dict[str, object]:
+    """A record row as the assemble step writes it into the bundle's meta."""
+    return {"part": part, "arch": arch, "vtcm_mb": vtcm, "input_dimensions": dims or {},
+            "output_request": outputs, "precision": precision, "name": f"net/{arch}"}
+
+
+def settings(mode: str = "permissive", **target: object) -> RunSettings:
+    fields = {"arch": "v73", "vtcm_mb": 8, "precision": "int8", **target}
+    return RunSettings("smoke", "sm8550", CompileTarget(**fields), mode)  # type: ignore[arg-type]
+
+
+META = {"records": [
+    row("records/a.udr", "v69", 8, NATIVE, {"tensors": ["logits"]}),
+    row("records/b.udr", "v73", 8, NATIVE, {"layers": ["head"]}),
+    row("records/c.udr", "v73", 8, NATIVE, {"tensors": ["logits"]}),
+    row("records/d.udr", "v73", 8, {"input": [4, 3, 32, 32]}, {"tensors": ["logits"]}),
+    row("records/e.udr", "v75", 8, NATIVE, {"tensors": ["logits"]}),
+]}
+
+
+def test_the_fitting_record_is_chosen_and_the_others_say_why_not() -> None:
+    choice = choose_record(META, settings(outputs={"tensors": ["logits"]}), NATIVE)
+    assert choice.part == "records/c.udr" and choice.available == 5
+    assert choice.seen == (
+        ("records/a.udr", "a v69 record does not run on v73 (another arch generation)"),
+        ("records/b.udr", 'prepared for outputs {"layers":["head"]}, the run wants '
+                          '{"tensors":["logits"]}'),
+        ("records/d.udr", 'prepared for input dimensions {"input":[4,3,32,32]}, the run has '
+                          '{"input":[1,3,32,32]}'),
+        ("records/e.udr", "prepared for v75, newer than the device's v73"))
+    assert choice.loaded("net/v73") == {
+        "record": "net/v73", "online_prepare": False,
+        "seen": [{"record": part, "rejected": why} for part, why in choice.seen]}
+
+
+def test_a_run_at_the_model_s_own_dims_takes_a_record_that_spells_them_out() -> None:
+    spelled = choose_record(META, settings(outputs={"layers": ["head"]}), NATIVE)
+    explicit = choose_record(META, settings(outputs={"layers": ["head"]},
+                                            input_dimensions=NATIVE), NATIVE)
+    assert spelled.part == explicit.part == "records/b.udr"
+
+
+def test_when_none_fits_the_choice_says_so_and_the_caller_prepares_online() -> None:
+    choice = choose_record(META, settings("strict", vtcm_mb=4), NATIVE)
+    assert choice.part is None and len(choice.seen) == 5
+    report = choice.online(0.25)
+    assert report["record"] is None and report["online_prepare"] is True
+    assert report["online_prepare_seconds"] == 0.25
+    assert report["warning"] == ("no record of the bundle fits (saw 5): prepared online, which "
+                                 "cost 250 ms at start-up")
+    assert choose_record({}, settings(), NATIVE).online(0.0)["seen"] == []
+
+
+def test_precision_must_match() -> None:
+    choice = choose_record(META, settings(precision="fp16", outputs={"tensors": ["logits"]}),
+                           NATIVE)
+    assert choice.part is None
+    assert dict(choice.seen)["records/c.udr"] == "prepared for int8, the run is fp16"
+
+
+def test_run_settings_round_trip_through_action_params() -> None:
+    params = {"name": "smoke", "soc": "sm8550", "arch": "v73", "vtcm_mb": 8,
+              "optimization_level": 2, "input_dimensions": {}, "outputs": "default",
+              "precision": "int8", "mode": "strict", "check": {"min_sqnr_db": 25}}
+    run = RunSettings.from_params(params)
+    assert run.check == RunCheck(min_sqnr_db=25) and run.mode == "strict"
+    assert run.to_params() == params
+    assert set(RunSettings.KEY_PARAMS) == set(params) - {"name", "soc"}
+    assert run.device == Device("sm8550", "v73", 8)
+    assert run.reference_target == CompileTarget("v73", 8, 1, {}, "default", "fp16")
+
+
+def test_native_dims_are_the_static_input_shapes() -> None:
+    model = SimpleNamespace(graph=SimpleNamespace(inputs=[
+        TensorInfo("input", "float32", (1, 3, 32, 32)), TensorInfo("seq", "float32", ("N", 4))]))
+    assert native_dims(model) == {"input": [1, 3, 32, 32]}

@@ -1,0 +1,31 @@
+"""How the kinds read the inputs the plan gives them by convention: numbered inputs
+(`config[i]`, `record[i]`), the recipe's kernels files (`kernels[i]`) and an input list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..actions import ActionContext
+
+if TYPE_CHECKING:
+    from ...model.input_list import InputList
+
+
+def numbered(ctx: ActionContext, prefix: str) -> list[str]:
+    """The names `prefix[0]`, `prefix[1]`, ... of the action's inputs, in index order."""
+    start = len(prefix) + 1
+    return sorted((n for n in ctx.input_names() if n.startswith(f"{prefix}[")),
+                  key=lambda n: int(n[start:-1]))
+
+
+def kernel_files(ctx: ActionContext) -> list[Path]:
+    """The recipe's numpy kernels files (the custom ops' implementations and rules)."""
+    return [ctx.input_path(n) for n in ctx.input_names() if n.startswith("kernels[")]
+
+
+def input_list(ctx: ActionContext) -> InputList:
+    """The action's input list (`input_list`), read by the one parser the plan uses too."""
+    from ...model.input_list import parse_input_list
+
+    return parse_input_list(ctx.input_path("input_list"))

@@ -1,0 +1,82 @@
+"""How far a run's outputs are from the float model's, and the checks a run entry states.
+
+    agreement = Agreement()
+    for got, want in pairs:              # {tensor: array} of one inference each
+        agreement.add(got, want)
+    metrics = agreement.metrics()        # {"sqnr_db", "max_abs_error", "top1_agreement"}
+    failures = RunCheck(min_sqnr_db=25).failures(metrics)
+
+SQNR is over every output value of every inference (signal: the float model's outputs; noise:
+the difference), None when the outputs are exact. Top-1 agreement counts the outputs of more
+than one value whose argmax equals the float model's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """The bounds a run must meet; None: not checked."""
+
+    min_sqnr_db: float | None = None
+    max_abs_error: float | None = None
+    min_top1_agreement: float | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any] | None) -> RunCheck:
+        return cls(**{f.name: (params or {}).get(f.name) for f in fields(cls)})
+
+    def to_params(self) -> dict[str, float]:
+        """The stated bounds only."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+    def failures(self, metrics: Mapping[str, Any]) -> list[str]:
+        """What the metrics miss, one message per failed bound (empty: the checks pass)."""
+        failures = []
+        sqnr = metrics["sqnr_db"]
+        if self.min_sqnr_db is not None and sqnr is not None and sqnr < self.min_sqnr_db:
+            failures.append(f"SQNR {sqnr:.2f} dB < min_sqnr_db {self.min_sqnr_db}")
+        worst = metrics["max_abs_error"]
+        if self.max_abs_error is not None and worst > self.max_abs_error:
+            failures.append(f"max abs error {worst:.4g} > max_abs_error {self.max_abs_error}")
+        top1 = metrics["top1_agreement"]
+        if self.min_top1_agreement is not None and top1 is not None \
+                and top1 < self.min_top1_agreement:
+            failures.append(f"top-1 agreement {top1:.3f} < min_top1_agreement "
+                            f"{self.min_top1_agreement}")
+        return failures
+
+
+class Agreement:
+    """Signal, noise, worst absolute error and top-1 agreement, accumulated over inferences."""
+
+    def __init__(self) -> None:
+        self.signal = self.noise = self.max_abs = 0.0
+        self.agree = self.total = 0
+
+    def add(self, got: Mapping[str, Any], want: Mapping[str, Any]) -> None:
+        """One inference: `got` and the float model's `want`, by tensor name."""
+        import numpy as np
+
+        for name, value in got.items():
+            a = np.asarray(value, np.float64).reshape(-1)
+            b = np.asarray(want[name], np.float64).reshape(-1)
+            self.signal += float(np.sum(b * b))
+            self.noise += float(np.sum((a - b) ** 2))
+            self.max_abs = max(self.max_abs, float(np.max(np.abs(a - b))) if a.size else 0.0)
+            if a.size > 1:
+                self.agree += int(np.argmax(a) == np.argmax(b))
+                self.total += 1
+
+    def metrics(self) -> dict[str, Any]:
+        """The report's metrics: SQNR in dB (None: exact), worst error, top-1 agreement."""
+        sqnr = math.inf if self.noise == 0 else 10 * math.log10(max(self.signal, 1e-30)
+                                                                / self.noise)
+        return {"sqnr_db": None if math.isinf(sqnr) else round(sqnr, 3),
+                "max_abs_error": self.max_abs,
+                "top1_agreement": self.agree / self.total if self.total else None}

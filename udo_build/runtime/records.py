@@ -1,0 +1,106 @@
+"""Which record of a deployable bundle a run loads.
+
+A deployable bundle lists its records in its meta `records` (rows written by the assemble step:
+arch, VTCM, precision, input dimensions, requested outputs and the part holding each record), so
+the choice decompresses none. The run's device, input dimensions, outputs, precision and mode
+decide, by the compatibility rules of udo_build.soc.compat:
+
+    settings = RunSettings.from_params(ctx.params)
+    choice = choose_record(bundle.meta, settings, native_dims(bundle.model))
+    choice.part            # the bundle part holding the record to load, or None: none fits
+    choice.seen            # every rejected record with the reason
+
+When none fits the runtime prepares online, as the vendor runtime does. Preparing needs the
+compiler, which sits above the runtime: the caller prepares `settings.target` and reports
+`choice.online(seconds)`, which says which records were seen and what the preparation cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from ..soc.compat import Device, Prepared, choose
+from ..soc.target import CompileTarget
+from .metrics import RunCheck
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A run entry: its name, the device (by SoC name, arch and VTCM), what it asks of a record
+    (`target`: input dimensions, outputs, precision; its level is the one an online
+    preparation uses), the runtime's mode and the checks."""
+
+    name: str | None
+    soc: str | None  # the device's name, for messages: its arch and VTCM are in `target`
+    target: CompileTarget
+    mode: str = "permissive"
+    check: RunCheck = RunCheck()
+
+    # the run's name and SoC name are for messages: its arch and VTCM are the ones that count
+    KEY_PARAMS: ClassVar[tuple[str, ...]] = (*CompileTarget.KEY_PARAMS, "mode", "check")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> RunSettings:
+        return cls(params.get("name"), params.get("soc"), CompileTarget.from_params(params),
+                   params.get("mode", "permissive"), RunCheck.from_params(params.get("check")))
+
+    def to_params(self) -> dict[str, Any]:
+        return {"name": self.name, "soc": self.soc, **self.target.to_params(),
+                "mode": self.mode, "check": self.check.to_params()}
+
+    @property
+    def device(self) -> Device:
+        return Device(str(self.soc), self.target.arch, self.target.vtcm_mb)
+
+    @property
+    def reference_target(self) -> CompileTarget:
+        """A float preparation at the run's input dimensions and outputs (the reference when
+        they are not the model's own: prepared float graphs equal the unprepared within 1e-5)."""
+        return replace(self.target, optimization_level=1, precision="fp16")
+
+
+@dataclass(frozen=True)
+class RecordChoice:
+    part: str | None  # the bundle part of the record to load; None: none fits
+    seen: tuple[tuple[str, str], ...]  # (part, why it was rejected), in the bundle's order
+    available: int  # how many records the bundle holds
+
+    def _seen(self) -> list[dict[str, str]]:
+        return [{"record": part, "rejected": why} for part, why in self.seen]
+
+    def loaded(self, name: str | None) -> dict[str, Any]:
+        """The run report's fields for the chosen record, named as its key names it."""
+        return {"record": name, "online_prepare": False, "seen": self._seen()}
+
+    def online(self, seconds: float) -> dict[str, Any]:
+        """The run report's fields when the runtime prepared online instead."""
+        return {"record": None, "online_prepare": True, "seen": self._seen(),
+                "online_prepare_seconds": round(seconds, 3),
+                "warning": f"no record of the bundle fits (saw {self.available}): prepared "
+                           f"online, which cost {seconds * 1000:.0f} ms at start-up"}
+
+
+def choose_record(meta: Mapping[str, Any], settings: RunSettings,
+                  native: Mapping[str, Any]) -> RecordChoice:
+    """The record of the bundle (by its meta) that serves the run, or why none does. `native`:
+    the model's own input dimensions, which a run without input_dimensions has."""
+    rows = meta.get("records") or []
+    records = [_prepared(row) for row in rows]
+    want = Prepared.of(settings.target, dict(native))
+    best, rejected = choose(records, settings.device, settings.mode, want)
+    return RecordChoice(best.name if best is not None else None,
+                        tuple((r.name, why) for r, why in rejected), len(rows))
+
+
+def _prepared(row: Mapping[str, Any]) -> Prepared:
+    """What a record row of the bundle's meta says its record was prepared for."""
+    return Prepared(row["arch"], row["vtcm_mb"], row.get("input_dimensions") or {},
+                    row.get("output_request", "default"), row["part"], row.get("precision", ""))
+
+
+def native_dims(model: Any) -> dict[str, list[int]]:
+    """The model's own input dimensions (of the inputs that have static ones)."""
+    return {t.name: list(t.static_shape) for t in model.graph.inputs
+            if t.static_shape is not None}
