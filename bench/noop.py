@@ -43,8 +43,10 @@ SOCS = ("sm8450", "sm8550", "sm8650", "sm8750")
 NOOP_LIMIT_MS = 150.0
 DVC_RATIO = 10.0
 FORBIDDEN = ("onnx", "lxml", "numpy", "jsonschema")
-# the emulator: its compiler, runtimes, kernels and rewrite engine (the SoC table is allowed)
-EMULATOR = ("udo_build.compiler", "udo_build.runtime", "udo_build.kernels", "udo_build.rewrite")
+# the emulator: its compiler, sessions, kernels and rewrite engine (the SoC table and the
+# run settings and checks the recipe holds are allowed)
+EMULATOR = ("udo_build.compiler", "udo_build.runtime.float_session", "udo_build.runtime.integer",
+            "udo_build.kernels", "udo_build.rewrite")
 
 
 # -- the synthetic project ------------------------------------------------------------------------
