@@ -8,23 +8,26 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
 
     cli/        the command line: parses arguments, calls the library, prints through its one
                 reporter (the only code that prints)
-    builder/    the library under the CLI: plan (a recipe -> actions), engine (schedules
-                actions, the store and the remote cache), kinds/ (one thin adapter per action
-                kind: read inputs, call a stage, write outputs), history, explain, the output
-                folder, settings
+    builder/    the library under the CLI: session.run_build (one build of a recipe, returning
+                a BuildReport; build, explain, cache and package share its pieces), plan (a
+                recipe -> actions), engine (schedules actions over the store and the remote
+                cache), kinds/ (one thin adapter per action kind: read inputs, call a stage,
+                write outputs), history, explain, outputs (the output folder), transfer
+                (cache push/pull), generate (packages without a recipe), settings (remote)
     stages      recipe/ (schema, loading, the prepare matrix), opdef/ (op configs -> op
                 definitions), package/ (op package sources per backend), model/ (ONNX import,
                 input lists, model info), quant/ (calibration, quantizers, folding, QDQ
                 export), compiler/ (bundle -> HTP cache record: lowering, rule passes,
                 selection, memory planning, the record format)
-    runtime/    the emulator's float session and integer session, record selection and the
-                run metrics
+    runtime/    the emulator's float session and integer session; choosing the record a run
+                loads (records.py), the run metrics and checks (metrics.py), writing results
     kernels/    the op package API (OpPackage, Cost, Flags), the default package's numpy
                 kernels, loading the kernels files of a recipe
     ir/, rewrite/, soc/, store/
                 ir/: the model graph, the bundle container, encodings and the quantized model;
                 rewrite/: the op graph the rules rewrite, patterns, replacements and the one
-                rewrite driver; soc/: the SoC table and the record compatibility rules; store/:
+                rewrite driver; soc/: the SoC table, the record compatibility rules and the
+                compile target (arch, VTCM, level, dims, outputs, precision); store/:
                 blobs, the action cache, locks, remote caches, maintenance
     base        errors, canonical (canonical JSON and digests), source (reading user files with
                 positions), atomic (the one atomic-write path), schema_problems
@@ -32,9 +35,10 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
 Where things go:
 
 - a new action kind: a module in builder/kinds/ registered with
-  `builder.actions.action_kind(name, version=..., params=...)`, its parameters one frozen type
-  next to the stage it drives (with from_params/to_params), its work in a stage; the planner
-  (builder/plan.py) creates its actions. Site-specific kinds come as plugins
+  `builder.actions.action_kind(name, version=..., params=Params.KEY_PARAMS)`, its parameters
+  one frozen type next to the stage it drives (with from_params/to_params, like
+  quant/settings.py or soc/target.py), its work in a stage; the planner (builder/plan.py)
+  creates its actions. Site-specific kinds come as plugins
   (`UDO_BUILD_PLUGINS`).
 - a new op of the emulator: a kernel in the matching family module of kernels/default/ (float),
   and, where the device computes it in integers, a kernel and its binder in runtime/integer/.
