@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 
 from udo_build.compiler import Trace, elementwise
-from udo_build.compiler.engine import RuleLoopError, rewrite
-from udo_build.compiler.ir import Graph, TType
-from udo_build.compiler.replace import ConstScalar, GenShape, New, WithSize, WithType
-from udo_build.compiler.rules import (
+from udo_build.compiler.ops import HTP
+from udo_build.errors import StepFailed
+from udo_build.kernels.oppkg import OpPackage
+from udo_build.rewrite.engine import RuleLoopError, rewrite
+from udo_build.rewrite.graph import OpGraph, TType
+from udo_build.rewrite.replace import ConstScalar, GenShape, New, WithSize, WithType
+from udo_build.rewrite.rules import (
     EARLY,
     MIDDLE,
     All,
@@ -28,17 +31,15 @@ from udo_build.compiler.rules import (
     match,
     qualify,
 )
-from udo_build.errors import StepFailed
-from udo_build.kernels.oppkg import OpPackage
 
 from .helpers import G, check_float, fired, prepare, softplus_bundle
 
 F = TType((1, 2, 2, 4), "float32")
 
 
-def small_graph() -> tuple[Graph, dict[str, int]]:
+def small_graph() -> tuple[OpGraph, dict[str, int]]:
     """x -> Relu -> Add(c) -> Sigmoid, and a second reader of the Relu."""
-    g = Graph("t")
+    g = OpGraph("t", HTP)
     x = g.value(F, "x")
     g.inputs.append(x)
     c = g.const(np.ones((1, 1, 1, 4), np.float32), "c")

@@ -21,25 +21,46 @@ encoded ones).
 
 from __future__ import annotations
 
-from .ir import TType
-from .ops import BINARY, UNARY, compose, inverse, is_identity
-from .replace import Builder, Call, CopyAttrs, New, WithType
-from .rules import (
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..rewrite.graph import TType
+from ..rewrite.replace import Builder, Call, CopyAttrs, New, WithType
+from ..rewrite.rules import (
     EARLY,
     All,
     AttrOf,
     Check,
     Const,
     Eq,
+    Expr,
     Match,
     OneUse,
     Op,
     Rule,
     Shape,
 )
+from .ops import BINARY, UNARY, compose, inverse, is_identity
 
 TRANSPARENT = tuple(sorted(UNARY))
 AXIS_MOVERS = ("Softmax", "LogSoftmax", "ChannelShuffle")
+
+
+def transpose(b: Builder, vid: int, perm: Sequence[int]) -> int:
+    """vid transposed: a constant is permuted now, two transposes compose, an identity
+    permutation is no op."""
+    perm = tuple(perm)
+    if is_identity(perm):
+        return vid
+    graph = b.graph
+    if vid in graph.consts:
+        t = graph.types[vid]
+        return b.const(np.transpose(graph.consts[vid], perm), t.enc, t.dtype)
+    producer = graph.producer_of(vid)
+    if producer is not None and producer.op == "Transpose":
+        return transpose(b, producer.inputs[0], compose(producer.attr("perm"), perm))
+    return b.op("Transpose", [vid], attrs={"perm": list(perm)}).outputs[0]
 
 
 def same_enc(a: str, b: str) -> Check:
@@ -52,7 +73,7 @@ def _cancels(m: Match) -> bool:
 
 
 def _merged(m: Match, b: Builder) -> int:
-    return b.transpose(m.value("x"), compose(m.attr("inner", "perm"), m.attr("*", "perm")))
+    return transpose(b, m.value("x"), compose(m.attr("inner", "perm"), m.attr("*", "perm")))
 
 
 def _sink_unary(m: Match, b: Builder) -> int:
@@ -61,7 +82,7 @@ def _sink_unary(m: Match, b: Builder) -> int:
     ttype = m.type("*")
     inner = b.op(root.op, [m.value("x"), *root.inputs[1:]],
                  [ttype.permuted(inverse(perm))], root.kwargs)
-    return b.transpose(inner.outputs[0], perm)
+    return transpose(b, inner.outputs[0], perm)
 
 
 def _scalar_extras(m: Match) -> bool:
@@ -96,14 +117,14 @@ def _binary_ok(m: Match) -> bool:
 def _sink_operands(m: Match, b: Builder, axis_attr: bool) -> int:
     root = m.op("*")
     perm = next(_perm_of(m, v) for v in root.inputs if v not in m.graph.consts)
-    inputs = [b.untranspose(v, perm) if v in m.graph.consts
+    inputs = [transpose(b, v, inverse(perm)) if v in m.graph.consts
               else m.graph.producer_of(v).inputs[0] for v in root.inputs]  # type: ignore
     attrs = root.kwargs
     if axis_attr:
         attrs["axis"] = perm[attrs["axis"]]
     ttype: TType = m.type("*").permuted(inverse(perm))
     inner = b.op(root.op, inputs, [ttype], attrs)
-    return b.transpose(inner.outputs[0], perm)
+    return transpose(b, inner.outputs[0], perm)
 
 
 def _sink_axis(m: Match, b: Builder) -> int:
@@ -111,7 +132,7 @@ def _sink_axis(m: Match, b: Builder) -> int:
     root = m.op("*")
     attrs = {**root.kwargs, "axis": perm[root.attr("axis")]}
     inner = b.op(root.op, [m.value("x")], [m.type("*").permuted(inverse(perm))], attrs)
-    return b.transpose(inner.outputs[0], perm)
+    return transpose(b, inner.outputs[0], perm)
 
 
 def _shuffle_axis(m: Match) -> int | None:
@@ -129,13 +150,8 @@ def _shuffle_axis(m: Match) -> int | None:
     return None
 
 
-def _shuffle(m: Match, b: Builder) -> int | None:
-    axis = _shuffle_axis(m)
-    if axis is None:
-        return None
-    groups = m.shape("r1")[axis]
-    return b.op("ChannelShuffle", [m.value("x")], [m.type("*")],
-                {"axis": axis, "groups": groups}).outputs[0]
+SHUFFLE_AXIS = Expr("the shuffled axis", _shuffle_axis)
+SHUFFLE_GROUPS = Expr("the groups", lambda m: m.shape("r1")[_shuffle_axis(m)])  # type: ignore
 
 
 def _sink_custom(m: Match, b: Builder) -> int:
@@ -143,7 +159,7 @@ def _sink_custom(m: Match, b: Builder) -> int:
     root = m.op("*")
     inner = b.op(root.op, [m.value("x")], [m.type("*").permuted(inverse(perm))], root.kwargs,
                  package=root.package)
-    return b.transpose(inner.outputs[0], perm)
+    return transpose(b, inner.outputs[0], perm)
 
 
 def elementwise(op: str) -> Rule:
@@ -162,7 +178,11 @@ LAYOUT_RULES: tuple[Rule, ...] = (
     Rule("remove_identity", EARLY, Op("Identity", "x"), "x", same_enc("x", "*")),
     Rule("channel_shuffle", EARLY,
          Op("Reshape", Op("Transpose", Op("Reshape", "x", name="r1"), name="t")),
-         Call(_shuffle), All(same_enc("x", "*"), OneUse("r1"), OneUse("t"))),
+         WithType("*", New("ChannelShuffle", "x", attrs={"axis": SHUFFLE_AXIS,
+                                                         "groups": SHUFFLE_GROUPS})),
+         All(same_enc("x", "*"), OneUse("r1"), OneUse("t"),
+             Check("it splits one axis in two and swaps them", lambda m: _shuffle_axis(m)
+                   is not None))),
     Rule("cancel_transposes", EARLY, Op("Transpose", Op("Transpose", "x", name="inner")), "x",
          All(Check("the permutations cancel", _cancels), same_enc("x", "*"))),
     Rule("merge_transposes", EARLY, Op("Transpose", Op("Transpose", "x", name="inner")),

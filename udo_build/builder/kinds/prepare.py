@@ -23,8 +23,7 @@ PARAMS = ("arch", "vtcm_mb", "optimization_level", "input_dimensions", "outputs"
 
 @action_kind("prepare", version=1, params=PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
-    from ...compiler import CompileTarget, compile_bundle
-    from ...compiler.engine import RuleLoopError
+    from ...compiler import CompileTarget, RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
 
     bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")

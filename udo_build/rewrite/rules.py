@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import DEFAULT_PACKAGE
-from .ir import NONE, Graph, TType
-from .ir import Op as IrOp
+from .graph import NONE, OpGraph, TType
+from .graph import Op as IrOp
 
 EARLY, MIDDLE, LATE = 2000, 3000, 4000
 
@@ -92,7 +92,7 @@ def qualify(rule: Rule, package: str, own_ops: Sequence[str]) -> Rule:
 
 @dataclass
 class Match:
-    graph: Graph
+    graph: OpGraph
     ctx: Any  # the compile context (target facts) the constraints may read
     ops: dict[str, IrOp] = field(default_factory=dict)
     values: dict[str, int] = field(default_factory=dict)
@@ -120,7 +120,7 @@ class Match:
         return self.graph.uses(self.values[name])
 
 
-def match(pattern: Pat, op: IrOp, graph: Graph, ctx: Any) -> tuple[Match | None, str]:
+def match(pattern: Pat, op: IrOp, graph: OpGraph, ctx: Any) -> tuple[Match | None, str]:
     """(the match, "") or (None, why not)."""
     m = Match(graph, ctx)
     why = _match(pattern, op, m, "*")
