@@ -4,7 +4,7 @@ A pass is a named function (graph, context) -> (graph, changed). The pipeline is
 
     lower                      (lower.py, before the passes)
     constprop, cse, dce        cleanup
-    rules@2000 ...             one pass per rule priority, each to a fixed point (engine.py)
+    rules@2000 ...             one pass per rule priority, each to a fixed point (rewrite.engine)
       constprop, cse, dce      after each rule pass
     (selection, memory planning and the record follow, compile.py)
 

@@ -192,7 +192,7 @@ class OpGraph:
         `named`). Arrays over 64 KiB (weights) are keyed by identity, not hashed: the same array
         is one value."""
         if self.dialect.named:  # the model's own array, as it is (a 0-d one stays 0-d)
-            return self._const_value(array, name, enc, dtype)
+            return self._const_value(np.asarray(array), name, enc, dtype)
         array = np.ascontiguousarray(array)
         content = array_key(array) if array.nbytes <= BIG else f"id:{id(array)}"
         key = (content, tuple(enc))

@@ -1,10 +1,10 @@
 """Optimization rules as data: a name, a priority, a match pattern, a constraint, a replacement.
 
     Rule("conv_relu", MIDDLE,
-         match=Op("Relu", Op("Conv2d", "x", Const("w"), ..., name="conv")),
+         match=Op("Relu", Op("Conv2d", ..., name="conv")),
          constraint=All(OneUse("conv"), Eq(AttrOf("conv", "activation", ""), "")),
-         replace=WithType("*", New("Conv2d", "x", "w", ..., attrs=CopyAttrs("conv",
-                                                                      activation="Relu"))))
+         replace=WithSize("*", WithType("*", New("Conv2d", InputsOf("conv"),
+                                                 attrs=CopyAttrs("conv", activation="Relu")))))
 
 Patterns (`Op`) name ops (a name, a tuple of alternatives, or "*" for any op) and their inputs:
 a string captures the input value (the same name twice must be the same value; "_" ignores
