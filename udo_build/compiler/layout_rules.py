@@ -17,16 +17,33 @@ Every rule that lets a value skip a move requires the same encodings on both sid
 move would otherwise requantize), and sinking a transpose needs it to have one use (so no
 transpose is ever added). A constant operand is permuted at prepare (int8: only per-tensor
 encoded ones).
+
+Replacements are values: `Transposed(value, perm)` moves a value through `transpose` (a
+constant is permuted now, two transposes compose, an identity permutation is no op). Only the
+binary and concat sinks replace through `Call`: they rebuild a variable number of operands, each
+by what it is (a constant permuted back, a transpose's input taken).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..rewrite.graph import TType
-from ..rewrite.replace import Builder, Call, CopyAttrs, New, WithType
+from ..rewrite.replace import (
+    Builder,
+    Call,
+    CopyAttrs,
+    InputsOf,
+    New,
+    OpOf,
+    WithSize,
+    WithType,
+    build,
+)
 from ..rewrite.rules import (
     EARLY,
     All,
@@ -72,17 +89,31 @@ def _cancels(m: Match) -> bool:
     return is_identity(compose(m.attr("inner", "perm"), m.attr("*", "perm")))
 
 
-def _merged(m: Match, b: Builder) -> int:
-    return transpose(b, m.value("x"), compose(m.attr("inner", "perm"), m.attr("*", "perm")))
+@dataclass(frozen=True)
+class Transposed:
+    """A replacement's value transposed by `perm` (a list or an `Expr`) through `transpose`."""
+
+    value: Any
+    perm: Any
+
+    def build(self, m: Match, b: Builder) -> int | None:
+        values = build(self.value, m, b)
+        perm = self.perm(m) if isinstance(self.perm, Expr) else self.perm
+        return None if values is None else transpose(b, values[0], perm)
 
 
-def _sink_unary(m: Match, b: Builder) -> int:
-    perm = m.attr("t", "perm")
-    root = m.op("*")
-    ttype = m.type("*")
-    inner = b.op(root.op, [m.value("x"), *root.inputs[1:]],
-                 [ttype.permuted(inverse(perm))], root.kwargs)
-    return transpose(b, inner.outputs[0], perm)
+MERGED = Expr("the two permutations composed",
+              lambda m: compose(m.attr("inner", "perm"), m.attr("*", "perm")))
+T_PERM = AttrOf("t", "perm")
+AXIS_BEFORE = Expr("the axis before the transpose",
+                   lambda m: m.attr("t", "perm")[m.attr("*", "axis")])
+
+
+def _sunk(*inputs: Any, **attrs: Any) -> Transposed:
+    """The root op on the transpose's input x (sized as x, typed as the root), transposed
+    after it instead."""
+    inner = New(OpOf("*"), "x", *inputs, attrs=CopyAttrs("*", **attrs))
+    return Transposed(WithSize("x", WithType("*", inner)), T_PERM)
 
 
 def _scalar_extras(m: Match) -> bool:
@@ -127,14 +158,6 @@ def _sink_operands(m: Match, b: Builder, axis_attr: bool) -> int:
     return transpose(b, inner.outputs[0], perm)
 
 
-def _sink_axis(m: Match, b: Builder) -> int:
-    perm = m.attr("t", "perm")
-    root = m.op("*")
-    attrs = {**root.kwargs, "axis": perm[root.attr("axis")]}
-    inner = b.op(root.op, [m.value("x")], [m.type("*").permuted(inverse(perm))], attrs)
-    return transpose(b, inner.outputs[0], perm)
-
-
 def _shuffle_axis(m: Match) -> int | None:
     """The axis a Reshape-Transpose-Reshape shuffles (None when it is not a shuffle)."""
     x, split, out = m.shape("x"), m.shape("r1"), m.shape("*")
@@ -154,14 +177,6 @@ SHUFFLE_AXIS = Expr("the shuffled axis", _shuffle_axis)
 SHUFFLE_GROUPS = Expr("the groups", lambda m: m.shape("r1")[_shuffle_axis(m)])  # type: ignore
 
 
-def _sink_custom(m: Match, b: Builder) -> int:
-    perm = m.attr("t", "perm")
-    root = m.op("*")
-    inner = b.op(root.op, [m.value("x")], [m.type("*").permuted(inverse(perm))], root.kwargs,
-                 package=root.package)
-    return transpose(b, inner.outputs[0], perm)
-
-
 def elementwise(op: str) -> Rule:
     """The rule that moves transposes through a custom op of one input that is elementwise
     (each output element depends on the input element at its position only), as the layout
@@ -171,7 +186,7 @@ def elementwise(op: str) -> Rule:
 
     The op then runs on the tensor in whatever layout the graph has there (bhwc)."""
     return Rule(f"sink_transpose_{op}", EARLY, Op(op, Op("Transpose", "x", name="t")),
-                Call(_sink_custom), OneUse("t"))
+                _sunk(), OneUse("t"))
 
 
 LAYOUT_RULES: tuple[Rule, ...] = (
@@ -186,7 +201,7 @@ LAYOUT_RULES: tuple[Rule, ...] = (
     Rule("cancel_transposes", EARLY, Op("Transpose", Op("Transpose", "x", name="inner")), "x",
          All(Check("the permutations cancel", _cancels), same_enc("x", "*"))),
     Rule("merge_transposes", EARLY, Op("Transpose", Op("Transpose", "x", name="inner")),
-         Call(_merged), same_enc("x", "*")),
+         Transposed("x", MERGED), same_enc("x", "*")),
     Rule("identity_transpose", EARLY, Op("Transpose", "x"), "x",
          All(Check("the permutation is the identity", lambda m: is_identity(
              m.attr("*", "perm"))), same_enc("x", "*"))),
@@ -196,7 +211,7 @@ LAYOUT_RULES: tuple[Rule, ...] = (
          WithType("*", New("Reshape", "x", attrs=CopyAttrs("*"))),
          All(same_enc("x", "inner"), same_enc("inner", "*"))),
     Rule("sink_transpose_unary", EARLY, Op(TRANSPARENT, Op("Transpose", "x", name="t"), ...),
-         Call(_sink_unary),
+         _sunk(InputsOf("*", start=1)),
          All(OneUse("t"), Check("extra inputs are one-element constants", _scalar_extras))),
     Rule("sink_transpose_binary", EARLY, Op(tuple(sorted(BINARY)), ...),
          Call(lambda m, b: _sink_operands(m, b, False)),
@@ -207,7 +222,7 @@ LAYOUT_RULES: tuple[Rule, ...] = (
          Check("every input is a one-use transpose by one permutation", lambda m: _binary_ok(m)
                and not any(v in m.graph.consts for v in m.op("*").inputs))),
     Rule("sink_transpose_axis", EARLY, Op(AXIS_MOVERS, Op("Transpose", "x", name="t")),
-         Call(_sink_axis), OneUse("t")),
+         _sunk(axis=AXIS_BEFORE), OneUse("t")),
 )
 
 __all__ = ["LAYOUT_RULES", "Const", "elementwise", "same_enc"]

@@ -55,11 +55,12 @@ class OpOf:
 
 @dataclass(frozen=True)
 class InputsOf:
-    """Among `New`'s inputs: the inputs of a captured op, in order (exactly `count` of them when
-    it is given: cut, or padded with omitted inputs)."""
+    """Among `New`'s inputs: the inputs of a captured op from `start`, in order (exactly `count`
+    of them when it is given: cut, or padded with omitted inputs)."""
 
     name: str
     count: int = 0
+    start: int = 0
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def _new(new: New, m: Match, b: Builder) -> int:
     inputs: list[int] = []
     for i in new.inputs:
         if isinstance(i, InputsOf):
-            given = m.op(i.name).inputs[:i.count or None]
+            given = m.op(i.name).inputs[i.start:][:i.count or None]
             inputs += [*given, *[NONE] * (i.count - len(given))]
         else:
             inputs.append(_value(i, m, b))
