@@ -21,7 +21,8 @@ from ..actions import ActionContext, Produced, action_kind
 PARAMS = ("arch", "vtcm_mb", "optimization_level", "input_dimensions", "outputs", "precision")
 
 
-@action_kind("prepare", version=1, params=PARAMS)
+# version 2: COMPILER_VERSION 2 (the one rewrite engine's folds; every record names it)
+@action_kind("prepare", version=2, params=PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
     from ...compiler import CompileTarget, RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
