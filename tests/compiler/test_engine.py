@@ -1,117 +1,24 @@
-"""The rule engine: patterns, constraints, replacements as data, qualified names, the worklist
-driver's fixed point and its cap, user rules from an op package, and the trace."""
+"""The rule engine in the compiler: the cap as a step failure naming the package, user rules
+from an op package and their trace, and a worklist that revisits only what a rewrite touches
+(the engine itself: tests/rewrite/test_engine.py)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from udo_build.compiler import Trace, elementwise
-from udo_build.compiler.engine import RuleLoopError, rewrite
-from udo_build.compiler.ir import Graph, TType
-from udo_build.compiler.replace import ConstScalar, GenShape, New, WithSize, WithType
-from udo_build.compiler.rules import (
-    EARLY,
-    MIDDLE,
-    All,
-    AnyOf,
-    AttrOf,
-    Check,
-    Const,
-    Dim,
-    Eq,
-    Gt,
-    Not,
-    OneUse,
-    Op,
-    Rule,
-    match,
-    qualify,
-)
+from udo_build.compiler import elementwise
 from udo_build.errors import StepFailed
 from udo_build.kernels.oppkg import OpPackage
+from udo_build.rewrite.replace import New, WithType
+from udo_build.rewrite.rules import (
+    EARLY,
+    MIDDLE,
+    Check,
+    Op,
+    Rule,
+)
 
 from .helpers import G, check_float, fired, prepare, softplus_bundle
-
-F = TType((1, 2, 2, 4), "float32")
-
-
-def small_graph() -> tuple[Graph, dict[str, int]]:
-    """x -> Relu -> Add(c) -> Sigmoid, and a second reader of the Relu."""
-    g = Graph("t")
-    x = g.value(F, "x")
-    g.inputs.append(x)
-    c = g.const(np.ones((1, 1, 1, 4), np.float32), "c")
-    relu = g.add("Relu", [x], [F], names=["r"])
-    add = g.add("Add", [relu.outputs[0], c], [F], {"note": 1}, names=["a"])
-    sig = g.add("Sigmoid", [add.outputs[0]], [F], names=["s"])
-    g.outputs = [("s", sig.outputs[0]), ("r", relu.outputs[0])]
-    return g, {"x": x, "c": c, "relu": relu.id, "add": add.id, "sig": sig.id}
-
-
-PATTERNS = [
-    (Op("Sigmoid", Op("Add", Op("Relu", "x"), Const("c"))), ""),
-    (Op("Sigmoid", Op("Add", "y", "_")), ""),
-    (Op(("Tanh", "Sigmoid"), ...), ""),
-    (Op("*", Op("Add", "a", "a")), "is not the same value as 'a'"),
-    (Op("Sigmoid", Op("Add", Op("Relu", "x"), Op("Relu", "x"))), "graph input or constant"),
-    (Op("Sigmoid", Op("Mul", ...)), "expected Mul, found Add"),
-    (Op("Sigmoid", Op("Add", Const("c"), "_")), "input 0 of Add#"),
-    (Op("Sigmoid", Op("Add", "a")), "has 2 inputs, the pattern wants 1"),
-    (Op("Sigmoid", Op("Add", "a", "b", None)), ""),
-]
-
-
-@pytest.mark.parametrize("pattern,why", PATTERNS)
-def test_patterns(pattern: object, why: str) -> None:
-    g, ids = small_graph()
-    m, reason = match(pattern, g.ops[ids["sig"]], g, None)  # type: ignore[arg-type]
-    assert (m is None) == bool(why) and why in reason
-
-
-CONSTRAINTS = [
-    (Eq(Dim("x", 3), 4), None),
-    (Gt(Dim("x", 1), 2), "dim 1 of x > 2 is false (2 vs 2)"),
-    (All(OneUse("add"), Eq(AttrOf("add", "note"), 1)), None),
-    (OneUse("relu"), "not: relu has one use"),
-    (AnyOf(OneUse("relu"), Eq(AttrOf("add", "note"), 2)), "relu has one use"),
-    (Not(OneUse("add")), "add has one use holds"),
-]
-
-
-@pytest.mark.parametrize("constraint,why", CONSTRAINTS)
-def test_constraints(constraint: object, why: str | None) -> None:
-    g, ids = small_graph()
-    m, _ = match(Op("Sigmoid", Op("Add", Op("Relu", "x", name="relu"), Const("c"), name="add")),
-                 g.ops[ids["sig"]], g, None)
-    got = constraint.check(m)  # type: ignore[attr-defined]
-    assert got == why if why is None else why in got
-
-
-def test_data_replacements_carry_size_and_type_and_make_constants() -> None:
-    g, ids = small_graph()
-    rules = [Rule("relu_to_clip", EARLY, Op("Relu", "x"),
-                  WithType("x", WithSize("*", New("Clip", "x", ConstScalar(0.0),
-                                                  ConstScalar(6.0))))),
-             Rule("shape_of", EARLY, Op("Sigmoid", "y"),
-                  New("Reshape", "y", attrs={"shape": [1, 1, 4, 4]})),
-             Rule("unused_gen", EARLY, Op("Tanh", "y"), New("Add", "y", GenShape(Dim("y", 0))))]
-    assert rewrite(g, rules, None, Trace())
-    counts = g.op_counts()
-    assert counts == {"Add": 1, "Clip": 1, "Reshape": 1}
-    clip = next(op for op in g.ops.values() if op.op == "Clip")
-    assert g.types[clip.outputs[0]] == F
-    assert [float(g.consts[v].reshape(-1)[0]) for v in clip.inputs[1:]] == [0.0, 6.0]
-    assert g.types[g.outputs[0][1]].shape == (1, 1, 4, 4)
-
-
-def test_qualified_names() -> None:
-    rule = Rule("r", EARLY, Op("Softplus", Op("Relu", "x"), Op("default::Mul", "y"),
-                               Op("Other::Op", "z")), "x")
-    q = qualify(rule, "SoftplusPackage", ["Softplus", "Swish"])
-    assert q.match.ops == ("SoftplusPackage::Softplus",)
-    assert [p.ops for p in q.match.inputs] == [("Relu",), ("Mul",), ("Other::Op",)]
-    assert q.package == "SoftplusPackage"
 
 
 def looping_package() -> OpPackage:
@@ -130,10 +37,6 @@ def test_the_iteration_cap_names_the_rules_that_kept_firing() -> None:
     text = str(info.value)
     assert "did not reach a fixed point" in text and "relu_to_abs" in text \
         and "abs_to_relu" in text and "Loopy" in text
-    graph, _ = small_graph()
-    with pytest.raises(RuleLoopError) as raw:
-        rewrite(graph, looping_package().rules(), None, Trace(), "p", cap=10)
-    assert set(raw.value.rules) == {"relu_to_abs", "abs_to_relu"}
 
 
 def test_rules_from_an_op_package_apply_and_are_traced() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from udo_build.compiler.ir import BHWC, MODEL
 from udo_build.errors import UserError
 from udo_build.kernels.oppkg import OpPackage
+from udo_build.rewrite.graph import BHWC, MODEL
 
 from .helpers import G, check_float, prepare, softplus_bundle, w
 

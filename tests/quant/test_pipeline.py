@@ -15,7 +15,7 @@ from udo_build.ir.qmodel import from_bundle, to_bundle
 from udo_build.kernels.load import load_kernels
 from udo_build.model.onnx_import import import_onnx, load_onnx
 from udo_build.opdef import recipe_package
-from udo_build.quant.fold import prepare
+from udo_build.quant.fold import fold_for_quantization
 from udo_build.quant.pipeline import quantize_model
 from udo_build.quant.quantizers import asymmetric
 from udo_build.runtime.float_session import Session
@@ -40,7 +40,7 @@ def example():  # type: ignore[no-untyped-def]
 
 def test_preparation_folds_batch_norms_and_keeps_the_numbers() -> None:
     model = import_onnx(randomized(onnx.load(LIGHT / "light_resnet50.onnx")))
-    prepared = prepare(model)
+    prepared = fold_for_quantization(model)
     ops = [n.op for n in prepared.graph.nodes]
     assert "BatchNormalization" not in ops and ops.count("Conv") == 53
     assert {n.op for n in prepared.graph.nodes} <= {n.op for n in model.graph.nodes}

@@ -9,8 +9,11 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from udo_build.ir import Graph, Model, Node, TensorInfo
-from udo_build.runtime.float_session import Session
-from udo_build.runtime.fusion import RULES, FusionError, Rule, fuse
+from udo_build.rewrite.engine import RuleLoopError
+from udo_build.rewrite.replace import CopyAttrs, New, WithSize, WithType
+from udo_build.rewrite.rules import MIDDLE, Op, Rule
+from udo_build.runtime.float_session import Session, tensor_types
+from udo_build.runtime.fusion import RULES, fuse
 
 rng = np.random.default_rng(7)
 
@@ -53,8 +56,8 @@ def conv_bn_relu() -> Model:
 
 
 def residual() -> Model:
-    """x -> [Conv -> BN -> Relu -> Conv -> BN] + [Conv -> BN] -> Sum -> Relu -> y, the shortcut
-    computed last (as in the light ResNet-50), so the Sum fuses into the shortcut's conv."""
+    """x -> [Conv -> BN -> Relu -> Conv -> BN] + [Conv -> BN] -> Sum -> Relu -> y (as in the
+    light ResNet-50): the Sum and the Relu fuse into the conv whose addend is made first."""
     weights = {"wa": w(4, 2, 1, 1), "wb": w(4, 4, 3, 3), "ws": w(4, 2, 1, 1)}
     nodes = (
         Node.make("conv_a", "Conv", ["x", "wa"], ["a"]),
@@ -86,10 +89,10 @@ def reference(model: Model, feeds: dict[str, np.ndarray], outputs: list[str]) ->
 
 
 @pytest.mark.parametrize("build, fired, ops", [
-    (conv_bn_relu, ["fold_batch_norm", "fuse_relu", "fold_scale", "fold_shift"],
-     ["FusedConv", "FusedConv"]),
-    (residual, ["fold_batch_norm", "fuse_relu", "fold_batch_norm", "fold_batch_norm",
-                "fuse_add", "fuse_relu"], ["FusedConv"] * 3),
+    (conv_bn_relu, ["fold_batch_norm", "fuse_relu", "fold_scale", "fold_bias_first"],
+     ["FusedConv", "Conv"]),
+    (residual, ["fold_batch_norm", "fold_batch_norm", "fuse_relu", "fold_batch_norm",
+                "fuse_add", "fuse_relu"], ["FusedConv", "Conv", "FusedConv"]),
 ])
 def test_fusions_fire_and_keep_the_results(build, fired: list[str], ops: list[str]) -> None:
     model = build()
@@ -121,12 +124,15 @@ def test_a_requested_tensor_is_never_fused_away() -> None:
 def test_the_model_weights_are_not_touched_and_new_ones_are_fresh_names() -> None:
     model = conv_bn_relu()
     before = {k: v.copy() for k, v in model.weights.items()}
-    nodes, added, _ = fuse(model.graph.nodes, model.weights, frozenset({"y", "z"}),
-                           {t.name: t.static_shape for t in model.graph.values})
-    assert not set(added) & set(model.weights)
+    nodes, used, _ = fuse(model.graph.nodes, model.weights, ["y", "z"],
+                          tensor_types(model.graph.infos()))
+    added = {k: v for k, v in used.items() if k not in model.weights}
+    assert set(added) == {"conv1::w", "conv1::b", "conv2::w.1", "conv2::b.1"}  # folded twice
     assert all(np.array_equal(before[k], v) for k, v in model.weights.items())
     assert {a.dtype for a in added.values()} == {np.dtype(np.float32)}
-    assert [n.op for n in nodes] == ["FusedConv", "FusedConv"]
+    assert [n.op for n in nodes] == ["FusedConv", "Conv"]
+    # the folded nodes keep the convolutions' names and the replaced tensors' names
+    assert [(n.name, n.outputs) for n in nodes] == [("relu1", ("y",)), ("conv2", ("z",))]
 
 
 def test_a_non_constant_scale_or_shared_output_declines() -> None:
@@ -136,30 +142,26 @@ def test_a_non_constant_scale_or_shared_output_declines() -> None:
     extra = Node.make("peek", "Neg", ["c1"], ["p"])
     shared = Graph(graph.name, graph.inputs, graph.outputs + (f32("p", 1, 4, 6, 6),),
                    graph.nodes + (extra,), graph.values)
-    nodes, _, fired = fuse(shared.nodes, model.weights, frozenset({"y", "z", "p"}),
-                           {t.name: t.static_shape for t in shared.values})
+    nodes, _, fired = fuse(shared.nodes, model.weights, ["y", "z", "p"],
+                           tensor_types(shared.infos()))
     assert [n.op for n in nodes][:3] == ["Conv", "BatchNormalization", "Relu"]
-    assert fired == ["fold_scale", "fold_shift"]
+    assert fired == ["fold_scale", "fold_bias_first"]
 
 
 def test_rules_that_keep_firing_stop_with_an_error() -> None:
-    def forever(conv: Node, ctx) -> object:  # type: ignore[no-untyped-def]
-        from udo_build.runtime.fusion import Rewrite
-
-        relu = Node.make("r", "Relu", ["y"], ["y2"])
-        ctx.nodes.append(relu)
-        return Rewrite(conv, relu, {})
-
+    """A rule whose replacement matches it again (a Conv rebuilt as itself)."""
+    forever = Rule("forever", MIDDLE, Op("Conv", "x", "w", ...),
+                   WithSize("*", WithType("*", New("Conv", "x", "w", attrs=CopyAttrs("*")))))
     model = conv_bn_relu()
-    with pytest.raises(FusionError, match="forever"):
-        fuse(model.graph.nodes, model.weights, frozenset(), {},
-             [Rule("forever", ("Conv",), forever)])
+    with pytest.raises(RuleLoopError, match=r"forever \(\d+x\)"):
+        fuse(model.graph.nodes, model.weights, [], {}, [forever])
 
 
 def test_rules_are_named_values() -> None:
-    assert [r.name for r in RULES] == ["fold_batch_norm", "fold_scale", "fold_shift",
-                                       "fuse_add", "fuse_relu", "scale_batch_norm",
-                                       "shift_batch_norm"]
+    assert [r.name for r in RULES] == [
+        "fold_batch_norm", "fold_bias", "fold_bias_first", "fold_scale", "fold_scale_first",
+        "batch_norm_scale", "batch_norm_scale_first", "batch_norm_shift",
+        "batch_norm_shift_first", "fuse_add", "fuse_add_first", "fuse_relu"]
 
 
 def pre_activation() -> Model:
@@ -188,7 +190,7 @@ def test_constants_fold_then_feed_the_rules() -> None:
     plan = session.plan(("y",))
     assert [s.label.split()[0].split("::")[1] for s in plan.steps] == [
         "BatchNormalization", "Relu", "Conv"]
-    assert list(plan.rules) == ["scale_batch_norm", "shift_batch_norm"]
+    assert list(plan.rules) == ["batch_norm_scale", "batch_norm_shift"]
     assert {"s3", "t3"} <= set(plan.constants)
     want = reference(model, {"x": x}, ["y"])[0]
     np.testing.assert_allclose(session.run({"x": x})["y"], want, rtol=1e-5, atol=1e-5)

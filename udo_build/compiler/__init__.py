@@ -9,11 +9,12 @@ Modules, in pipeline order:
 
 - shapes.py   shape inference for input dimension overrides
 - lower.py    the model -> the HTP form (4-D bhwc, explicit transposes, requested outputs)
-- ir.py       the IR: immutable ops over SSA values in a graph with use lists
-- ops.py      the HTP op vocabulary, layout classes, tensor properties
-- rules.py    rules as data: patterns, constraints; replace.py replacements; tiling.py AUTOSPLIT
-- engine.py   the one driver: worklist to a fixed point, iteration cap, trace
-- layout_rules.py, fusion_rules.py   the default package's rules
+- ops.py      the HTP op vocabulary, layout classes, tensor properties, the `HTP` dialect of
+              the rewrite IR (udo_build.rewrite: the OpGraph, rules as data, replacements and
+              the one driver, shared with the float runtime and quantization)
+- tiling.py   AUTOSPLIT: the `AutoSplit` replacement and the typical slice
+- layout_rules.py, fusion_rules.py   the default package's rules (the folds are the shared
+              `udo_build.rewrite.fold` rules in the HTP vocabulary)
 - passes.py   constprop, cse, dce, and the pipeline of each level
 - select.py   implementation selection; memory.py VTCM planning
 - record.py   the record format (writer, checked reader, summary)
@@ -25,8 +26,8 @@ User rules come from op packages: `package.rule(Rule(...))` in a kernels module.
 
 from __future__ import annotations
 
+from ..rewrite.engine import RuleLoopError, Trace
 from .driver import COMPILER_VERSION, Compiled, CompileTarget, compile_bundle
-from .engine import RuleLoopError, Trace
 from .execute import IO, Runner
 from .layout_rules import elementwise
 from .record import EXTENSION, read_header, read_record, summary

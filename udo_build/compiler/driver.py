@@ -21,18 +21,20 @@ from typing import Any
 from ..errors import StepFailed, UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, TensorInfo
 from ..kernels.oppkg import OpPackage
+from ..rewrite.engine import RuleLoopError, Trace
+from ..rewrite.graph import OpGraph
+from ..rewrite.rules import Rule, qualify
 from ..soc.target import CompileTarget
-from .engine import RuleLoopError, Trace
 from .execute import IO, Runner
-from .ir import Graph
 from .lower import lower, resolve_outputs
 from .memory import MemoryPlan, plan_memory
 from .passes import Context, pipeline, run_passes
-from .rules import Rule, qualify
 from .select import Choice, choose
 from .shapes import infer
 
-COMPILER_VERSION = "udo-build htp compiler 1"
+# 2: float records fold batch norms as the runtime and quantization do (one rule definition:
+# weights w * float32(m), the folded op keeps the convolution's layer and names its constants)
+COMPILER_VERSION = "udo-build htp compiler 2"
 LEVELS = (1, 2, 3)
 PRECISIONS = ("int8", "fp16")
 
@@ -40,7 +42,7 @@ PRECISIONS = ("int8", "fp16")
 @dataclass
 class Compiled:
     target: CompileTarget
-    graph: Graph
+    graph: OpGraph
     io: IO
     choices: dict[int, Choice]
     memory: MemoryPlan
@@ -188,7 +190,7 @@ def input_shapes(model: Model, given: Mapping[str, Sequence[int]],
     return shapes, result.infos, notes
 
 
-def _integer_plan(graph: Graph, io: IO, packages: Mapping[str, OpPackage],
+def _integer_plan(graph: OpGraph, io: IO, packages: Mapping[str, OpPackage],
                   settings: Mapping[str, Any]) -> Any:
     """The integer path's plan of the prepared graph (which kernel runs each op)."""
     stand_ins = {op.package: _stand_in(op.package, graph) for op in graph.ops.values()
@@ -197,7 +199,7 @@ def _integer_plan(graph: Graph, io: IO, packages: Mapping[str, OpPackage],
     return runner.session.plan(tuple(dict.fromkeys(runner.values.values())))
 
 
-def _stand_in(name: str, graph: Graph) -> OpPackage:
+def _stand_in(name: str, graph: OpGraph) -> OpPackage:
     """A package whose kernels say they are not available (prepare never runs them)."""
     package = OpPackage(name)
     for op in sorted({o.op for o in graph.ops.values() if o.package == name}):

@@ -23,8 +23,8 @@ import numpy as np
 from ..ir.graph import DEFAULT_PACKAGE
 from ..kernels.default import DEFAULT
 from ..kernels.oppkg import OpPackage
+from ..rewrite.graph import NONE, Op, OpGraph
 from .expand import Expander, expand
-from .ir import NONE, Graph, Op
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class IO:
 
 
 class Runner:
-    def __init__(self, graph: Graph, io: IO, precision: str,
+    def __init__(self, graph: OpGraph, io: IO, precision: str,
                  packages: Mapping[str, OpPackage] | None = None,
                  settings: Mapping[str, Any] | None = None) -> None:
         self.graph = graph
@@ -66,7 +66,7 @@ class Runner:
                 for name, value in self.values.items()}
 
 
-def evaluate(graph: Graph, op: Op, packages: Mapping[str, OpPackage]
+def evaluate(graph: OpGraph, op: Op, packages: Mapping[str, OpPackage]
              ) -> Sequence[np.ndarray] | None:
     """The op's outputs on its constant inputs (None: a kernel that is not available)."""
     ex = Expander(graph)

@@ -24,7 +24,7 @@ import numpy as np
 from ..ir.encodings import Encoding
 from ..ir.graph import Graph as IrGraph
 from ..ir.graph import Model, Node, TensorInfo
-from .ir import BHWC, MODEL, NONE, Graph, Op, TType
+from ..rewrite.graph import BHWC, MODEL, NONE, Op, OpGraph, TType
 from .ops import ONNX_OF, TO_BHWC, TO_NCHW
 
 HTP_ATTRS = ("activation", "clip")
@@ -40,7 +40,7 @@ class Expanded:
 
 
 class Expander:
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: OpGraph) -> None:
         self.g = graph
         self.out = Expanded()
 
@@ -176,7 +176,7 @@ class Expander:
         self.node(f"op{op.id}.join", "Reshape", [b, s2], outs)
 
 
-def expand(graph: Graph, outputs: list[str]) -> tuple[Model, Expanded]:
+def expand(graph: OpGraph, outputs: list[str]) -> tuple[Model, Expanded]:
     """The prepared graph as a model of ONNX-vocabulary nodes (outputs: value names)."""
     ex = Expander(graph)
     inputs = [TensorInfo(graph.names[v], *_info(graph.types[v])) for v in graph.inputs]

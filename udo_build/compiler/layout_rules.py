@@ -17,29 +17,67 @@ Every rule that lets a value skip a move requires the same encodings on both sid
 move would otherwise requantize), and sinking a transpose needs it to have one use (so no
 transpose is ever added). A constant operand is permuted at prepare (int8: only per-tensor
 encoded ones).
+
+Replacements are values: `Transposed(value, perm)` moves a value through `transpose` (a
+constant is permuted now, two transposes compose, an identity permutation is no op). Only the
+binary and concat sinks replace through `Call`: they rebuild a variable number of operands, each
+by what it is (a constant permuted back, a transpose's input taken).
 """
 
 from __future__ import annotations
 
-from .ir import TType
-from .ops import BINARY, UNARY, compose, inverse, is_identity
-from .replace import Builder, Call, CopyAttrs, New, WithType
-from .rules import (
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..rewrite.graph import TType
+from ..rewrite.replace import (
+    Builder,
+    Call,
+    CopyAttrs,
+    InputsOf,
+    New,
+    OpOf,
+    WithSize,
+    WithType,
+    build,
+)
+from ..rewrite.rules import (
     EARLY,
     All,
     AttrOf,
     Check,
     Const,
     Eq,
+    Expr,
     Match,
     OneUse,
     Op,
     Rule,
     Shape,
 )
+from .ops import BINARY, UNARY, compose, inverse, is_identity
 
 TRANSPARENT = tuple(sorted(UNARY))
 AXIS_MOVERS = ("Softmax", "LogSoftmax", "ChannelShuffle")
+
+
+def transpose(b: Builder, vid: int, perm: Sequence[int]) -> int:
+    """vid transposed: a constant is permuted now, two transposes compose, an identity
+    permutation is no op."""
+    perm = tuple(perm)
+    if is_identity(perm):
+        return vid
+    graph = b.graph
+    if vid in graph.consts:
+        t = graph.types[vid]
+        return b.const(np.transpose(graph.consts[vid], perm), t.enc, t.dtype)
+    producer = graph.producer_of(vid)
+    if producer is not None and producer.op == "Transpose":
+        return transpose(b, producer.inputs[0], compose(producer.attr("perm"), perm))
+    return b.op("Transpose", [vid], attrs={"perm": list(perm)}).outputs[0]
 
 
 def same_enc(a: str, b: str) -> Check:
@@ -51,17 +89,31 @@ def _cancels(m: Match) -> bool:
     return is_identity(compose(m.attr("inner", "perm"), m.attr("*", "perm")))
 
 
-def _merged(m: Match, b: Builder) -> int:
-    return b.transpose(m.value("x"), compose(m.attr("inner", "perm"), m.attr("*", "perm")))
+@dataclass(frozen=True)
+class Transposed:
+    """A replacement's value transposed by `perm` (a list or an `Expr`) through `transpose`."""
+
+    value: Any
+    perm: Any
+
+    def build(self, m: Match, b: Builder) -> int | None:
+        values = build(self.value, m, b)
+        perm = self.perm(m) if isinstance(self.perm, Expr) else self.perm
+        return None if values is None else transpose(b, values[0], perm)
 
 
-def _sink_unary(m: Match, b: Builder) -> int:
-    perm = m.attr("t", "perm")
-    root = m.op("*")
-    ttype = m.type("*")
-    inner = b.op(root.op, [m.value("x"), *root.inputs[1:]],
-                 [ttype.permuted(inverse(perm))], root.kwargs)
-    return b.transpose(inner.outputs[0], perm)
+MERGED = Expr("the two permutations composed",
+              lambda m: compose(m.attr("inner", "perm"), m.attr("*", "perm")))
+T_PERM = AttrOf("t", "perm")
+AXIS_BEFORE = Expr("the axis before the transpose",
+                   lambda m: m.attr("t", "perm")[m.attr("*", "axis")])
+
+
+def _sunk(*inputs: Any, **attrs: Any) -> Transposed:
+    """The root op on the transpose's input x (sized as x, typed as the root), transposed
+    after it instead."""
+    inner = New(OpOf("*"), "x", *inputs, attrs=CopyAttrs("*", **attrs))
+    return Transposed(WithSize("x", WithType("*", inner)), T_PERM)
 
 
 def _scalar_extras(m: Match) -> bool:
@@ -96,22 +148,14 @@ def _binary_ok(m: Match) -> bool:
 def _sink_operands(m: Match, b: Builder, axis_attr: bool) -> int:
     root = m.op("*")
     perm = next(_perm_of(m, v) for v in root.inputs if v not in m.graph.consts)
-    inputs = [b.untranspose(v, perm) if v in m.graph.consts
+    inputs = [transpose(b, v, inverse(perm)) if v in m.graph.consts
               else m.graph.producer_of(v).inputs[0] for v in root.inputs]  # type: ignore
     attrs = root.kwargs
     if axis_attr:
         attrs["axis"] = perm[attrs["axis"]]
     ttype: TType = m.type("*").permuted(inverse(perm))
     inner = b.op(root.op, inputs, [ttype], attrs)
-    return b.transpose(inner.outputs[0], perm)
-
-
-def _sink_axis(m: Match, b: Builder) -> int:
-    perm = m.attr("t", "perm")
-    root = m.op("*")
-    attrs = {**root.kwargs, "axis": perm[root.attr("axis")]}
-    inner = b.op(root.op, [m.value("x")], [m.type("*").permuted(inverse(perm))], attrs)
-    return b.transpose(inner.outputs[0], perm)
+    return transpose(b, inner.outputs[0], perm)
 
 
 def _shuffle_axis(m: Match) -> int | None:
@@ -129,21 +173,8 @@ def _shuffle_axis(m: Match) -> int | None:
     return None
 
 
-def _shuffle(m: Match, b: Builder) -> int | None:
-    axis = _shuffle_axis(m)
-    if axis is None:
-        return None
-    groups = m.shape("r1")[axis]
-    return b.op("ChannelShuffle", [m.value("x")], [m.type("*")],
-                {"axis": axis, "groups": groups}).outputs[0]
-
-
-def _sink_custom(m: Match, b: Builder) -> int:
-    perm = m.attr("t", "perm")
-    root = m.op("*")
-    inner = b.op(root.op, [m.value("x")], [m.type("*").permuted(inverse(perm))], root.kwargs,
-                 package=root.package)
-    return b.transpose(inner.outputs[0], perm)
+SHUFFLE_AXIS = Expr("the shuffled axis", _shuffle_axis)
+SHUFFLE_GROUPS = Expr("the groups", lambda m: m.shape("r1")[_shuffle_axis(m)])  # type: ignore
 
 
 def elementwise(op: str) -> Rule:
@@ -155,18 +186,22 @@ def elementwise(op: str) -> Rule:
 
     The op then runs on the tensor in whatever layout the graph has there (bhwc)."""
     return Rule(f"sink_transpose_{op}", EARLY, Op(op, Op("Transpose", "x", name="t")),
-                Call(_sink_custom), OneUse("t"))
+                _sunk(), OneUse("t"))
 
 
 LAYOUT_RULES: tuple[Rule, ...] = (
     Rule("remove_identity", EARLY, Op("Identity", "x"), "x", same_enc("x", "*")),
     Rule("channel_shuffle", EARLY,
          Op("Reshape", Op("Transpose", Op("Reshape", "x", name="r1"), name="t")),
-         Call(_shuffle), All(same_enc("x", "*"), OneUse("r1"), OneUse("t"))),
+         WithType("*", New("ChannelShuffle", "x", attrs={"axis": SHUFFLE_AXIS,
+                                                         "groups": SHUFFLE_GROUPS})),
+         All(same_enc("x", "*"), OneUse("r1"), OneUse("t"),
+             Check("it splits one axis in two and swaps them", lambda m: _shuffle_axis(m)
+                   is not None))),
     Rule("cancel_transposes", EARLY, Op("Transpose", Op("Transpose", "x", name="inner")), "x",
          All(Check("the permutations cancel", _cancels), same_enc("x", "*"))),
     Rule("merge_transposes", EARLY, Op("Transpose", Op("Transpose", "x", name="inner")),
-         Call(_merged), same_enc("x", "*")),
+         Transposed("x", MERGED), same_enc("x", "*")),
     Rule("identity_transpose", EARLY, Op("Transpose", "x"), "x",
          All(Check("the permutation is the identity", lambda m: is_identity(
              m.attr("*", "perm"))), same_enc("x", "*"))),
@@ -176,7 +211,7 @@ LAYOUT_RULES: tuple[Rule, ...] = (
          WithType("*", New("Reshape", "x", attrs=CopyAttrs("*"))),
          All(same_enc("x", "inner"), same_enc("inner", "*"))),
     Rule("sink_transpose_unary", EARLY, Op(TRANSPARENT, Op("Transpose", "x", name="t"), ...),
-         Call(_sink_unary),
+         _sunk(InputsOf("*", start=1)),
          All(OneUse("t"), Check("extra inputs are one-element constants", _scalar_extras))),
     Rule("sink_transpose_binary", EARLY, Op(tuple(sorted(BINARY)), ...),
          Call(lambda m, b: _sink_operands(m, b, False)),
@@ -187,7 +222,7 @@ LAYOUT_RULES: tuple[Rule, ...] = (
          Check("every input is a one-use transpose by one permutation", lambda m: _binary_ok(m)
                and not any(v in m.graph.consts for v in m.op("*").inputs))),
     Rule("sink_transpose_axis", EARLY, Op(AXIS_MOVERS, Op("Transpose", "x", name="t")),
-         Call(_sink_axis), OneUse("t")),
+         _sunk(axis=AXIS_BEFORE), OneUse("t")),
 )
 
 __all__ = ["LAYOUT_RULES", "Const", "elementwise", "same_enc"]

@@ -25,15 +25,15 @@ from typing import Any
 from ..errors import UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo, needed_nodes
 from ..ir.qmodel import QuantizedModel
-from .ir import ANY, BHWC, MODEL, Graph, TType
-from .ops import AXIS_OPS, BINARY, SPATIAL, TO_BHWC, TO_NCHW, UNARY, backfill
+from ..rewrite.graph import ANY, BHWC, MODEL, OpGraph, TType
+from .ops import AXIS_OPS, BINARY, HTP, SPATIAL, TO_BHWC, TO_NCHW, UNARY, backfill
 
 RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 
 
 @dataclass
 class Lowered:
-    graph: Graph
+    graph: OpGraph
     outputs: dict[str, tuple[int, ...]]  # requested tensor -> its model shape
     inputs: dict[str, tuple[int, ...]]  # graph input -> its model shape
     notes: list[str] = field(default_factory=list)
@@ -76,7 +76,7 @@ class Lowerer:
         self.infos = infos
         self.q = qmodel
         self.requested = list(requested)
-        self.graph = Graph(model.graph.name)
+        self.graph = OpGraph(model.graph.name, HTP)
         self.vals: dict[str, int] = {}
         self.absorbed: dict[str, Node] = {}
         if qmodel is not None:

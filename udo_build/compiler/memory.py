@@ -24,7 +24,7 @@ from bisect import insort
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ir import BHWC, NONE, Graph
+from ..rewrite.graph import BHWC, NONE, OpGraph
 from .ops import crouton_bytes, props
 
 ALIGN = 2048
@@ -84,7 +84,7 @@ class _Arena:
         self.free = merged
 
 
-def plan_memory(graph: Graph, vtcm_bytes: int) -> MemoryPlan:
+def plan_memory(graph: OpGraph, vtcm_bytes: int) -> MemoryPlan:
     order = graph.order()
     plan = MemoryPlan(vtcm_bytes)
     last: dict[int, int] = {}
@@ -122,12 +122,12 @@ def plan_memory(graph: Graph, vtcm_bytes: int) -> MemoryPlan:
     return plan
 
 
-def _activations(graph: Graph, op: Any) -> list[int]:
+def _activations(graph: OpGraph, op: Any) -> list[int]:
     return [v for v in (*op.inputs, *op.outputs)
             if v != NONE and v not in graph.consts and v in graph.types]
 
 
-def _place(graph: Graph, plan: MemoryPlan, arena: _Arena, vid: int, tcm: bool,
+def _place(graph: OpGraph, plan: MemoryPlan, arena: _Arena, vid: int, tcm: bool,
            crouton: bool) -> None:
     t = graph.types[vid]
     size = crouton_bytes(t) if crouton else t.nbytes

@@ -19,13 +19,14 @@ in TCM; MODEL ops flat tensors in main memory.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..ir.graph import DEFAULT_PACKAGE
-from .ir import ANY, BHWC, MODEL, Op, TType
+from ..rewrite.graph import ANY, BHWC, MODEL, Dialect, Op, TType
 
 SPATIAL: dict[str, str] = {
     "Conv": "Conv2d", "MaxPool": "MaxPool2d", "AveragePool": "AvgPool2d",
@@ -97,16 +98,17 @@ def _pad(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-def out_shapes(op: str, shapes: Sequence[tuple[int, ...]], attrs: dict) -> list[tuple[int, ...]]:
+def out_shapes(op: str, shapes: Sequence[tuple[int, ...] | None],
+               attrs: Mapping[str, Any]) -> list[tuple[int, ...]]:
     """Output shapes of the ANY ops a rule may build (a ValueError for other ops: the rule must
     give the size, as WithSize does)."""
     if op == "Transpose":
-        return [tuple(shapes[0][p] for p in attrs["perm"])]
+        return [tuple(shapes[0][p] for p in attrs["perm"])]  # type: ignore[index]
     if op == "Reshape":
         return [tuple(int(d) for d in attrs["shape"])]
     if op == "Concat":
-        out = list(shapes[0])
-        out[attrs["axis"]] = sum(s[attrs["axis"]] for s in shapes)
+        out = list(shapes[0])  # type: ignore[arg-type]
+        out[attrs["axis"]] = sum(s[attrs["axis"]] for s in shapes)  # type: ignore[index]
         return [tuple(out)]
     if op == "Slice":
         return [tuple(e - s for s, e in zip(attrs["starts"], attrs["ends"], strict=True))]
@@ -124,3 +126,6 @@ def layout_of(op_name: str, package: str) -> str:
     if op_name in UNARY or op_name in BINARY or op_name in MOVES or op_name in AXIS_OPS:
         return ANY
     return MODEL
+
+
+HTP = Dialect("HTP", layout=layout_of, shapes=out_shapes)

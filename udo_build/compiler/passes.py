@@ -4,7 +4,7 @@ A pass is a named function (graph, context) -> (graph, changed). The pipeline is
 
     lower                      (lower.py, before the passes)
     constprop, cse, dce        cleanup
-    rules@2000 ...             one pass per rule priority, each to a fixed point (engine.py)
+    rules@2000 ...             one pass per rule priority, each to a fixed point (rewrite.engine)
       constprop, cse, dce      after each rule pass
     (selection, memory planning and the record follow, compile.py)
 
@@ -35,11 +35,11 @@ import numpy as np
 from ..ir.graph import DEFAULT_PACKAGE
 from ..kernels.default import DEFAULT
 from ..kernels.oppkg import Flags, OpPackage, OpPackageError
-from .engine import Trace, remove_dead, rewrite
-from .ir import NONE, Graph, Op
-from .rules import Rule
+from ..rewrite.engine import Trace, remove_dead, rewrite
+from ..rewrite.graph import NONE, Op, OpGraph
+from ..rewrite.rules import Rule
 
-PassFn = Callable[[Graph, "Context"], tuple[Graph, bool]]
+PassFn = Callable[[OpGraph, "Context"], tuple[OpGraph, bool]]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Context:
     is_const: dict[tuple[str, str], bool] = field(default_factory=dict)
 
 
-def _flags(op: Op, graph: Graph, packages: Mapping[str, OpPackage]) -> Flags | None:
+def _flags(op: Op, graph: OpGraph, packages: Mapping[str, OpPackage]) -> Flags | None:
     package = DEFAULT if op.package == DEFAULT_PACKAGE else packages.get(op.package)
     if package is None:
         return None
@@ -88,7 +88,7 @@ def _may_be_const(op: Op, ctx: Context) -> bool:
     return ctx.is_const[key]
 
 
-def constprop(graph: Graph, ctx: Context) -> tuple[Graph, bool]:
+def constprop(graph: OpGraph, ctx: Context) -> tuple[OpGraph, bool]:
     changed = False
     for stale in graph.order():
         op = graph.ops.get(stale.id)  # folding earlier ops rewired (or removed) it
@@ -117,7 +117,7 @@ def constprop(graph: Graph, ctx: Context) -> tuple[Graph, bool]:
     return graph, changed
 
 
-def _evaluate(graph: Graph, op: Op, packages: Mapping[str, OpPackage]) -> Any:
+def _evaluate(graph: OpGraph, op: Op, packages: Mapping[str, OpPackage]) -> Any:
     """The op on its constants; zeros stand in for the other inputs of an IS_CONST op."""
     from .execute import evaluate
 
@@ -132,7 +132,7 @@ def _evaluate(graph: Graph, op: Op, packages: Mapping[str, OpPackage]) -> Any:
             del graph.consts[vid]
 
 
-def cse(graph: Graph, ctx: Context) -> tuple[Graph, bool]:
+def cse(graph: OpGraph, ctx: Context) -> tuple[OpGraph, bool]:
     seen: dict[tuple[Any, ...], Op] = {}
     changed = False
     for stale in graph.order():
@@ -149,7 +149,7 @@ def cse(graph: Graph, ctx: Context) -> tuple[Graph, bool]:
     return graph, changed
 
 
-def dce(graph: Graph, ctx: Context) -> tuple[Graph, bool]:
+def dce(graph: OpGraph, ctx: Context) -> tuple[OpGraph, bool]:
     live = {v for _, v in graph.outputs}
     keep: set[int] = set()
     for op in reversed(graph.order()):
@@ -171,7 +171,7 @@ CLEANUP: tuple[Pass, ...] = (Pass("constprop", constprop), Pass("cse", cse), Pas
 def rule_pass(priority: int, rules: Sequence[Rule]) -> Pass:
     name = f"rules@{priority}"
 
-    def run(graph: Graph, ctx: Context) -> tuple[Graph, bool]:
+    def run(graph: OpGraph, ctx: Context) -> tuple[OpGraph, bool]:
         return graph, rewrite(graph, rules, ctx, ctx.trace, name)
     return Pass(name, run)
 
@@ -194,7 +194,7 @@ def pipeline(rules: Sequence[Rule], level: int) -> list[Pass]:
     return passes
 
 
-def run_passes(graph: Graph, passes: Sequence[Pass], ctx: Context) -> Graph:
+def run_passes(graph: OpGraph, passes: Sequence[Pass], ctx: Context) -> OpGraph:
     """Run the passes in order. A cleanup pass is skipped when the graph has not changed since
     it last ran (they are idempotent): a rule pass that rewrote nothing costs no cleanup."""
     ran_at: dict[str, int] = {}

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..canonical import canonical_json
 from ..errors import UserError
-from .ir import NONE, Graph, Op, TType, frozen_attrs
+from ..rewrite.graph import NONE, Op, OpGraph, TType, frozen_attrs
+from .ops import HTP
 
 MAGIC = b"UDOHTPR\x00"
 FORMAT = "udo-build/htp-record"
@@ -45,7 +46,7 @@ class Record:
     key: dict[str, Any]
     sizes: dict[str, Any]
     body: dict[str, Any]  # the payload's JSON
-    graph: Graph
+    graph: OpGraph
     size: int = 0  # bytes of the record file
 
     @property
@@ -67,7 +68,7 @@ class Record:
                       self.body.get("quantization") or {})
 
 
-def write_record(key: dict[str, Any], graph: Graph, body: dict[str, Any],
+def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
                  sizes: dict[str, Any]) -> bytes:
     """The record's bytes. `body` holds what else the payload says (choices, memory, log) by
     value id / op id of `graph`; they are renumbered with the graph."""
@@ -103,7 +104,7 @@ def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def _numbering(graph: Graph) -> tuple[list[Op], dict[int, int], dict[int, int]]:
+def _numbering(graph: OpGraph) -> tuple[list[Op], dict[int, int], dict[int, int]]:
     order = graph.order()
     values: dict[int, int] = {}
     for vid in graph.inputs:
@@ -117,7 +118,7 @@ def _numbering(graph: Graph) -> tuple[list[Op], dict[int, int], dict[int, int]]:
     return order, values, {op.id: i for i, op in enumerate(order)}
 
 
-def _payload(graph: Graph, body: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray]]:
+def _payload(graph: OpGraph, body: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray]]:
     """The payload's JSON and its constants (little-endian, C order), offsets relative to the
     first constant."""
     order, vnum, onum = _numbering(graph)
@@ -191,8 +192,8 @@ def read_record(data: bytes, file: str = "record") -> Record:
     return Record(header["key"], sizes, body, _graph(body, blob), len(data))
 
 
-def _graph(body: dict[str, Any], blob: memoryview) -> Graph:
-    g = Graph(body["name"])
+def _graph(body: dict[str, Any], blob: memoryview) -> OpGraph:
+    g = OpGraph(body["name"], HTP)
     for entry in body["values"]:
         vid = int(entry["id"]) + 1
         g.types[vid] = TType.from_json(entry)

@@ -22,7 +22,7 @@ from typing import Any
 from ..ir.graph import DEFAULT_PACKAGE
 from ..kernels.default import DEFAULT
 from ..kernels.oppkg import OpPackage, OpPackageError
-from .ir import NONE, Graph, Op
+from ..rewrite.graph import NONE, Op, OpGraph
 from .ops import ONNX_OF
 
 MOVES = ("Reshape", "Slice", "ChannelShuffle")
@@ -42,7 +42,7 @@ def kernel_name(op: Op) -> str:
     return ONNX_OF.get(op.op, op.op) if op.package == DEFAULT_PACKAGE else op.op
 
 
-def float_choice(op: Op, graph: Graph, packages: Mapping[str, OpPackage]) -> Choice:
+def float_choice(op: Op, graph: OpGraph, packages: Mapping[str, OpPackage]) -> Choice:
     if op.package == DEFAULT_PACKAGE and op.op in MOVES:
         return Choice(f"htp::{op.op}", "FREE", "move")
     package = DEFAULT if op.package == DEFAULT_PACKAGE else packages.get(op.package)
@@ -58,7 +58,7 @@ def float_choice(op: Op, graph: Graph, packages: Mapping[str, OpPackage]) -> Cho
     return Choice(f"{package.name}::{impl.describe()}", impl.cost.name, kind)
 
 
-def choose(graph: Graph, packages: Mapping[str, OpPackage],
+def choose(graph: OpGraph, packages: Mapping[str, OpPackage],
            qplan: Any = None) -> dict[int, Choice]:
     """The implementation of every op (qplan: the integer path's plan of the expanded graph)."""
     integer: dict[int, str] = {}
@@ -81,7 +81,7 @@ def choose(graph: Graph, packages: Mapping[str, OpPackage],
     return out
 
 
-def _integer_choice(op: Op, graph: Graph, label: str) -> Choice:
+def _integer_choice(op: Op, graph: OpGraph, label: str) -> Choice:
     from ..runtime.integer.registry import select
 
     types = [graph.types[v].dtype for v in op.inputs if v != NONE]

@@ -11,18 +11,35 @@ the order of BLAS sums.
 
 `typical_rows(op, graph, budget)` is the typical slice: the largest multiple of 8 rows (the
 crouton height; 4, 2, 1 when 8 rows do not fit) whose working set fits the budget.
+
+`AutoSplit(axis, rows)` is the replacement value (the vendor's AUTOSPLIT): the root op split along
+a bhwc axis into pieces of `rows` (an int or an `Expr`, e.g. the typical slice).
 """
 
 from __future__ import annotations
 
-from .ir import BHWC, Graph, Op, TType
+from dataclasses import dataclass
+from typing import Any
+
+from ..rewrite.graph import BHWC, Op, OpGraph, TType
+from ..rewrite.replace import Builder
+from ..rewrite.rules import Expr, Match
 from .ops import BINARY, UNARY, crouton_bytes
-from .replace import Builder
 
 PER_PIXEL = ("BatchNorm", "LRN")
 
 
-def splittable(op: Op, axis: int, graph: Graph) -> bool:
+@dataclass(frozen=True)
+class AutoSplit:
+    axis: int
+    rows: Any  # int or Expr
+
+    def build(self, m: Match, b: Builder) -> int | None:
+        rows = self.rows(m) if isinstance(self.rows, Expr) else self.rows
+        return None if not rows else split(b, m.op("*"), self.axis, int(rows))
+
+
+def splittable(op: Op, axis: int, graph: OpGraph) -> bool:
     if op.layout == BHWC:
         if axis == 0:
             return op.op not in ("InstanceNorm",)
@@ -32,7 +49,7 @@ def splittable(op: Op, axis: int, graph: Graph) -> bool:
     return op.layout == "any" and (op.op in UNARY or op.op in BINARY)
 
 
-def _window(op: Op, graph: Graph) -> tuple[int, int, int] | None:
+def _window(op: Op, graph: OpGraph) -> tuple[int, int, int] | None:
     """(kernel rows, stride, dilation) of a window op, None when it cannot split by rows."""
     if op.op == "Conv2d":
         kernel = graph.types[op.inputs[1]].shape[2:]
@@ -47,7 +64,7 @@ def _window(op: Op, graph: Graph) -> tuple[int, int, int] | None:
     return int(kernel[0]), int(strides[0]), int(dilations[0])
 
 
-def input_rows(op: Op, graph: Graph, lo: int, hi: int) -> tuple[int, int, int, int]:
+def input_rows(op: Op, graph: OpGraph, lo: int, hi: int) -> tuple[int, int, int, int]:
     """(first row, end row, pad above, pad below) of the data input that output rows
     [lo, hi) of a window op read."""
     k, s, d = _window(op, graph)  # type: ignore[misc]
@@ -58,7 +75,7 @@ def input_rows(op: Op, graph: Graph, lo: int, hi: int) -> tuple[int, int, int, i
     return max(start, 0), min(end, height), max(-start, 0), max(end - height, 0)
 
 
-def piece_bytes(op: Op, graph: Graph, axis: int, rows: int) -> int:
+def piece_bytes(op: Op, graph: OpGraph, axis: int, rows: int) -> int:
     """The working set of one piece of `rows` output rows (the first, the largest)."""
     out = graph.types[op.outputs[0]]
     total = crouton_bytes(out.with_shape(_sized(out.shape, axis, rows)))
@@ -75,7 +92,7 @@ def piece_bytes(op: Op, graph: Graph, axis: int, rows: int) -> int:
     return total
 
 
-def typical_rows(op: Op, graph: Graph, budget: int, axis: int = 1) -> int:
+def typical_rows(op: Op, graph: OpGraph, budget: int, axis: int = 1) -> int:
     """The largest multiple of 8 rows (else 4, 2, 1) whose piece fits the budget; when none
     does, the candidate with the smallest working set, if that is smaller than the whole op's
     (best effort); 0: splitting does not help."""

@@ -122,7 +122,7 @@ class OpPackage:
         self._params[op] = order
 
     def rule(self, rule: Any) -> Any:
-        """Register an optimization rule (a `udo_build.compiler.rules.Rule` value) that the
+        """Register an optimization rule (a `udo_build.rewrite.rules.Rule` value) that the
         graph compiler applies with the default package's rules; names are unique."""
         name = getattr(rule, "name", None)
         if not isinstance(name, str) or not name:

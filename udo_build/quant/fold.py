@@ -5,7 +5,8 @@ constants are computed once (constant folding), and batch norms and per-channel 
 constants fold into the convolution that feeds them (or into a batch norm), so that no encoding
 is spent on a tensor that the target never materializes. The result is a new Model in the ONNX
 op vocabulary (a folded convolution stays a Conv, with new weights and bias); its outputs equal
-the original's within float32 rounding.
+the original's within float32 rounding. The folds are the rules every vocabulary shares
+(`udo_build.rewrite.fold`), run by the one rewrite engine on the nodes in the model's layout.
 """
 
 from __future__ import annotations
@@ -17,37 +18,27 @@ import numpy as np
 
 from ..ir import Model, Node
 from ..kernels.default import DEFAULT
-from ..runtime.fusion import RULES, fold_constants, fuse
+from ..rewrite.fold import ONNX, fold_rules
+from ..rewrite.model import rewrite_nodes
+from ..runtime.float_session import tensor_types
+from ..runtime.fusion import fold_constants
 
-FOLDING_RULES = ("fold_batch_norm", "fold_scale", "fold_shift", "scale_batch_norm",
-                 "shift_batch_norm")
+FOLDING_RULES = fold_rules(ONNX)
 
 
-def prepare(model: Model) -> Model:
+def fold_for_quantization(model: Model) -> Model:
+    """The model with constants folded and affines folded into convolutions and batch norms."""
     graph = model.graph
     nodes, made = fold_constants(graph.nodes, model.weights, _evaluate)
     constants = {**model.weights, **made}
-    shapes = {name: info.static_shape for name, info in graph.infos().items()}
-    keep = frozenset(t.name for t in graph.outputs)
-    rules = [r for r in RULES if r.name in FOLDING_RULES]
-    nodes, added, _ = fuse(nodes, constants, keep, shapes, rules)
-    constants.update(added)
-    nodes = [_as_conv(n) for n in nodes]
-    used = {i for n in nodes for i in n.inputs if i} | keep
-    weights = {k: v for k, v in constants.items() if k in used}
+    keep = [t.name for t in graph.outputs]
+    nodes, used, _ = rewrite_nodes(nodes, constants, keep, tensor_types(graph.infos()),
+                                   FOLDING_RULES)
+    read = {i for n in nodes for i in n.inputs if i} | set(keep)
+    weights = {k: v for k, v in {**constants, **used}.items() if k in read}
     produced = {o for n in nodes for o in n.outputs}
     values = tuple(v for v in graph.values if v.name in produced)
     return Model(replace(graph, nodes=tuple(nodes), values=values), weights)
-
-
-def _as_conv(node: Node) -> Node:
-    """A folded convolution (FusedConv without activation or addend) is a Conv again."""
-    if node.op != "FusedConv":
-        return node
-    kwargs = dict(node.kwargs)
-    if kwargs.pop("activation", "") or (len(node.inputs) > 3 and node.inputs[3]):
-        raise AssertionError(f"quantization folding made a fused activation at {node.name}")
-    return Node.make(node.name, "Conv", node.inputs[:3], node.outputs, kwargs)
 
 
 def _evaluate(node: Node, inputs: list[Any]) -> tuple[np.ndarray, ...] | None:

@@ -1,4 +1,4 @@
-"""The quantization pipeline: prepare the float graph, calibrate it, choose every encoding.
+"""The quantization pipeline: fold the float graph, calibrate it, choose every encoding.
 
     qmodel = quantize_model(model, packages, feeds, settings)
 
@@ -25,7 +25,7 @@ from ..ir import Model, Node
 from ..ir.encodings import Encoding
 from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
 from .calibrate import calibrate
-from .fold import prepare
+from .fold import fold_for_quantization
 from .quantizers import activation_encoding, asymmetric, symmetric_weights
 from .stats import TensorStats
 
@@ -41,7 +41,7 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
                    feeds: Iterable[Mapping[str, np.ndarray]], settings: Mapping[str, Any],
                    overrides: Overrides | None = None) -> QuantizedModel:
     config = {**DEFAULTS, **settings}
-    prepared = prepare(model)
+    prepared = fold_for_quantization(model)
     stats: dict[str, TensorStats] = {}
     count = 0
     if not config["float_fallback"]:

@@ -9,7 +9,8 @@ node's implementation once (by package, op and input dtypes; the default package
 there, UDO packages come by name) and builds the execution plan of the graph outputs.
 
 An execution plan, as onnxruntime builds one at session creation, may differ from the graph
-without changing its results beyond float32 rounding (`udo_build.runtime.fusion`): default-package
+without changing its results beyond float32 rounding (`udo_build.runtime.fusion`, rules run by
+the one rewrite engine, `udo_build.rewrite`): default-package
 nodes on constants run once at load (constant folding); batch norms and per-channel Mul/Add by
 constants fold into the convolution that feeds them (or into a batch norm); a residual Add and a
 Relu that follow a convolution run in place on its output (one FusedConv step); nodes that no
@@ -47,6 +48,7 @@ from ..errors import StepFailed, UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
 from ..kernels.default import DEFAULT
 from ..kernels.oppkg import Flags, Impl, OpPackage, OpPackageError
+from ..rewrite.graph import UNKNOWN, TType
 from .fusion import fold_constants, fuse
 
 
@@ -147,12 +149,10 @@ class Session(LoadedModel[Plan]):
         self.plan(tuple(t.name for t in self.graph.outputs))
 
     def _build(self, outputs: tuple[str, ...]) -> Plan:
-        shapes = {name: info.static_shape for name, info in self._infos.items()}
-        shapes.update({name: tuple(w.shape) for name, w in self._weights.items()})
         nodes, folded = fold_constants(self.graph.nodes, self._weights, self._evaluate)
         constants = {**self._weights, **folded}
-        nodes, added, rules = fuse(nodes, constants, frozenset(outputs), shapes)
-        constants.update(added)
+        nodes, used, rules = fuse(nodes, constants, outputs, tensor_types(self._infos))
+        constants.update(used)
         needed = _needed(nodes, outputs)
         nodes = [n for n in nodes if any(o in needed for o in n.outputs)]
         last: dict[str, int] = {}
@@ -253,6 +253,15 @@ class Session(LoadedModel[Plan]):
 
     def _check_user_output(self, step: Step, name: str, value: Any) -> np.ndarray:
         return check_user_output(step, name, value, self._infos)
+
+
+def tensor_types(infos: Mapping[str, TensorInfo]) -> dict[str, TType]:
+    """The model's tensors as rewrite types (a shape not known statically is UNKNOWN)."""
+    types = {}
+    for name, info in infos.items():
+        shape = info.static_shape
+        types[name] = TType(UNKNOWN if shape is None else shape, info.dtype)
+    return types
 
 
 def check_user_output(step: Any, name: str, value: Any,

@@ -22,10 +22,10 @@ from ..actions import ActionContext, Produced, action_kind
 from .inputs import kernel_files
 
 
-@action_kind("prepare", version=1, params=CompileTarget.KEY_PARAMS)
+# version 2: COMPILER_VERSION 2 (the one rewrite engine's folds; every record names it)
+@action_kind("prepare", version=2, params=CompileTarget.KEY_PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
-    from ...compiler import compile_bundle
-    from ...compiler.engine import RuleLoopError
+    from ...compiler import RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
 
     bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")

@@ -1,13 +1,18 @@
-"""The compiler's IR: immutable op values in a graph of SSA tensor values.
+"""The rewrite IR: immutable op values in a graph of SSA tensor values.
 
 A value is an int id with a `TType` (shape, dtype, encodings); it is produced by one op, or is a
-graph input, or a constant (its array in `Graph.consts`). An `Op` is a frozen value: its op name
+graph input, or a constant (its array in `OpGraph.consts`). An `Op` is a frozen value: its op name
 and package, input and output value ids, attributes (sorted, frozen), its layout class, the
 model shapes of its tensors (for ops that run in the model's layout) and the model layer it comes
 from. `Op.key` is its structure without its id and outputs: equal keys compute equal values,
 which is what common sub-expression elimination merges.
 
-The `Graph` container is mutable (ops are added, uses replaced, dead ops removed) so that a rule
+An `OpGraph` speaks one op vocabulary, its `Dialect`: the layout class of each op and the output
+shapes of the ops a replacement may build without stating a size. The compiler's HTP form has
+one (`compiler/ops.py`); a graph in the model's own layout and vocabulary (`MODEL_DIALECT`, what
+the float runtime and quantization fold) knows no shapes and runs every op as it is.
+
+The `OpGraph` container is mutable (ops are added, uses replaced, dead ops removed) so that a rule
 rewrite costs what it touches, not the size of the graph; passes return (graph, changed).
 Every list the graph hands out is in a deterministic order (op ids are issued in creation order,
 and creation order is deterministic), so equal inputs give equal records.
@@ -18,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,10 +35,34 @@ from ..ir.graph import DEFAULT_PACKAGE, freeze, thaw
 NONE = -1  # an omitted optional input
 BIG = 64 << 10  # constants above this size are interned by identity
 
-# layout classes of an op (see ops.py)
+UNKNOWN = (-1,)  # the shape of a value whose shape (or rank) is not known statically
+
+# layout classes of an op (see compiler/ops.py)
 BHWC = "bhwc"  # data input 0 and output 0 are channel-last 4-D tensors
 ANY = "any"  # works on 4-D tensors whatever their axis order (elementwise, moves)
 MODEL = "model"  # runs in the model's layout and ranks (custom ops, everything else)
+
+Shapes = Sequence["tuple[int, ...] | None"]
+
+
+def _no_shapes(op: str, shapes: Shapes, attrs: Mapping[str, Any]) -> list[tuple[int, ...]]:
+    raise ValueError(f"the output shape of {op} cannot be inferred; give its size (WithSize)")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """An op vocabulary: `layout(op, package)` is an op's layout class, `shapes(op, input
+    shapes, attrs)` the output shapes of an op a replacement builds (a ValueError when unknown).
+    In a `named` dialect values are the model's named tensors: constants are not merged by
+    content, and a value a rewrite makes takes the name of the value whose place it takes."""
+
+    name: str
+    named: bool = False
+    layout: Callable[[str, str], str] = lambda op, package: ANY
+    shapes: Callable[[str, Shapes, Mapping[str, Any]], list[tuple[int, ...]]] = _no_shapes
+
+
+MODEL_DIALECT = Dialect("model", named=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +73,11 @@ class TType:
     shape: tuple[int, ...]
     dtype: str
     enc: tuple[Encoding, ...] = ()
+
+    @property
+    def static(self) -> bool:
+        """Whether every dim is known."""
+        return all(d >= 0 for d in self.shape)
 
     @property
     def size(self) -> int:
@@ -124,10 +158,11 @@ def array_key(array: np.ndarray) -> str:
 
 
 @dataclass
-class Graph:
+class OpGraph:
     """Values, ops and the use lists that let a rewrite touch only its neighbourhood."""
 
     name: str
+    dialect: Dialect = MODEL_DIALECT
     types: dict[int, TType] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
     consts: dict[int, np.ndarray] = field(default_factory=dict)
@@ -153,27 +188,43 @@ class Graph:
 
     def const(self, array: np.ndarray, name: str = "", enc: tuple[Encoding, ...] = (),
               dtype: str | None = None) -> int:
-        """A constant value; equal arrays (and encodings) share one value. Arrays over 64 KiB
-        (weights) are keyed by identity, not hashed: the same array is one value."""
+        """A constant value; equal arrays (and encodings) share one value (unless the dialect is
+        `named`). Arrays over 64 KiB (weights) are keyed by identity, not hashed: the same array
+        is one value."""
+        if self.dialect.named:  # the model's own array, as it is (a 0-d one stays 0-d)
+            return self._const_value(np.asarray(array), name, enc, dtype)
         array = np.ascontiguousarray(array)
         content = array_key(array) if array.nbytes <= BIG else f"id:{id(array)}"
         key = (content, tuple(enc))
         found = self._const_index.get(key)
         if found is not None and found in self.types:
             return found
+        vid = self._const_value(array, name, enc, dtype)
+        self._const_index[key] = vid
+        return vid
+
+    def _const_value(self, array: np.ndarray, name: str, enc: tuple[Encoding, ...],
+                     dtype: str | None) -> int:
         vid = self.value(TType(tuple(array.shape), dtype or array.dtype.name, tuple(enc)),
                          name or "const")
         view = array.view()  # holds the array (and so its id) while the value lives
         view.flags.writeable = False
         self.consts[vid] = view
-        self._const_index[key] = vid
         return vid
 
+    def rename(self, vid: int, name: str) -> None:
+        """The value takes the name of a value that was dropped (the caller makes sure)."""
+        self._taken.discard(self.names[vid])
+        self._taken.add(name)
+        self.names[vid] = name
+
     def _unique(self, name: str) -> str:
+        """The name, or the first free `name~2`, `name~3`... (in a named dialect, where a name
+        is never reused within a rewrite, the model's `name.1`, `name.2`...)."""
         candidate, n = name, 1
         while candidate in self._taken:
             n += 1
-            candidate = f"{name}~{n}"
+            candidate = f"{name}.{n - 1}" if self.dialect.named else f"{name}~{n}"
         self._taken.add(candidate)
         return candidate
 
@@ -244,7 +295,7 @@ class Graph:
         for table in (self.types, self.consts, self.users):
             table.pop(vid, None)  # type: ignore[attr-defined]
         name = self.names.pop(vid, None)
-        if name is not None:
+        if name is not None and not self.dialect.named:
             self._taken.discard(name)
 
     # -- queries --------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ir import NONE, Graph, Op
+from .graph import NONE, Op, OpGraph
 from .replace import Builder, build
 from .rules import Rule, match
 
@@ -53,6 +53,7 @@ class Trace:
     why: frozenset[str] = frozenset()
     events: bool = False  # also list every firing
     fired: Counter[tuple[str, str]] = field(default_factory=Counter)
+    firings: list[str] = field(default_factory=list)  # the rules that fired, in order
     misses: dict[str, list[str]] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
 
@@ -64,6 +65,7 @@ class Trace:
 
     def hit(self, pass_name: str, rule: Rule, op: Op) -> None:
         self.fired[(pass_name, rule.name)] += 1
+        self.firings.append(rule.name)
         if self.events:
             self.log.append(f"{pass_name}: {rule.name} at {op} ({op.origin})")
 
@@ -84,7 +86,7 @@ class Trace:
         return out + self.log
 
 
-def rewrite(graph: Graph, rules: Sequence[Rule], ctx: Any, trace: Trace,
+def rewrite(graph: OpGraph, rules: Sequence[Rule], ctx: Any, trace: Trace,
             pass_name: str = "rules", cap: int | None = None) -> bool:
     """Apply the rules to a fixed point; True when anything changed."""
     by_op: dict[str, list[Rule]] = {}
@@ -120,7 +122,7 @@ def rewrite(graph: Graph, rules: Sequence[Rule], ctx: Any, trace: Trace,
     return count > 0
 
 
-def _try(rule: Rule, op: Op, graph: Graph, ctx: Any, trace: Trace,
+def _try(rule: Rule, op: Op, graph: OpGraph, ctx: Any, trace: Trace,
          pass_name: str) -> list[int] | None:
     m, why = match(rule.match, op, graph, ctx)
     if m is None:
@@ -141,16 +143,23 @@ def _try(rule: Rule, op: Op, graph: Graph, ctx: Any, trace: Trace,
     return _commit(graph, op, values, builder.made)
 
 
-def _commit(graph: Graph, root: Op, values: Sequence[int], made: list[int]) -> list[int]:
+def _commit(graph: OpGraph, root: Op, values: Sequence[int], made: list[int]) -> list[int]:
     touched = list(made)
+    renames = []
     for old, new in zip(root.outputs, values, strict=False):
         if new != old:
             touched += graph.replace_uses(old, new)
+            renames.append((old, new, graph.names[old]))
     touched += remove_dead(graph, [root.id])
+    if graph.dialect.named:  # a made value takes the name of the tensor it replaces
+        fresh = {v for op_id in made if op_id in graph.ops for v in graph.ops[op_id].outputs}
+        for old, new, name in renames:
+            if new in fresh and old not in graph.types:
+                graph.rename(new, name)
     return touched
 
 
-def remove_dead(graph: Graph, start: Sequence[int]) -> list[int]:
+def remove_dead(graph: OpGraph, start: Sequence[int]) -> list[int]:
     """Remove the ops among `start` (and then their producers) whose outputs nothing uses;
     the ids of ops whose inputs lost a reader."""
     stack = list(start)
@@ -175,6 +184,6 @@ def remove_dead(graph: Graph, start: Sequence[int]) -> list[int]:
     return touched
 
 
-def _discard(graph: Graph, made: list[int]) -> None:
+def _discard(graph: OpGraph, made: list[int]) -> None:
     """Undo the ops a declining replacement already made."""
     remove_dead(graph, list(reversed(made)))

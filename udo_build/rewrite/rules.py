@@ -1,10 +1,10 @@
 """Optimization rules as data: a name, a priority, a match pattern, a constraint, a replacement.
 
     Rule("conv_relu", MIDDLE,
-         match=Op("Relu", Op("Conv2d", "x", Const("w"), ..., name="conv")),
+         match=Op("Relu", Op("Conv2d", ..., name="conv")),
          constraint=All(OneUse("conv"), Eq(AttrOf("conv", "activation", ""), "")),
-         replace=WithType("*", New("Conv2d", "x", "w", ..., attrs=CopyAttrs("conv",
-                                                                      activation="Relu"))))
+         replace=WithSize("*", WithType("*", New("Conv2d", InputsOf("conv"),
+                                                 attrs=CopyAttrs("conv", activation="Relu")))))
 
 Patterns (`Op`) name ops (a name, a tuple of alternatives, or "*" for any op) and their inputs:
 a string captures the input value (the same name twice must be the same value; "_" ignores
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import DEFAULT_PACKAGE
-from .ir import NONE, Graph, TType
-from .ir import Op as IrOp
+from .graph import NONE, OpGraph, TType
+from .graph import Op as IrOp
 
 EARLY, MIDDLE, LATE = 2000, 3000, 4000
 
@@ -92,7 +92,7 @@ def qualify(rule: Rule, package: str, own_ops: Sequence[str]) -> Rule:
 
 @dataclass
 class Match:
-    graph: Graph
+    graph: OpGraph
     ctx: Any  # the compile context (target facts) the constraints may read
     ops: dict[str, IrOp] = field(default_factory=dict)
     values: dict[str, int] = field(default_factory=dict)
@@ -120,7 +120,7 @@ class Match:
         return self.graph.uses(self.values[name])
 
 
-def match(pattern: Pat, op: IrOp, graph: Graph, ctx: Any) -> tuple[Match | None, str]:
+def match(pattern: Pat, op: IrOp, graph: OpGraph, ctx: Any) -> tuple[Match | None, str]:
     """(the match, "") or (None, why not)."""
     m = Match(graph, ctx)
     why = _match(pattern, op, m, "*")

@@ -4,17 +4,19 @@ A replacement is a value, evaluated against the match:
 
 - a capture name ("x"): that value (e.g. Identity(x) -> "x");
 - `New(op, *inputs, attrs=...)`: a new op; inputs are replacements again (captures, `New`,
-  `ConstScalar`, `GenShape`, None for an omitted input); attrs a dict whose values may be
-  `Expr`s, or `CopyAttrs("conv", **changes)`. Its output type is inferred for the ops whose
-  shapes the compiler knows (moves, elementwise); `WithSize("x", New(...))` takes the shape of a
-  capture and `WithType("x", New(...))` its dtype and encodings (the vendor's WITH_SIZE,
-  WITH_TYPE); an op whose shape cannot be inferred needs WithSize;
+  `ConstScalar`, `GenShape`, None for an omitted input, `InputsOf("conv")` for all the inputs of
+  a captured op); attrs a dict whose values may be `Expr`s, or `CopyAttrs("conv", **changes)`;
+  the op a name or `OpOf("add")` (the captured op's name and package). Its output type is
+  inferred for the ops whose shapes the graph's dialect knows (the compiler's moves and
+  elementwise ops); `WithSize("x", New(...))` takes the shape of a capture and `WithType("x",
+  New(...))` its dtype and encodings (the vendor's WITH_SIZE, WITH_TYPE); an op whose shape
+  cannot be inferred needs WithSize;
 - `ConstScalar(v, dtype)`: a 1x1x1x1 constant (gen_ConstScalar); `GenShape(*dims)`: an int64
   shape constant whose dims may be `Expr`s (gen_Shape);
-- `AutoSplit(axis, rows)`: the root op split along a bhwc axis into pieces of `rows` (an int or
-  an `Expr`, e.g. the largest multiple of 8 rows that fits VTCM: `typical_rows`), each reading
-  slices of its inputs, concatenated back (`tiling.py`);
-- `Call(fn)`: `fn(match, builder)` returns value ids, or None to decline (no exception).
+- a value with a `build(match, builder)` method (the folds of `fold.py`, the compiler's
+  `AutoSplit`): the value ids it returns, or None to decline;
+- `Call(fn)`: `fn(match, builder)` returns value ids, or None to decline (no exception): the
+  escape hatch for what no value type states.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import DEFAULT_PACKAGE
-from .ir import MODEL, NONE, Graph, Op, TType
-from .ops import compose, inverse, is_identity, layout_of, out_shapes
+from .graph import MODEL, NONE, Op, OpGraph, TType
 from .rules import Expr, Match
 
 
@@ -46,15 +47,32 @@ class CopyAttrs:
 
 
 @dataclass(frozen=True)
+class OpOf:
+    """As `New`'s op: the op (name and package) of a capture."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class InputsOf:
+    """Among `New`'s inputs: the inputs of a captured op from `start`, in order (exactly `count`
+    of them when it is given: cut, or padded with omitted inputs)."""
+
+    name: str
+    count: int = 0
+    start: int = 0
+
+
+@dataclass(frozen=True)
 class New:
-    op: str
+    op: str | OpOf
     inputs: tuple[Any, ...] = ()
     attrs: Any = None  # dict (values may be Expr) or CopyAttrs
     size: str | None = None
     type: str | None = None
     package: str = DEFAULT_PACKAGE
 
-    def __init__(self, op: str, *inputs: Any, attrs: Any = None, size: str | None = None,
+    def __init__(self, op: str | OpOf, *inputs: Any, attrs: Any = None, size: str | None = None,
                  type: str | None = None, package: str = DEFAULT_PACKAGE) -> None:  # noqa: A002
         for key, value in (("op", op), ("inputs", inputs), ("attrs", attrs), ("size", size),
                            ("type", type), ("package", package)):
@@ -86,12 +104,6 @@ class GenShape:
 
 
 @dataclass(frozen=True)
-class AutoSplit:
-    axis: int
-    rows: Any  # int or Expr
-
-
-@dataclass(frozen=True)
 class Call:
     fn: Callable[[Match, Builder], Any]
 
@@ -99,7 +111,7 @@ class Call:
 class Builder:
     """Makes ops and constants for a replacement; remembers what it made (the worklist)."""
 
-    def __init__(self, graph: Graph, origin: str) -> None:
+    def __init__(self, graph: OpGraph, origin: str) -> None:
         self.graph = graph
         self.origin = origin
         self.made: list[int] = []
@@ -109,43 +121,28 @@ class Builder:
 
     def op(self, name: str, inputs: Sequence[int], types: Sequence[TType] | None = None,
            attrs: Mapping[str, Any] | None = None, *, package: str = DEFAULT_PACKAGE,
-           layout: str | None = None, like: int | None = None) -> Op:
+           layout: str | None = None, like: int | None = None, origin: str | None = None) -> Op:
         """A new op; `types` default to the inferred shapes with the dtype and encodings of
         `like` (default: the first input)."""
         attrs = dict(attrs or {})
         if types is None:
             shapes = [self.graph.types[v].shape if v != NONE else None for v in inputs]
             base = self.graph.types[like if like is not None else inputs[0]]
-            types = [base.with_shape(s) for s in out_shapes(name, shapes, attrs)]
-        layout = layout or layout_of(name, package)
+            types = [base.with_shape(s)
+                     for s in self.graph.dialect.shapes(name, shapes, attrs)]
+        layout = layout or self.graph.dialect.layout(name, package)
         model: tuple[tuple[int, ...], ...] = ()
         if layout == MODEL:
             model = tuple(self.graph.types[v].shape if v != NONE else () for v in inputs) + \
                 tuple(t.shape for t in types)
         made = self.graph.add(name, inputs, list(types), attrs, package=package, layout=layout,
-                              model=model, origin=self.origin)
+                              model=model, origin=self.origin if origin is None else origin)
         self.made.append(made.id)
         return made
 
-    def const(self, array: np.ndarray, enc: tuple = (), dtype: str | None = None) -> int:
-        return self.graph.const(array, f"{self.origin}:const", enc, dtype)
-
-    def transpose(self, vid: int, perm: Sequence[int]) -> int:
-        """vid transposed: a constant is permuted now, two transposes compose, an identity
-        permutation is no op."""
-        perm = tuple(perm)
-        if is_identity(perm):
-            return vid
-        if vid in self.graph.consts:
-            t = self.graph.types[vid]
-            return self.const(np.transpose(self.graph.consts[vid], perm), t.enc, t.dtype)
-        producer = self.graph.producer_of(vid)
-        if producer is not None and producer.op == "Transpose":
-            return self.transpose(producer.inputs[0], compose(producer.attr("perm"), perm))
-        return self.op("Transpose", [vid], attrs={"perm": list(perm)}).outputs[0]
-
-    def untranspose(self, vid: int, perm: Sequence[int]) -> int:
-        return self.transpose(vid, inverse(perm))
+    def const(self, array: np.ndarray, enc: tuple = (), dtype: str | None = None,
+              name: str = "") -> int:
+        return self.graph.const(array, name or f"{self.origin}:const", enc, dtype)
 
 
 def build(repl: Any, m: Match, b: Builder) -> list[int] | None:
@@ -155,12 +152,11 @@ def build(repl: Any, m: Match, b: Builder) -> list[int] | None:
         if out is None:
             return None
         return [out] if isinstance(out, int) else list(out)
-    if isinstance(repl, AutoSplit):
-        from .tiling import split
-
-        rows = repl.rows(m) if isinstance(repl.rows, Expr) else repl.rows
-        out = None if not rows else split(b, m.op("*"), repl.axis, int(rows))
-        return None if out is None else [out]
+    if hasattr(repl, "build"):
+        out = repl.build(m, b)
+        if out is None:
+            return None
+        return [out] if isinstance(out, int) else list(out)
     return [_value(repl, m, b)]
 
 
@@ -182,17 +178,27 @@ def _value(repl: Any, m: Match, b: Builder) -> int:
 
 
 def _new(new: New, m: Match, b: Builder) -> int:
-    inputs = [_value(i, m, b) for i in new.inputs]
+    inputs: list[int] = []
+    for i in new.inputs:
+        if isinstance(i, InputsOf):
+            given = m.op(i.name).inputs[i.start:][:i.count or None]
+            inputs += [*given, *[NONE] * (i.count - len(given))]
+        else:
+            inputs.append(_value(i, m, b))
     attrs = _attrs(new.attrs, m)
+    op, package = new.op, new.package
+    if isinstance(op, OpOf):
+        op, package = m.op(op.name).op, m.op(op.name).package
     root = m.type("*")
     try:
         types = None if new.size is not None else [
-            b.type(inputs[0]).with_shape(s) for s in out_shapes(
-                new.op, [b.type(v).shape if v != NONE else None for v in inputs], attrs)]
+            b.type(inputs[0]).with_shape(s) for s in b.graph.dialect.shapes(
+                op, [b.type(v).shape if v != NONE else None for v in inputs], attrs)]
     except ValueError:
         if new.size is None:
-            raise RuleError(f"the replacement builds {new.op}, whose output size the compiler "
-                            "cannot infer: wrap it in WithSize(...)") from None
+            raise RuleError(f"the replacement builds {op}, whose output size the "
+                            f"{b.graph.dialect.name} dialect cannot infer: wrap it in "
+                            "WithSize(...)") from None
         types = None
     ttype = types[0] if types else root
     if new.size is not None:
@@ -200,7 +206,7 @@ def _new(new: New, m: Match, b: Builder) -> int:
     if new.type is not None:
         source = m.type(new.type)
         ttype = TType(ttype.shape, source.dtype, source.enc)
-    return b.op(new.op, inputs, [ttype], attrs, package=new.package).outputs[0]
+    return b.op(op, inputs, [ttype], attrs, package=package).outputs[0]
 
 
 def _attrs(spec: Any, m: Match) -> dict[str, Any]:
