@@ -151,6 +151,16 @@ def test_no_cycle_between_modules() -> None:
     assert _cycles(_edges()) == []
 
 
+def test_commands_do_not_import_each_other() -> None:
+    shared = {"udo_build.cli", "udo_build.cli.common", "udo_build.cli.reporter"}
+    wrong = sorted(f"{module} imports {target}" for module, targets in _edges().items()
+                   if module.startswith("udo_build.cli.") and module not in shared
+                   for target in targets
+                   if target.startswith("udo_build.cli") and target not in shared)
+    assert not wrong, "a command imports another (share it through cli/common.py):\n" + \
+        "\n".join(wrong)
+
+
 @pytest.mark.parametrize("graph, cycles", [
     ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
     ({"a": {"b"}, "b": {"a"}, "c": {"a"}}, [["a", "b"]]),

@@ -1,4 +1,5 @@
-"""What several commands share: the store and remote-cache options, and sizes for people.
+"""What several commands share: the store and remote-cache options, input dimensions, the
+devices of a fleet, and sizes for people.
 
 Not a command. It imports no other command module (only the reporter may be imported by it),
 so the commands never import each other.
@@ -7,7 +8,10 @@ so the commands never import each other.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
 
 if TYPE_CHECKING:
     from ..builder.settings import RemoteRequest, RemoteSummary
@@ -71,3 +75,65 @@ def human_size(size: int) -> str:
             return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def parse_dims(items: list[str]) -> dict[str, list[int]]:
+    dims: dict[str, list[int]] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            values = [int(v) for v in text.split(",")]
+        except ValueError:
+            values = []
+        if not sep or not name or not values or any(v < 1 for v in values):
+            raise UserError(f"--input-dims {item!r} is not NAME=D0,D1,... with positive sizes")
+        dims[name] = values
+    return dims
+
+
+def device_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--devices", metavar="SOC,SOC,...",
+                        help="device SoCs, by name (see the SoC table in README)")
+    parser.add_argument("--devices-file", metavar="FILE",
+                        help="a YAML or JSON list of SoC names or {name, arch, vtcm_mb}")
+
+
+def devices(args: argparse.Namespace, socs: dict[str, Any]) -> list[Any]:
+    from ..soc.compat import Device
+
+    entries: list[Any] = [d for d in (args.devices or "").split(",") if d.strip()]
+    if args.devices_file:
+        entries += _device_file(Path(args.devices_file))
+    if not entries:
+        raise UserError("no devices given", hint="pass --devices sm8550,sm8650 or "
+                                                 "--devices-file FILE")
+    out = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            try:
+                out.append(Device(str(entry["name"]), str(entry["arch"]),
+                                  float(entry["vtcm_mb"])))
+            except (KeyError, TypeError, ValueError):
+                raise UserError(f"device {entry!r} needs name, arch and vtcm_mb") from None
+            continue
+        soc = socs.get(str(entry).strip().lower())
+        if soc is None or soc.vtcm_mb is None:
+            known = ", ".join(n for n, s in socs.items() if s.vtcm_mb is not None)
+            raise UserError(f"'{entry}' is not a SoC with a known VTCM size",
+                            hint=f"known: {known}; or give {{name, arch, vtcm_mb}} in a "
+                                 "--devices-file")
+        out.append(Device(soc.name, soc.arch, soc.vtcm_mb))
+    return out
+
+
+def _device_file(path: Path) -> list[Any]:
+    from ..source import MAX_YAML_BYTES, decode_text, load_yaml, read_limited
+
+    data, _ = load_yaml(decode_text(read_limited(path, MAX_YAML_BYTES, "devices file"),
+                                    str(path)), str(path))
+    if isinstance(data, dict) and "devices" in data:
+        data = data["devices"]
+    if not isinstance(data, list):
+        raise UserError("a devices file is a list of SoC names or {name, arch, vtcm_mb}",
+                        file=path)
+    return data

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import Diagnostics, UserError, display_path
+from ..errors import Diagnostics, display_path
+from .common import parse_dims
 from .reporter import Reporter
 
 
@@ -17,20 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="override an input's dimensions, e.g. input=1,3,224,224")
     parser.add_argument("--out", metavar="BUNDLE", required=True,
                         help="the bundle to write (.udb)")
-
-
-def parse_dims(items: list[str]) -> dict[str, list[int]]:
-    dims: dict[str, list[int]] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        try:
-            values = [int(v) for v in text.split(",")]
-        except ValueError:
-            values = []
-        if not sep or not name or not values or any(v < 1 for v in values):
-            raise UserError(f"--input-dims {item!r} is not NAME=D0,D1,... with positive sizes")
-        dims[name] = values
-    return dims
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:

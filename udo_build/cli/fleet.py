@@ -1,14 +1,13 @@
 """`udo-build fleet RECIPE --devices ...`: for each device and run configuration, the record of
 the recipe it would load, or that it would fall back to preparing online, and why (every record
-it saw, with the reason it was rejected). The devices helpers serve `plan-records` too."""
+it saw, with the reason it was rejected). """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
+from .common import device_arguments, devices
 from .reporter import Reporter
 
 if TYPE_CHECKING:
@@ -18,54 +17,6 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("recipe", metavar="RECIPE", help="the recipe file (YAML)")
     device_arguments(parser)
-
-
-def device_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--devices", metavar="SOC,SOC,...",
-                        help="device SoCs, by name (see the SoC table in README)")
-    parser.add_argument("--devices-file", metavar="FILE",
-                        help="a YAML or JSON list of SoC names or {name, arch, vtcm_mb}")
-
-
-def devices(args: argparse.Namespace, socs: dict[str, Any]) -> list[Any]:
-    from ..soc.compat import Device
-
-    entries: list[Any] = [d for d in (args.devices or "").split(",") if d.strip()]
-    if args.devices_file:
-        entries += _device_file(Path(args.devices_file))
-    if not entries:
-        raise UserError("no devices given", hint="pass --devices sm8550,sm8650 or "
-                                                 "--devices-file FILE")
-    out = []
-    for entry in entries:
-        if isinstance(entry, dict):
-            try:
-                out.append(Device(str(entry["name"]), str(entry["arch"]),
-                                  float(entry["vtcm_mb"])))
-            except (KeyError, TypeError, ValueError):
-                raise UserError(f"device {entry!r} needs name, arch and vtcm_mb") from None
-            continue
-        soc = socs.get(str(entry).strip().lower())
-        if soc is None or soc.vtcm_mb is None:
-            known = ", ".join(n for n, s in socs.items() if s.vtcm_mb is not None)
-            raise UserError(f"'{entry}' is not a SoC with a known VTCM size",
-                            hint=f"known: {known}; or give {{name, arch, vtcm_mb}} in a "
-                                 "--devices-file")
-        out.append(Device(soc.name, soc.arch, soc.vtcm_mb))
-    return out
-
-
-def _device_file(path: Path) -> list[Any]:
-    from ..source import MAX_YAML_BYTES, decode_text, load_yaml, read_limited
-
-    data, _ = load_yaml(decode_text(read_limited(path, MAX_YAML_BYTES, "devices file"),
-                                    str(path)), str(path))
-    if isinstance(data, dict) and "devices" in data:
-        data = data["devices"]
-    if not isinstance(data, list):
-        raise UserError("a devices file is a list of SoC names or {name, arch, vtcm_mb}",
-                        file=path)
-    return data
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:

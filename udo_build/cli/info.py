@@ -1,5 +1,7 @@
 """`udo-build info BUNDLE`: what a bundle holds (layers, inputs, parameters, MACs, UDOs,
-cache records), like the vendor's dlc-info; `udo-build info RECORD`: one cache record."""
+cache records), like the vendor's dlc-info; `udo-build info RECORD`: one cache record (its row
+of the "Cache Info" table, its key, sizes, memory plan, the passes that ran and the rules that
+fired)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..ir.bundle import load_bundle
     from ..model.info import describe
-    from .prepare import is_record, show_record
-
     if is_record(args.bundle):
         return show_record(args.bundle, rep)
     info = describe(load_bundle(args.bundle))
@@ -42,6 +42,52 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                                  "dims", "outputs"],
                   [[r.get(k) for k in ("name", "identifier", "size", "level", "arch", "vtcm_mb",
                                         "dims", "outputs")] for r in info["records"]])
+    return 0
+
+
+COLUMNS = ("name", "identifier", "size", "level", "arch", "vtcm_mb", "dims", "outputs")
+
+
+def is_record(path: str) -> bool:
+    from ..compiler.record import MAGIC
+
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def show_record(path: str, rep: Reporter) -> int:
+    from ..compiler import read_record, summary
+    from ..source import read_limited
+
+    data = read_limited(path, 16 << 30, "cache record")
+    record = read_record(data, path)
+    row = summary({"key": record.key}, len(data))
+    body = record.body
+    if rep.mode == "json":
+        rep.emit({"ok": True, "record": row, "key": record.key, "sizes": record.sizes,
+                  "memory": body.get("memory"), "log": body.get("log"),
+                  "notes": body.get("notes", [])})
+        return 0
+    rep.heading(f"cache record {path}")
+    rep.table("Cache Info", ["name", "identifier", "size", "level", "arch", "VTCM MB", "dims",
+                             "outputs"], [[row[k] for k in COLUMNS]])
+    memory = body.get("memory") or {}
+    rep.facts([("precision", str(record.key.get("precision"))),
+               ("compiler", str(record.key.get("compiler"))),
+               ("ops", str(record.sizes.get("ops"))),
+               ("constants", f"{record.sizes.get('constant_bytes', 0):,} bytes"),
+               ("peak VTCM", f"{memory.get('peak_vtcm_bytes', 0):,} bytes"),
+               ("tensors in TCM / DDR", f"{memory.get('tcm_tensors')} / "
+                                        f"{memory.get('ddr_tensors')}")])
+    rules = (body.get("log") or {}).get("rules", [])
+    if rules:
+        rep.table("rules fired", ["pass", "rule", "count"],
+                  [[r["pass"], r["rule"], r["count"]] for r in rules])
+    for note in body.get("notes", []):
+        rep.note(note)
     return 0
 
 

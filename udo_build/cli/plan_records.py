@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from .fleet import device_arguments, devices
+from .common import device_arguments, devices
 from .reporter import Reporter
 
 

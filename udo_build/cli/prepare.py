@@ -1,9 +1,4 @@
-"""Cache records on the command line.
-
-`udo-build info RECORD` (info.py hands records here): the record's row of the "Cache Info"
-table, its key, sizes, memory plan, the passes that ran and the rules that fired.
-
-`udo-build prepare BUNDLE --soc S | --arch A --vtcm-mb N [--level L] [--input-dims NAME=D,...]
+"""`udo-build prepare BUNDLE --soc S | --arch A --vtcm-mb N [--level L] [--input-dims NAME=D,...]
 [--outputs default|layers=a,b|tensors=x,y] [--precision int8|fp16] [--kernels FILE ...]
 --out RECORD [--trace] [--why RULE ...]`: prepares one record without a recipe. `--trace`
 prints which rules fired in which pass and how often; `--why RULE` also says, for each op the
@@ -22,52 +17,6 @@ from .reporter import Reporter
 
 if TYPE_CHECKING:
     from ..soc.table import Soc
-
-COLUMNS = ("name", "identifier", "size", "level", "arch", "vtcm_mb", "dims", "outputs")
-
-
-def is_record(path: str) -> bool:
-    from ..compiler.record import MAGIC
-
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(MAGIC)) == MAGIC
-    except OSError:
-        return False
-
-
-def show_record(path: str, rep: Reporter) -> int:
-    from ..compiler import read_record, summary
-    from ..source import read_limited
-
-    data = read_limited(path, 16 << 30, "cache record")
-    record = read_record(data, path)
-    row = summary({"key": record.key}, len(data))
-    body = record.body
-    if rep.mode == "json":
-        rep.emit({"ok": True, "record": row, "key": record.key, "sizes": record.sizes,
-                  "memory": body.get("memory"), "log": body.get("log"),
-                  "notes": body.get("notes", [])})
-        return 0
-    rep.heading(f"cache record {path}")
-    rep.table("Cache Info", ["name", "identifier", "size", "level", "arch", "VTCM MB", "dims",
-                             "outputs"], [[row[k] for k in COLUMNS]])
-    memory = body.get("memory") or {}
-    rep.facts([("precision", str(record.key.get("precision"))),
-               ("compiler", str(record.key.get("compiler"))),
-               ("ops", str(record.sizes.get("ops"))),
-               ("constants", f"{record.sizes.get('constant_bytes', 0):,} bytes"),
-               ("peak VTCM", f"{memory.get('peak_vtcm_bytes', 0):,} bytes"),
-               ("tensors in TCM / DDR", f"{memory.get('tcm_tensors')} / "
-                                        f"{memory.get('ddr_tensors')}")])
-    rules = (body.get("log") or {}).get("rules", [])
-    if rules:
-        rep.table("rules fired", ["pass", "rule", "count"],
-                  [[r["pass"], r["rule"], r["count"]] for r in rules])
-    for note in body.get("notes", []):
-        rep.note(note)
-    return 0
-
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("bundle", metavar="BUNDLE", help="a bundle (.udb)")
@@ -102,7 +51,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..ir.bundle import load_bundle
     from ..kernels.load import packages_for
     from ..recipe.model import Dims, Outputs, RecordTarget
-    from .convert import parse_dims
+    from .common import parse_dims
 
     soc = _soc(args)
     bundle = load_bundle(args.bundle)
