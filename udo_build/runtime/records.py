@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..soc.compat import Device, Prepared, choose
 from ..soc.target import CompileTarget
 from .metrics import RunCheck
+
+if TYPE_CHECKING:  # the compatibility rules load when a record is chosen, not when a recipe
+    from ..soc.compat import Device, Prepared  # is planned (a no-op build)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class RunSettings:
 
     @property
     def device(self) -> Device:
+        from ..soc.compat import Device
+
         return Device(str(self.soc), self.target.arch, self.target.vtcm_mb)
 
     @property
@@ -86,6 +90,8 @@ def choose_record(meta: Mapping[str, Any], settings: RunSettings,
                   native: Mapping[str, Any]) -> RecordChoice:
     """The record of the bundle (by its meta) that serves the run, or why none does. `native`:
     the model's own input dimensions, which a run without input_dimensions has."""
+    from ..soc.compat import Prepared, choose
+
     rows = meta.get("records") or []
     records = [_prepared(row) for row in rows]
     want = Prepared.of(settings.target, dict(native))
@@ -96,6 +102,8 @@ def choose_record(meta: Mapping[str, Any], settings: RunSettings,
 
 def _prepared(row: Mapping[str, Any]) -> Prepared:
     """What a record row of the bundle's meta says its record was prepared for."""
+    from ..soc.compat import Prepared
+
     return Prepared(row["arch"], row["vtcm_mb"], row.get("input_dimensions") or {},
                     row.get("output_request", "default"), row["part"], row.get("precision", ""))
 
