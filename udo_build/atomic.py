@@ -6,6 +6,9 @@ bytes that arrive in pieces (a download), `link_atomic` for a hard link. Tempora
 named `.tmp-*`; a crash leaves at most such a file, which `store verify` and `store gc` remove.
 A file is created no more permissive than its final mode: a private key (0600) is never
 readable by others, not even while it is written.
+An OSError from here names the file being written (not its temporary sibling, and also when
+the call that failed names none, as a write or fsync on a full disk), so that the user is told
+which path is full, read-only or not theirs (see `errors.environment_problem`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import TracebackType
+
+from .errors import with_path
 
 TMP_PREFIX = ".tmp-"
 READ_ONLY = 0o444
@@ -32,14 +37,18 @@ class AtomicFile:
     umask). `abort` (or leaving a `with` block by an exception) leaves nothing behind."""
 
     def __init__(self, path: Path, *, mode: int | None = READ_ONLY, durable: bool = True) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.mode = mode
         self.durable = durable
         self.tmp = tmp_sibling(path)
         self.size = 0  # bytes written so far
         create = 0o644 if mode is None else 0o644 & mode
-        self._fd: int | None = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, create)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd: int | None = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                           create)
+        except OSError as exc:
+            raise _named(exc, path) from None
 
     def fileno(self) -> int:
         if self._fd is None:
@@ -49,8 +58,11 @@ class AtomicFile:
     def write(self, data: bytes | memoryview) -> int:
         view = memoryview(data)
         count = view.nbytes
-        while view:
-            view = view[os.write(self.fileno(), view):]
+        try:
+            while view:
+                view = view[os.write(self.fileno(), view):]
+        except OSError as exc:
+            raise with_path(exc, self.path) from None
         self.size += count
         return count
 
@@ -64,6 +76,9 @@ class AtomicFile:
             if self.mode is not None:
                 os.chmod(self.tmp, self.mode)
             os.replace(self.tmp, self.path)
+        except OSError as exc:
+            self.abort()
+            raise _named(exc, self.path) from None
         except BaseException:
             self.abort()
             raise
@@ -92,6 +107,13 @@ def write_atomic(path: Path, data: bytes, *, readonly: bool = True, durable: boo
     final = mode if mode is not None else READ_ONLY if readonly else None
     with AtomicFile(path, mode=final, durable=durable) as out:
         out.write(data)
+
+
+def _named(exc: OSError, path: Path) -> OSError:
+    """`exc` naming `path` when it names a temporary sibling of it (or nothing)."""
+    if exc.filename is not None and not is_tmp(Path(os.fsdecode(exc.filename))):
+        return exc
+    return with_path(OSError(exc.errno, exc.strerror), path)
 
 
 def link_atomic(source: Path, path: Path) -> bool:

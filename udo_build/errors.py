@@ -4,11 +4,14 @@ Every problem a user can fix is a `Problem`: where (file, line, column), which f
 `prepare.matrix.soc[2]`), what is wrong, and what would be right. A `UserError` carries one or more
 problems; warnings are problems too, collected by a `Diagnostics` sink instead of raised.
 
-Exit codes: 2 for user errors, 1 for a failed build step, 3 for a bug of udo-build.
+Exit codes: 2 for user errors, 1 for a failed build step, 3 for a bug of udo-build. The machine's
+own faults (a full disk, a read-only file system, a folder the user may not write) are the
+user's to fix, not bugs: `environment_problem` turns them into a problem naming the path.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -168,3 +171,32 @@ def capped(problems: list[Problem], what: str, limit: int = MAX_PROBLEMS) -> lis
 
 def _order(p: Problem) -> tuple[str, int, int]:
     return (p.file or "", p.line or 0, p.column or 0)
+
+
+# -- faults of the machine, not of udo-build -----------------------------------------------------
+
+_WHERE = "or use a folder elsewhere (--store DIR, --out DIR)"
+ENVIRONMENT_FAULTS = {
+    errno.ENOSPC: ("no space left on device", f"free some space on that file system, {_WHERE}"),
+    errno.EDQUOT: ("disk quota exceeded", f"free some of your files there, {_WHERE}"),
+    errno.EROFS: ("the file system is read-only", f"mount it writable, {_WHERE}"),
+    errno.EACCES: ("permission denied", f"make it writable for this user, {_WHERE}"),
+    errno.EPERM: ("operation not permitted", f"make it writable for this user, {_WHERE}"),
+}
+
+
+def environment_problem(exc: BaseException) -> Problem | None:
+    """The problem an OSError of the machine (full, read-only, not the user's to write) is, with
+    the path it names and what to do; None for any other error (that one is ours)."""
+    if not isinstance(exc, OSError) or exc.errno not in ENVIRONMENT_FAULTS:
+        return None
+    message, hint = ENVIRONMENT_FAULTS[exc.errno]
+    path = exc.filename if isinstance(exc.filename, (str, os.PathLike)) else None
+    return Problem(message, None if path is None else os.fspath(path), hint=hint)
+
+
+def with_path(exc: OSError, path: str | os.PathLike[str]) -> OSError:
+    """The same OSError naming `path` (os.write and fsync name no file)."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, os.fspath(path))

@@ -334,7 +334,8 @@ def test_an_unresponsive_server_costs_a_few_short_timeouts(shared: Warm, tmp_pat
         summary, err = build(other)
         seconds = time.perf_counter() - started
     assert summary["executed"] == 8 and summary["remote"]["disabled"]
-    assert err.count("remote cache unreachable") == 1 and "timed out" in err
+    assert err.count("warning:") == 1 and "remote cache: reads failed" in err
+    assert "stalled: no answer" in err or "timed out" in err
     assert seconds < 3.0
 
 
@@ -348,6 +349,8 @@ def test_the_client_retries_then_opens_its_circuit_breaker() -> None:
     with pytest.raises(Unavailable):
         http.head("cas", "ab" * 32)
     assert time.perf_counter() - started < 0.01 and http.errors == 3
+    with pytest.raises(Unavailable):  # unreachable: uploads too
+        http.put("cas", "ab" * 32, b"x")
 
 
 def test_a_refusal_is_not_a_failure_of_the_server(nginx_server: Nginx) -> None:

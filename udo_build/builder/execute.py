@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..errors import StepFailed, UserError
+from ..errors import StepFailed, UserError, environment_problem
 from ..store import ActionResult, Output, Store
 from ..store.ac import now
 from .actions import ActionContext, MissingInput, Produced, Tree, get_kind, load_kinds
@@ -44,8 +44,20 @@ def _store(root: str) -> Store:
 def execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
             sources: dict[str, str], blobs: dict[str, tuple[str, str]],
             description: str) -> tuple[dict[str, Any], bool]:
-    """(result as JSON, whether this call executed it). Raises UserError, StepFailed or
-    InternalActionError."""
+    """(result as JSON, whether this call executed it). Raises UserError, StepFailed (also for
+    a fault of the machine: a full disk, a read-only store) or InternalActionError."""
+    try:
+        return _execute(store_root, kind_name, key, params, sources, blobs, description)
+    except OSError as exc:
+        fault = environment_problem(exc)
+        if fault is None:
+            raise
+        raise StepFailed(kind_name, str(fault)) from None
+
+
+def _execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
+             sources: dict[str, str], blobs: dict[str, tuple[str, str]],
+             description: str) -> tuple[dict[str, Any], bool]:
     load_kinds()
     store = _store(store_root)
     kind = get_kind(kind_name)
@@ -67,6 +79,8 @@ def execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
         except (UserError, StepFailed, MissingInput):
             raise
         except Exception as exc:
+            if environment_problem(exc) is not None:
+                raise  # the machine's fault: see execute
             raise InternalActionError(kind_name, f"{type(exc).__name__}: {exc}",
                                       traceback.format_exc()) from None
         finally:

@@ -241,6 +241,9 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
         with store.build_lock():
             recipe, states, out = _build(store, request, events)
             store.finish(count=not request.dry_run)
+        note = store.unrecorded()  # a read-only or full store: what it could not keep
+        if note is not None:
+            events.warning(note)
         seconds = time.perf_counter() - started
         remote = remote_summary(store)
     return BuildReport(recipe.name, recipe.path, store.root, None if request.dry_run else out,
@@ -262,7 +265,8 @@ def _build(store: Store, request: BuildRequest,
     states = run_plan(store, selected, options, events)
     out = Path(request.out) if request.out else Path("out") / recipe.name
     if not request.dry_run:
-        save_history(store, recipe.path, recipe.name, states, list(full.actions))
+        with store.recording("the build's history"):
+            save_history(store, recipe.path, recipe.name, states, list(full.actions))
         results = [(s.result, s.action.published(s.result)) for s in states.values()
                    if s.result is not None]
         if results or (out / MANIFEST).exists():

@@ -6,9 +6,11 @@
     signing_key = "~/.config/udo-build/signing-key"   # relative: to the config file's folder
     trusted_keys = ["ci-1:Zm9v..."]                   # whose entries to accept
     connect_timeout = 2.0          # seconds
-    read_timeout = 5.0             # seconds, each read
+    read_timeout = 5.0             # seconds, each read; and the window of min_rate
+    min_rate = 32768               # bytes per second a transfer keeps up, or it is dropped
+    budget = 10.0                  # seconds of failed requests per build, then it is dropped
     retries = 2                    # more attempts of a failed request
-    max_failures = 3               # failed attempts in a row that disable the remote
+    max_failures = 3               # failed attempts in a row that disable reads (or uploads)
 
 An option beats the environment (UDO_BUILD_REMOTE, UDO_BUILD_REMOTE_UPLOAD,
 UDO_BUILD_SIGNING_KEY, UDO_BUILD_TRUSTED_KEYS), which beats the project's file, which beats the
@@ -40,6 +42,7 @@ ENV_SIGNING_KEY = "UDO_BUILD_SIGNING_KEY"
 ENV_TRUSTED = "UDO_BUILD_TRUSTED_KEYS"
 
 NUMBERS = {"connect_timeout": (float, 0.05, 120.0), "read_timeout": (float, 0.05, 600.0),
+           "min_rate": (int, 1, 1 << 40), "budget": (float, 0.1, 86400.0),
            "retries": (int, 0, 10), "max_failures": (int, 1, 1000)}
 KEYS = ("url", "upload", "signing_key", "trusted_keys", *NUMBERS)
 
@@ -51,6 +54,8 @@ class RemoteSettings(NamedTuple):  # a NamedTuple: cheaper to define than a data
     trusted_keys: tuple[tuple[str, str], ...] = ()  # (key line, where it was given)
     connect_timeout: float = 2.0
     read_timeout: float = 5.0
+    min_rate: int = 32 * 1024
+    budget: float = 10.0
     retries: int = 2
     max_failures: int = 3
     files: tuple[str, ...] = ()  # the config files read
@@ -82,7 +87,7 @@ class RemoteSummary(NamedTuple):
     entries_uploaded: int
     rejected: dict[str, int]
     errors: int
-    disabled: bool
+    disabled: str | None  # why reads were disabled
     uploading: bool
     warnings: tuple[str, ...]
 
@@ -245,7 +250,8 @@ def open_remote(store: Store, start: Path, request: RemoteRequest, warn: Warn, *
     from ..store.trust import trusted_set
 
     options = RemoteOptions(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
-                            retries=cfg.retries, max_failures=cfg.max_failures)
+                            retries=cfg.retries, max_failures=cfg.max_failures,
+                            min_rate=cfg.min_rate, budget=cfg.budget)
     try:
         http = HttpCache(cfg.url, options)
     except ValueError as exc:

@@ -1,7 +1,8 @@
 """The command line: `main(argv) -> exit code`, one module per subcommand.
 
 Exit codes: 0 success, 1 a build step failed, 2 a user error (bad recipe, config, model or
-arguments), 3 a bug of udo-build (traceback only with --debug), 130 interrupted.
+arguments, or a fault of the machine outside a step: a full disk, a read-only or unwritable
+store or output folder), 3 a bug of udo-build (traceback only with --debug), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..errors import (
     Problem,
     StepFailed,
     UserError,
+    environment_problem,
 )
 from .reporter import Reporter, choose_mode
 
@@ -157,14 +159,26 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # a bug of udo-build: say so, and how to report it
-        print(f"udo-build failed: internal error: {type(exc).__name__}: {exc}", file=err)
-        if args.debug:
-            traceback.print_exc(file=err)
-        else:
-            print("this is a bug of udo-build, not of your input; rerun with --debug for the "
-                  "traceback and report it", file=err)
-        return EXIT_INTERNAL
+    except OSError as exc:
+        fault = environment_problem(exc)
+        if fault is None:
+            return _internal(exc, args.debug, err)
+        rep.error(fault)
+        rep.emit({"ok": False, "errors": [fault.to_json()]})
+        return EXIT_USER_ERROR
+    except Exception as exc:
+        return _internal(exc, args.debug, err)
+
+
+def _internal(exc: Exception, debug: bool, err: IO[str]) -> int:
+    """A bug of udo-build: say so, and how to report it."""
+    print(f"udo-build failed: internal error: {type(exc).__name__}: {exc}", file=err)
+    if debug:
+        traceback.print_exc(file=err)
+    else:
+        print("this is a bug of udo-build, not of your input; rerun with --debug for the "
+              "traceback and report it", file=err)
+    return EXIT_INTERNAL
 
 
 def run() -> None:

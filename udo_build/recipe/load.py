@@ -6,6 +6,7 @@ Every problem found is reported at once, each with file, line, column and field 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -82,10 +83,11 @@ def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
     try:
         doc = json.loads(memo.read_bytes())
         found = doc["data"], Positions.from_json(file, doc["positions"])
-        os.utime(memo)  # last use, for gc
-        return found
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    with contextlib.suppress(OSError):  # a read-only store: the memo serves, unmarked
+        os.utime(memo)  # last use, for gc
+    return found
 
 
 def _remember(memo: Path, data: Any, positions: Positions) -> None:
@@ -95,7 +97,8 @@ def _remember(memo: Path, data: Any, positions: Positions) -> None:
         text = json.dumps({"data": data, "positions": positions.to_json()}, allow_nan=False)
     except (TypeError, ValueError):  # a value JSON cannot hold: just parse it next time
         return
-    write_atomic(memo, text.encode(), readonly=False, durable=False)
+    with contextlib.suppress(OSError):  # a memo only: a full or read-only store goes without
+        write_atomic(memo, text.encode(), readonly=False, durable=False)
 
 
 def _check_version(data: Any, positions: Positions) -> None:

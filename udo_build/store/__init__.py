@@ -12,17 +12,24 @@ Layout of a store folder (default `./store`, or `--store DIR`, or `UDO_BUILD_STO
     filecache.sqlite      digests of source files by (path, device, inode, size, mtime)
     stats.json            cache counters of the builds on this store (`store stats`)
 
+A store the build cannot write (a read-only file system, a full one, another user's store) still
+serves a build whose actions are all cached: what only keeps records (`stats.json`, the build's
+history, the digest cache) is skipped through `recording`, and `unrecorded` says what in one
+note. An action that must run there fails, naming the path and what to do.
+
 A store may have a remote tier (`attach_remote`, see `remote`): after a local miss (`lookup`),
 `fetch` asks the remote, and `publish` uploads what a build made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UserError
+from ..errors import Problem, UserError, environment_problem
 from .ac import ActionCache, ActionResult, Output
 from .cas import BlobRef, Cas
 from .counters import Counters, save_counters
@@ -54,6 +61,7 @@ class Store:
         self.files = FileDigests(self.root)
         self.counters = Counters()
         self.remote: Remote | None = None
+        self.skipped: dict[str, OSError] = {}  # records not written: what -> why (see recording)
 
     def _check_layout(self, create: bool) -> None:
         marker = self.root / "VERSION"
@@ -124,7 +132,28 @@ class Store:
             self.remote.wait()
         if count:
             self.counters.add(builds=int(build))
-            save_counters(self.root, self.counters)
+            with self.recording("the cache counters (store stats)"):
+                save_counters(self.root, self.counters)
+
+    @contextlib.contextmanager
+    def recording(self, what: str) -> Iterator[None]:
+        """Around a write that only keeps a record (the build is whole without it): when the
+        machine refuses it (read-only, full, not this user's), skip it and remember `what`."""
+        try:
+            yield
+        except OSError as exc:
+            if environment_problem(exc) is None:
+                raise
+            self.skipped.setdefault(what, exc)
+
+    def unrecorded(self) -> Problem | None:
+        """One note saying what could not be recorded, and why (None when all was)."""
+        if not self.skipped:
+            return None
+        first = environment_problem(next(iter(self.skipped.values())))
+        assert first is not None
+        return Problem(f"not recorded ({first.message}): {', '.join(self.skipped)}",
+                       str(self.root), hint=first.hint)
 
     def close(self) -> None:
         if self.remote is not None:

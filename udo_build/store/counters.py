@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
+from ..errors import environment_problem
 
 SCHEMA = "udo-build/cache-stats"
 VERSION = 1
@@ -100,7 +101,8 @@ def read_counters(root: Path) -> tuple[Counters, float | None]:
 
 
 def save_counters(root: Path, counts: Counters) -> None:
-    """Add a build's counts to the store's totals (best effort: errors are ignored)."""
+    """Add a build's counts to the store's totals (best effort: errors are ignored, except a
+    fault of the machine, a full or read-only store: that the caller tells)."""
     if counts.empty:
         return
     try:
@@ -110,8 +112,9 @@ def save_counters(root: Path, counts: Counters) -> None:
                    "updated": time.time(), "counters": total.merged(counts).to_json()}
             write_atomic(root / FILE, json.dumps(doc, indent=1).encode(), readonly=False,
                          durable=False)
-    except OSError:
-        pass
+    except OSError as exc:
+        if environment_problem(exc) is not None:
+            raise
 
 
 @contextlib.contextmanager

@@ -3,11 +3,19 @@ store-wide readers-writer lock that only gc takes exclusively.
 
 Both are advisory file locks the kernel releases when a process dies, so a killed build never
 leaves a lock behind.
+
+A store the process may not write (a read-only file system or mount, a store of another user)
+is still locked when its `gc.lock` exists: flock needs only a descriptor open for reading, and it
+locks the file itself, so a reader here and a gc through a writable mount of the same store
+still exclude each other. When `gc.lock` does not exist and cannot be created, the store is read
+without it: no build ever wrote to that store (each creates the file), and nothing can gc it
+through this path; that is the one case read without a lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from collections.abc import Iterator
@@ -36,8 +44,10 @@ def store_lock(root: Path, *, exclusive: bool, timeout: float | None = None) -> 
     if fcntl is None:  # pragma: no cover
         yield True
         return
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / "gc.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock(root / "gc.lock")
+    if fd is None:
+        yield True
+        return
     try:
         mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -56,3 +66,18 @@ def store_lock(root: Path, *, exclusive: bool, timeout: float | None = None) -> 
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _open_lock(path: Path) -> int | None:
+    """A descriptor of the lock file (made when missing); open for reading only on a store this
+    process may not write; None when there is none and it cannot be made."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+    try:
+        return os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None

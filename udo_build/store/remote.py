@@ -16,9 +16,10 @@ Writing (`publish`, in background threads; `upload` waits): blobs first, the sig
 and the entry only when every blob is up. So a reader never sees an entry whose upload did not
 finish. Blobs the remote has are not sent again (HEAD first, for blobs over 64 KiB).
 
-Faults never fail a build: a failed request is a miss (or a skipped upload), the client retries
-and opens its circuit breaker (see `httpcache`), and each kind of trouble is told once through
-`warn`; the counters say how often.
+Faults never fail a build: a failed request is a miss (or a skipped upload), the client retries,
+drops a server that stalls or trickles, and opens its circuit breakers (reads and uploads apart;
+both when the server is unreachable or took the build's budget: see `httpcache`); each kind of
+trouble is told once through `warn`, saying what failed; the counters say how often.
 
 Blobs go up raw: bazel-remote checks that a /cas/ body hashes to its name, nginx stores what it
 gets, and a reader verifies the bytes it downloads without decompressing first.
@@ -222,7 +223,7 @@ class Remote:
 
     def publish(self, result: ActionResult) -> cf.Future[bool] | None:
         """Upload a result in the background (see `wait`); None when not uploading."""
-        if not self.uploading or self.http.disabled is not None:
+        if not self.uploading or self.http.disabled_for("write") is not None:
             return None
         future = self._pool("uploads").submit(self.upload, result)
         with self._lock:
@@ -310,11 +311,30 @@ class Remote:
             return False, None
         except RemoteError:
             self.counters.add(remote_errors=1)
-        if self.http.disabled is not None and "unreachable" not in self._told:
-            self.counters.add(remote_disabled=1)
-            self._tell("unreachable", f"remote cache unreachable ({self.http.disabled}); "
-                                      "building locally")
+        self._tell_disabled("write" if upload else "read")
         return False, None
+
+    def _tell_disabled(self, side: str) -> None:
+        """Once per cause: that the remote (or one side of it) is disabled, and why."""
+        why, detail = self.http.why.get(side), self.http.disabled_for(side)
+        if why is None:
+            return
+        if self.http.disabled_for("write") is not None:
+            self.uploading = False
+        kind = why if why != "failing" else f"{side}s failing"
+        if kind in self._told:
+            return
+        self.counters.add(remote_disabled=1)
+        if why == "unreachable":
+            self._tell(kind, f"remote cache unreachable ({detail}); building locally")
+        elif why == "too slow":
+            self._tell(kind, f"remote cache too slow ({detail}); not using it for the rest of "
+                             "this build, building locally")
+        elif side == "read":
+            self._tell(kind, f"remote cache: reads failed ({detail}); building locally")
+        else:
+            self._tell(kind, f"remote cache: uploads failed ({detail}); not uploading for the "
+                             "rest of this build (reads go on)")
 
     def _reject(self, why: str, detail: str) -> None:
         self.counters.reject(why)
