@@ -12,8 +12,9 @@ no payload. The payload is the prepared graph as canonical JSON (values, ops wit
 implementations, the memory plan, the rules that fired) followed by the constants (raw
 little-endian arrays at 64-byte aligned offsets); the header names its size and sha256.
 Values and ops are numbered in topological order, JSON is canonical, the compression level
-fixed: equal content, equal bytes. `read_record` checks magic, version, header, sizes and the
-payload digest, and refuses a bad file with a UserError saying what is wrong.
+fixed: equal content, equal bytes. `read_record` checks magic, version, header, sizes, every
+field of the payload and its digest in bounded memory (record_read.py), and refuses a bad file
+with a UserError naming the field that is wrong.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
-from ..rewrite.graph import NONE, Op, OpGraph, TType, frozen_attrs
+from ..rewrite.graph import ANY, BHWC, MODEL, NONE, Op, OpGraph, TType, frozen_attrs
 from ..schema_problems import Check
 from ..source import tensor_problem
 from .ops import HTP
@@ -180,6 +180,7 @@ def check_body(c: Check, body: Any) -> tuple[Const, ...]:
         c.text(c.obj(out, f"outputs[{i}]").get("name"), f"outputs[{i}].name")
         c.whole(out.get("value"), f"outputs[{i}].value", 0, count - 1)
     _extras(c, body)
+    _check_io(c, body)
     return _layout(c, [k for k in consts if k is not None])
 
 
@@ -217,6 +218,8 @@ def _op(c: Check, op: Any, i: int, count: int, produced: set[int]) -> None:
     c.whole(op.get("id"), f"{field}.id", i, i)
     for name in ("op", "package", "layout", "origin"):
         c.text(op.get(name), f"{field}.{name}")
+    if op["layout"] not in (BHWC, ANY, MODEL):
+        raise c.fail(f"{field}.layout", f"{op['layout']!r} is not a layout class")
     for j, v in enumerate(c.seq(op.get("inputs"), f"{field}.inputs")):
         if v != NONE:
             c.whole(v, f"{field}.inputs[{j}]", 0, count - 1)
@@ -245,6 +248,22 @@ def _extras(c: Check, body: dict[str, Any]) -> None:
         for name in ("pass", "rule"):
             c.text(rule.get(name), f"log.rules[{i}].{name}")
         c.whole(rule.get("count"), f"log.rules[{i}].count", 0)
+
+
+def _check_io(c: Check, body: dict[str, Any]) -> None:
+    """The model-level inputs and outputs name the graph's, with as many elements."""
+    values = body["values"]
+    sides = {"inputs": [(values[v]["name"], values[v]["shape"]) for v in body["inputs"]],
+             "outputs": [(o["name"], values[o["value"]]["shape"]) for o in body["outputs"]]}
+    for side, pairs in sides.items():
+        io = body["io"][side]
+        if sorted(io) != sorted(name for name, _ in pairs):
+            raise c.fail(f"io.{side}", f"names {sorted(io)}, the graph's {side} are "
+                         f"{sorted(name for name, _ in pairs)}")
+        for name, shape in pairs:
+            if -1 not in shape and np.prod(io[name]) != np.prod(shape):
+                raise c.fail(f"io.{side}.{name}", f"shape {io[name]} does not hold the "
+                             f"graph's {shape}")
 
 
 def _layout(c: Check, consts: list[Const]) -> tuple[Const, ...]:
