@@ -148,6 +148,8 @@ BODY_CASES = [
     (("ops", 2, "attrs"), [], "ops[2].attrs"),
     (("outputs", 0), {"name": "logits"}, "outputs[0].value"),
     (("io", "inputs"), None, "io.inputs"),
+    (("io", "outputs"), {}, "io.outputs"),
+    (("ops", 0, "layout"), "diagonal", "ops[0].layout"),
     (("log", "rules"), [{"pass": 1, "rule": "r", "count": 1}], "log.rules[0].pass"),
     (("notes",), [3], "notes[0]"),
     (("name",), KeyError, "name"),
@@ -429,7 +431,7 @@ def test_bombs_and_crafted_files_through_the_cli(
     values = [{"id": 0, "name": "c", "shape": [1 << 28], "dtype": "float32",
                "const": {"offset": 0, "dtype": "float32", "shape": [1 << 28]}}]
     sound = {**body, "values": values, "ops": [], "inputs": [], "outputs": [],
-             "tensors": []}
+             "tensors": [], "io": {"inputs": {}, "outputs": {}}}
     bomb = bytearray(craft_record(sound, key=header["key"], zeros=1 << 30))
     digest_at = bomb.index(b'"sha256": "') + 11
     bomb[digest_at:digest_at + 4] = b"0000" if bomb[digest_at:digest_at + 4] != b"0000" \
@@ -458,7 +460,8 @@ def test_a_sound_record_with_huge_constants_shows_its_info_in_bounded_memory(
     values = [{"id": 0, "name": "c", "shape": [1 << 28], "dtype": "float32",
                "const": {"offset": 0, "dtype": "float32", "shape": [1 << 28]}}]
     sound = {**body, "values": values, "ops": [], "inputs": [], "outputs": [{
-        "name": "c", "value": 0}], "tensors": []}
+        "name": "c", "value": 0}], "tensors": [], "io": {"inputs": {}, "outputs": {
+            "c": [1 << 28]}}}
     (tmp_path / "big.udr").write_bytes(craft_record(sound, key=header["key"], zeros=1 << 30))
     code, peak, stderr = udo_build("info", "big.udr", cwd=tmp_path)
     assert code == 0, stderr
@@ -480,3 +483,49 @@ def test_constant_of_shape_of_terabytes_is_refused_at_convert(tmp_path: Path) ->
     assert code == 2, stderr
     assert "m.onnx" in stderr and "big" in stderr and "over the limit" in stderr, stderr
     assert peak < MAX_RSS_KB, peak
+
+
+def test_constants_over_the_kept_size_are_read_again_when_the_graph_is_asked_for(
+        record: tuple[bytes, dict[str, Any], dict[str, Any]]) -> None:
+    import numpy as np
+
+    from udo_build.compiler.record_read import KEEP
+
+    _, header, body = record
+    count = KEEP // 4 + 1000
+    values = [{"id": 0, "name": "c", "shape": [count], "dtype": "float32",
+               "const": {"offset": 0, "dtype": "float32", "shape": [count]}}]
+    sound = {**body, "values": values, "ops": [], "inputs": [], "outputs": [{
+        "name": "c", "value": 0}], "tensors": [], "io": {"inputs": {}, "outputs": {
+            "c": [count]}}}
+    want = np.arange(count, dtype="<f4")
+    loaded = read_record(craft_record(sound, want.tobytes(), key=header["key"]), "r.udr")
+    assert loaded.constants.kept is None  # only hashed while reading
+    np.testing.assert_array_equal(loaded.graph.consts[1], want)
+
+
+def test_input_dimensions_whose_inner_tensors_are_absurd_are_refused_at_prepare() -> None:
+    import numpy as np
+
+    from udo_build.compiler.shapes import infer
+    from udo_build.ir import Graph, Model, Node, TensorInfo
+
+    graph = Graph("g", (TensorInfo("x", "float32", (1, 3, 8, 8)),),
+                  (TensorInfo("y", "float32", (1, 64, 8, 8)),),
+                  (Node.make("conv", "Conv", ["x", "w"], ["y"], {"kernel_shape": [1, 1]}),))
+    model = Model(graph, {"w": np.zeros((64, 3, 1, 1), np.float32)})
+    assert infer(model, {"x": (1, 3, 16, 16)}).infos["y"].shape == (1, 64, 16, 16)
+    with pytest.raises(UserError, match=r"tensor y \(output of node conv \(Conv\)\).*over the "
+                                        "limit") as info:
+        infer(model, {"x": (1, 3, 8192, 8192)})
+    assert info.value.problem.field == "y"
+
+
+def test_the_constant_of_shape_kernel_refuses_terabytes() -> None:
+    import numpy as np
+
+    from udo_build.kernels.default.shape import constant_of_shape
+
+    assert constant_of_shape(np.array([2, 3])).shape == (2, 3)
+    with pytest.raises(UserError, match="ConstantOfShape: a tensor of shape 1024x1024x1024x1024"):
+        constant_of_shape(np.array([1024, 1024, 1024, 1024]))
