@@ -237,6 +237,17 @@ BUNDLE_CASES: list[tuple[str, Callable[[], bytes], str | None]] = [
     ("absurd input shape", lambda: craft_bundle([graph_part(
         _edit(GRAPH, ("inputs", 0, "shape"), [1 << 20, 1 << 20, 1 << 20]))]),
      "graph.json.inputs[0].shape"),
+    ("graph without inputs", lambda: craft_bundle([graph_part(
+        _edit(GRAPH, ("inputs",), KeyError))]), "graph.json.inputs"),
+    ("record row a string", lambda: craft_bundle([graph_part(GRAPH)], meta={
+        "records": ["r"]}), "meta.records[0]"),
+    ("record row naming a missing part", lambda: craft_bundle([graph_part(GRAPH)], meta={
+        "records": [{"arch": "v73", "vtcm_mb": 8, "name": "n", "part": "records/x.udr"}]}),
+     "meta.records[0].part"),
+    ("record row with dims as text", lambda: craft_bundle([graph_part(GRAPH), (
+        {"name": "records/x.udr"}, b"")], meta={"records": [{
+            "arch": "v73", "vtcm_mb": 8, "name": "n", "part": "records/x.udr",
+            "input_dimensions": {"x": "1x4"}}]}), "meta.records[0].input_dimensions.x"),
     ("no graph", lambda: craft_bundle([({"name": "notes.txt"}, b"hi")]), "parts"),
     ("meta a list", lambda: craft_bundle([graph_part(GRAPH)], meta=[1]), "meta"),
     ("parts not a list", lambda: craft_bundle([], header={"parts": {}}), "parts"),

@@ -138,6 +138,7 @@ def read_bundle(data: bytes, file: str = "bundle") -> Bundle:
     opdefs = None
     if "opdefs.json" in parts:
         opdefs = _check_opdefs(_json_part(parts.pop("opdefs.json"), "opdefs.json", file), file)
+    _check_records(header["meta"], parts, file)
     return Bundle(Model(graph, weights), opdefs, header["meta"], parts)
 
 
@@ -155,7 +156,8 @@ def _check_graph(doc: Any, file: str) -> dict[str, Any]:
     doc = c.obj(doc, "graph.json")
     c.text(doc.get("name"), "graph.json.name")
     for group in ("inputs", "outputs", "values"):
-        for i, t in enumerate(c.seq(doc.get(group, []), f"graph.json.{group}")):
+        given = doc.get(group, []) if group == "values" else doc.get(group)
+        for i, t in enumerate(c.seq(given, f"graph.json.{group}")):
             _check_tensor(c, t, f"graph.json.{group}[{i}]")
     for i, node in enumerate(c.seq(doc.get("nodes"), "graph.json.nodes")):
         field = f"graph.json.nodes[{i}]"
@@ -182,6 +184,28 @@ def _check_tensor(c: Check, t: Any, field: str) -> None:
     problem = tensor_problem([d for d in shape if not isinstance(d, str)])
     if problem is not None:
         raise c.fail(f"{field}.shape", problem)
+
+
+def _check_records(meta: dict[str, Any], parts: Mapping[str, bytes], file: str) -> None:
+    """The rows of meta.records (the records a run chooses from) and the parts they name."""
+    c = Check(file, "the bundle's header")
+    for i, row in enumerate(c.seq(meta.get("records") or [], "meta.records")):
+        field = f"meta.records[{i}]"
+        row = c.obj(row, field)
+        for key in ("arch", "part", "name", *(k for k in ("identifier", "precision", "dims",
+                                                         "outputs") if k in row)):
+            c.text(row.get(key), f"{field}.{key}")
+        if row["part"] not in parts:
+            raise c.fail(f"{field}.part", f"names part {row['part']}, which the bundle lacks")
+        if isinstance(row.get("vtcm_mb"), bool) or not isinstance(row.get("vtcm_mb"),
+                                                                    (int, float)):
+            raise c.fail(f"{field}.vtcm_mb", "expected a number")
+        for key in ("size", "level"):
+            if key in row:
+                c.whole(row[key], f"{field}.{key}", 0)
+        dims = c.obj(row.get("input_dimensions") or {}, f"{field}.input_dimensions")
+        for name, shape in dims.items():
+            c.wholes(shape, f"{field}.input_dimensions.{name}", 0)
 
 
 def _check_opdefs(doc: Any, file: str) -> dict[str, Any]:
