@@ -5,6 +5,9 @@ unexpected)"). Here each validator keyword has its own wording; a subschema may 
 (names what an enum holds: "'FLOAT_33' is not a known datatype") and an `errorMessage` (the hint:
 what the field should hold); unknown fields get a did-you-mean; `anyOf` errors descend into the
 branch that fits the value; a wrong type hides the other errors of the same value.
+
+`Check` is the hand-written counterpart for files udo-build writes and reads back (bundles,
+records): each check of a field's type or range fails with a UserError naming file and field.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import Problem
+from .errors import Problem, UserError
 from .source import FieldPath, Positions, format_path
 
 YAML_WORDS = {"object": "a mapping", "object_example": "write a mapping: {key: value}"}
@@ -190,3 +193,59 @@ def _unknown_fields(error: Any, path: FieldPath, fallback: str | None) -> list[E
         shown = name if len(name) <= 60 else name[:57] + "..."
         out.append(((*path, name), f"unknown field '{shown}'", hint, True))
     return out
+
+
+class Check:
+    """Type checks of a JSON document whose failures name the file and the field."""
+
+    def __init__(self, file: str, what: str) -> None:
+        self.file, self.what = file, what
+
+    def fail(self, field: str, message: str) -> UserError:
+        return UserError(f"{self.what}: {message}", file=self.file, field=field,
+                         hint="the file is damaged or was not written by udo-build")
+
+    def obj(self, value: Any, field: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(field, f"expected an object, found {_kind(value)}")
+        return value
+
+    def seq(self, value: Any, field: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(field, f"expected a list, found {_kind(value)}")
+        return value
+
+    def text(self, value: Any, field: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(field, f"expected a string, found {_kind(value)}")
+        return value
+
+    def whole(self, value: Any, field: str, lo: int | None = None, hi: int | None = None) -> int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(field, f"expected a whole number, found {_kind(value)}")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            bounds = [f"at least {lo}"] * (lo is not None) + [f"at most {hi}"] * (hi is not None)
+            raise self.fail(field, f"{value} is out of range (expected {' and '.join(bounds)})")
+        return value
+
+    def wholes(self, value: Any, field: str, lo: int | None = None,
+               hi: int | None = None) -> list[int]:
+        return [self.whole(v, f"{field}[{i}]", lo, hi)
+                for i, v in enumerate(self.seq(value, field))]
+
+    def dtype(self, value: Any, field: str) -> Any:
+        """A numeric numpy dtype (booleans, integers, floats, complex), by its name."""
+        import numpy as np
+
+        try:
+            dtype = np.dtype(self.text(value, field))
+        except TypeError:
+            raise self.fail(field, f"{value!r} is not a numpy dtype") from None
+        if dtype.kind not in "biufc":
+            raise self.fail(field, f"{value!r} is not a dtype of tensors")
+        return dtype
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), type(value).__name__)

@@ -23,6 +23,10 @@ MAX_YAML_BYTES = 1 << 20
 MAX_JSON_BYTES = 8 << 20
 MAX_NODES = 100_000
 MAX_DEPTH = 64
+CHUNK = 1 << 20
+# no tensor of a model, a recipe's input dimensions or a record may be larger than this
+MAX_TENSOR_ELEMENTS = 1 << 31
+MAX_TENSOR_BYTES = 16 << 30
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -99,8 +103,7 @@ def read_limited(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
                 f"{what} is {size} bytes, over the limit of {limit} bytes", file=p,
                 hint="is this the right file?",
             )
-        with open(p, "rb") as fh:
-            data = fh.read(limit + 1)
+        data = _read_chunks(p, limit)
     except FileNotFoundError:
         raise UserError(f"{what} not found", file=p, hint="check the path") from None
     except PermissionError:
@@ -112,6 +115,38 @@ def read_limited(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
     if len(data) > limit:
         raise UserError(f"{what} grew past the limit of {limit} bytes while reading", file=p)
     return data
+
+
+def _read_chunks(path: Path, limit: int) -> bytes:
+    """At most `limit + 1` bytes of `path`, read in chunks: memory follows the file's size,
+    not the limit (a file may grow between the size check and the read)."""
+    chunks: list[bytes] = []
+    total = 0
+    with open(path, "rb") as fh:
+        while total <= limit:
+            chunk = fh.read(min(CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def tensor_problem(shape: tuple[int, ...] | list[int], itemsize: int = 4) -> str | None:
+    """Why a tensor of `shape` is refused (negative, over MAX_TENSOR_ELEMENTS elements or
+    MAX_TENSOR_BYTES bytes), or None when it is acceptable."""
+    elements = 1
+    for d in shape:
+        if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+            return f"dimension {d!r} is not a size (a whole number, 0 or more)"
+        elements *= d
+    if elements > MAX_TENSOR_ELEMENTS:
+        return (f"a tensor of shape {'x'.join(map(str, shape))} has {elements:,} elements, "
+                f"over the limit of {MAX_TENSOR_ELEMENTS:,}")
+    if elements * itemsize > MAX_TENSOR_BYTES:
+        return (f"a tensor of shape {'x'.join(map(str, shape))} needs "
+                f"{elements * itemsize:,} bytes, over the limit of {MAX_TENSOR_BYTES:,}")
+    return None
 
 
 def decode_text(data: bytes, file: str) -> str:
@@ -162,6 +197,7 @@ class _Builder:
         self.loader = loader
         self.positions = positions
         self.visited = 0
+        self.merging: set[int] = set()  # the mapping nodes being built, to refuse self-merges
 
     def build(self, node: Any, path: FieldPath, depth: int) -> Any:
         import yaml
@@ -199,6 +235,13 @@ class _Builder:
             ) from None
 
     def _mapping(self, node: Any, path: FieldPath, depth: int) -> dict[str, Any]:
+        self.merging.add(id(node))
+        try:
+            return self._mapping_items(node, path, depth)
+        finally:
+            self.merging.discard(id(node))
+
+    def _mapping_items(self, node: Any, path: FieldPath, depth: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
         merged: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -232,10 +275,14 @@ class _Builder:
         sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
         merged: dict[str, Any] = {}
         for source in sources:
+            mark = source.start_mark
+            where = {"file": self.positions.file, "line": mark.line + 1,
+                     "column": mark.column + 1, "field": format_path(path) or None}
             if not isinstance(source, yaml.MappingNode):
-                mark = source.start_mark
-                raise UserError("'<<' merges only mappings", file=self.positions.file,
-                                line=mark.line + 1, column=mark.column + 1)
+                raise UserError("'<<' merges only mappings", **where)
+            if id(source) in self.merging or depth > MAX_DEPTH:
+                raise UserError("'<<' merges a mapping into itself (a recursive alias)",
+                                **where, hint="merge an anchor defined before this mapping")
             for key, value in self._mapping(source, path, depth + 1).items():
                 merged.setdefault(key, value)
         return merged

@@ -23,7 +23,7 @@ def small_model(scale: float = 1.0) -> Model:
 
 
 def test_round_trip_keeps_graph_weights_parts_and_meta() -> None:
-    bundle = Bundle(small_model(), {"name": "Pkg"}, {"producer": "test"},
+    bundle = Bundle(small_model(), {"name": "Pkg", "domain": "aisw"}, {"producer": "test"},
                     {"encodings.json": b"{}", "records/a": b"\x00\x01"})
     data = bundle.to_bytes()
     back = read_bundle(data)
@@ -33,7 +33,8 @@ def test_round_trip_keeps_graph_weights_parts_and_meta() -> None:
         assert back.model.weights[name].dtype == array.dtype
         np.testing.assert_array_equal(back.model.weights[name], array)
     assert (back.opdefs, back.meta, dict(back.parts)) == (
-        {"name": "Pkg"}, {"producer": "test"}, {"encodings.json": b"{}", "records/a": b"\0\1"})
+        {"name": "Pkg", "domain": "aisw"}, {"producer": "test"},
+        {"encodings.json": b"{}", "records/a": b"\0\1"})
     assert back.to_bytes() == data
 
 

@@ -12,8 +12,9 @@ no payload. The payload is the prepared graph as canonical JSON (values, ops wit
 implementations, the memory plan, the rules that fired) followed by the constants (raw
 little-endian arrays at 64-byte aligned offsets); the header names its size and sha256.
 Values and ops are numbered in topological order, JSON is canonical, the compression level
-fixed: equal content, equal bytes. `read_record` checks magic, version, header, sizes and the
-payload digest, and refuses a bad file with a UserError saying what is wrong.
+fixed: equal content, equal bytes. `read_record` checks magic, version, header, sizes, every
+field of the payload and its digest in bounded memory (record_read.py), and refuses a bad file
+with a UserError naming the field that is wrong.
 """
 
 from __future__ import annotations
@@ -22,22 +23,29 @@ import hashlib
 import json
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from ..canonical import canonical_json
 from ..errors import UserError
-from ..rewrite.graph import NONE, Op, OpGraph, TType, frozen_attrs
-from .ops import HTP
+from ..rewrite.graph import NONE, Op, OpGraph
+from .record_read import (
+    KEEP,
+    Constants,
+    PayloadStream,
+    align,
+    build_graph,
+    check_header,
+    read_body,
+)
 
 MAGIC = b"UDOHTPR\x00"
 FORMAT = "udo-build/htp-record"
 VERSION = 1
 EXTENSION = ".udr"
-ALIGN = 64
 LEVEL = 3
-MAX_PAYLOAD = 8 << 30
 _PREFIX = struct.Struct("<8sII")
 
 
@@ -45,9 +53,13 @@ _PREFIX = struct.Struct("<8sII")
 class Record:
     key: dict[str, Any]
     sizes: dict[str, Any]
-    body: dict[str, Any]  # the payload's JSON
-    graph: OpGraph
+    body: dict[str, Any]  # the payload's JSON, checked
+    constants: Constants  # read when the graph is first asked for
     size: int = 0  # bytes of the record file
+
+    @cached_property
+    def graph(self) -> OpGraph:
+        return build_graph(self.body, self.constants.arrays())
 
     @property
     def precision(self) -> str:
@@ -79,8 +91,8 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
     chunks: list[Any] = [struct.pack("<Q", len(text)), text]
     length = 8 + len(text)
     for array in arrays:  # each at a 64-byte aligned offset, as `_payload` numbered them
-        chunks += [b"\0" * (_align(length) - length), memoryview(array).cast("B")]
-        length = _align(length) + array.nbytes
+        chunks += [b"\0" * (align(length) - length), memoryview(array).cast("B")]
+        length = align(length) + array.nbytes
     digest = hashlib.sha256()
     compressor = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True,
                                           write_checksum=True).compressobj(size=length)
@@ -90,7 +102,7 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
         parts.append(compressor.compress(chunk))
     parts.append(compressor.flush())
     compressed = b"".join(parts)
-    constants = length - _align(8 + len(text)) if arrays else 0
+    constants = length - align(8 + len(text)) if arrays else 0
     header = canonical_json({
         "format": FORMAT, "version": VERSION, "key": key,
         "sizes": {**sizes, "graph_json": len(text), "constants": constants,
@@ -98,10 +110,6 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
         "payload": {"sha256": digest.hexdigest(), "codec": "zstd"},
     })
     return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + compressed
-
-
-def _align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
 
 
 def _numbering(graph: OpGraph) -> tuple[list[Op], dict[int, int], dict[int, int]]:
@@ -131,7 +139,7 @@ def _payload(graph: OpGraph, body: dict[str, Any]) -> tuple[dict[str, Any], list
         if vid in graph.consts:
             a = np.ascontiguousarray(graph.consts[vid])
             a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-            offset = _align(offset)
+            offset = align(offset)
             entry["const"] = {"offset": offset, "dtype": a.dtype.name, "shape": list(a.shape)}
             arrays.append(a)
             offset += a.nbytes
@@ -153,6 +161,7 @@ def _payload(graph: OpGraph, body: dict[str, Any]) -> tuple[dict[str, Any], list
 
 
 def read_header(data: bytes, file: str = "record") -> tuple[dict[str, Any], int]:
+    """The record's header, checked (fields, types, sizes), and where its payload starts."""
     if len(data) < _PREFIX.size or data[:8] != MAGIC:
         raise UserError("not a udo-build cache record (wrong magic bytes)", file=file,
                         hint=f"records ({EXTENSION}) are written by the prepare step")
@@ -163,58 +172,33 @@ def read_header(data: bytes, file: str = "record") -> tuple[dict[str, Any], int]
     end = _PREFIX.size + length
     try:
         header = json.loads(data[_PREFIX.size:end]) if end <= len(data) else None
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise UserError("the cache record's header is truncated or corrupt", file=file)
+    check_header(header, file)
     return header, end
 
 
 def read_record(data: bytes, file: str = "record") -> Record:
-    """Parse and verify a record (see the module docstring)."""
-    import zstandard
-
+    """Parse and verify a record (see the module docstring). Memory stays bounded whatever the
+    file declares: the payload is decompressed in chunks, never past its declared size, its
+    JSON is checked before any constant is read, and constants over `KEEP` bytes in all are
+    read again (verified) when the graph is first asked for."""
     header, end = read_header(data, file)
-    sizes = header.get("sizes") or {}
-    expected = int(sizes.get("payload", -1))
-    if not 0 <= expected <= MAX_PAYLOAD or len(data) - end != sizes.get("compressed"):
+    sizes = header["sizes"]
+    if len(data) - end != sizes["compressed"]:
         raise UserError("the cache record is truncated (its payload size does not match)",
-                        file=file)
-    try:
-        payload = zstandard.ZstdDecompressor().decompress(data[end:], max_output_size=expected)
-    except zstandard.ZstdError as exc:
-        raise UserError(f"the cache record's payload is corrupt: {exc}", file=file) from None
-    if hashlib.sha256(payload).hexdigest() != header.get("payload", {}).get("sha256"):
-        raise UserError("the cache record's payload is corrupt (digest mismatch)", file=file)
-    (n,) = struct.unpack_from("<Q", payload)
-    body = json.loads(payload[8:8 + n])
-    blob = memoryview(payload)[_align(8 + n):]
-    return Record(header["key"], sizes, body, _graph(body, blob), len(data))
-
-
-def _graph(body: dict[str, Any], blob: memoryview) -> OpGraph:
-    g = OpGraph(body["name"], HTP)
-    for entry in body["values"]:
-        vid = int(entry["id"]) + 1
-        g.types[vid] = TType.from_json(entry)
-        g.names[vid] = entry["name"]
-        g.users[vid] = {}
-        const = entry.get("const")
-        if const is not None:
-            dtype = np.dtype(const["dtype"]).newbyteorder("<")
-            count = int(np.prod(const["shape"], dtype=np.int64))
-            array = np.frombuffer(blob, dtype, count, int(const["offset"]))
-            g.consts[vid] = array.reshape(const["shape"]).astype(dtype.newbyteorder("="))
-    for entry in body["ops"]:
-        op = Op(int(entry["id"]) + 1 + len(body["values"]), entry["op"], entry["package"],
-                tuple(v + 1 if v != NONE else NONE for v in entry["inputs"]),
-                tuple(v + 1 for v in entry["outputs"]), frozen_attrs(entry["attrs"]),
-                entry["layout"], tuple(tuple(s) for s in entry["model"]), entry["origin"])
-        g._insert(op)
-    g.inputs = [v + 1 for v in body["inputs"]]
-    g.outputs = [(o["name"], int(o["value"]) + 1) for o in body["outputs"]]
-    g._next = len(body["values"]) + len(body["ops"]) + 1
-    return g
+                        file=file, field="sizes.compressed")
+    compressed = memoryview(data)[end:]
+    stream = PayloadStream(compressed, sizes["payload"], file)
+    body, layout = read_body(stream, sizes, file)
+    kept = stream.read_rest(keep=layout.total <= KEEP)
+    if stream.digest() != header["payload"]["sha256"]:
+        raise UserError("the cache record's payload is corrupt (digest mismatch)", file=file,
+                        field="payload.sha256")
+    constants = Constants(layout, kept, compressed, sizes["payload"], file)
+    return Record(header["key"], sizes, body, constants, len(data))
 
 
 def summary(header: dict[str, Any], size: int) -> dict[str, Any]:

@@ -144,7 +144,8 @@ def infer(model: Model, inputs: Mapping[str, Sequence[int]],
     for t in graph.inputs:
         if t.name in model.weights:
             continue
-        infos[t.name] = TensorInfo(t.name, t.dtype, tuple(int(d) for d in inputs[t.name]))
+        infos[t.name] = _checked(TensorInfo(t.name, t.dtype, tuple(int(d) for d in inputs[t.name])),
+                                 "input")
     for name, w in model.weights.items():
         infos[name] = TensorInfo(name, w.dtype.name, tuple(w.shape))
     result = Shapes(infos)
@@ -154,8 +155,20 @@ def infer(model: Model, inputs: Mapping[str, Sequence[int]],
         outs = _node_shapes(node, shapes, values, old, infos, packages or {}, result)
         for name, (shape, dtype) in zip(node.outputs, outs, strict=False):
             if name:
-                infos[name] = TensorInfo(name, dtype, tuple(int(d) for d in shape))
+                infos[name] = _checked(TensorInfo(name, dtype, tuple(int(d) for d in shape)),
+                                       f"output of node {node.name} ({node.op})")
     return result
+
+
+def _checked(info: TensorInfo, what: str) -> TensorInfo:
+    """`info`, unless its shape implies absurd memory (a UserError naming the tensor)."""
+    from ..source import tensor_problem
+
+    problem = tensor_problem(info.static_shape or (), np.dtype(info.dtype).itemsize)
+    if problem is not None:
+        raise UserError(f"tensor {info.name} ({what}) at these input dimensions: {problem}",
+                        field=info.name, hint="choose smaller input dimensions")
+    return info
 
 
 def _node_shapes(node: Node, shapes: list[Shape], values: list[np.ndarray | None],

@@ -29,6 +29,8 @@ import numpy as np
 
 from ..canonical import canonical_json, sha256_hex
 from ..errors import UserError
+from ..schema_problems import Check
+from ..source import tensor_problem
 from . import Graph, Model
 
 MAGIC = b"UDOBNDL\x00"
@@ -112,23 +114,106 @@ def _align(n: int) -> int:
 
 
 def read_bundle(data: bytes, file: str = "bundle") -> Bundle:
-    """Parse and verify a bundle; a UserError says what is wrong with a bad file."""
+    """Parse and verify a bundle; a UserError names the part or field that is wrong."""
     header = _header(data, file)
     parts: dict[str, bytes] = {}
     weights: dict[str, np.ndarray] = {}
     view = memoryview(data)
-    for entry in header["parts"]:
-        blob = _part(view, entry, file)
-        if entry["name"].startswith("weights/"):
-            weights[str(entry["tensor"])] = _weight(blob, entry, file)
+    seen: set[str] = set()
+    for i, entry in enumerate(header["parts"]):
+        blob, name = _part(view, entry, i, file)
+        tensor = entry.get("tensor") if name.startswith("weights/") else None
+        if name in seen or tensor in weights:
+            raise UserError(f"the bundle holds part {name} (or its tensor) twice", file=file,
+                            field=f"parts[{i}].name")
+        seen.add(name)
+        if tensor is not None:
+            weights[tensor] = _weight(blob, entry, i, file)
         else:
-            parts[entry["name"]] = bytes(blob)
+            parts[name] = bytes(blob)
+    if "graph.json" not in parts:
+        raise UserError("the bundle has no graph.json part", file=file, field="parts")
+    graph = Graph.from_json(_check_graph(_json_part(parts.pop("graph.json"), "graph.json",
+                                                    file), file))
+    opdefs = None
+    if "opdefs.json" in parts:
+        opdefs = _check_opdefs(_json_part(parts.pop("opdefs.json"), "opdefs.json", file), file)
+    _check_records(header["meta"], parts, file)
+    return Bundle(Model(graph, weights), opdefs, header["meta"], parts)
+
+
+def _json_part(data: bytes, name: str, file: str) -> Any:
     try:
-        graph = Graph.from_json(json.loads(parts.pop("graph.json")))
-    except (KeyError, ValueError, TypeError) as exc:
-        raise UserError(f"the bundle's graph cannot be read: {exc}", file=file) from None
-    opdefs = json.loads(parts.pop("opdefs.json")) if "opdefs.json" in parts else None
-    return Bundle(Model(graph, weights), opdefs, dict(header.get("meta") or {}), parts)
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise UserError(f"part {name} of the bundle is not valid JSON ({str(exc)[:80]})",
+                        file=file, field=name) from None
+
+
+def _check_graph(doc: Any, file: str) -> dict[str, Any]:
+    """graph.json's fields and types, and no tensor of absurd size."""
+    c = Check(file, "part graph.json of the bundle")
+    doc = c.obj(doc, "graph.json")
+    c.text(doc.get("name"), "graph.json.name")
+    for group in ("inputs", "outputs", "values"):
+        given = doc.get(group, []) if group == "values" else doc.get(group)
+        for i, t in enumerate(c.seq(given, f"graph.json.{group}")):
+            _check_tensor(c, t, f"graph.json.{group}[{i}]")
+    for i, node in enumerate(c.seq(doc.get("nodes"), "graph.json.nodes")):
+        field = f"graph.json.nodes[{i}]"
+        node = c.obj(node, field)
+        for key in ("name", "op", *(("package",) if "package" in node else ())):
+            c.text(node.get(key), f"{field}.{key}")
+        for key in ("inputs", "outputs"):
+            for j, name in enumerate(c.seq(node.get(key), f"{field}.{key}")):
+                c.text(name, f"{field}.{key}[{j}]")
+        c.obj(node.get("attrs") or {}, f"{field}.attrs")
+    return doc
+
+
+def _check_tensor(c: Check, t: Any, field: str) -> None:
+    t = c.obj(t, field)
+    c.text(t.get("name"), f"{field}.name")
+    c.text(t.get("dtype"), f"{field}.dtype")
+    shape = t.get("shape")
+    if shape is None:
+        return
+    for j, d in enumerate(c.seq(shape, f"{field}.shape")):
+        if not isinstance(d, str):
+            c.whole(d, f"{field}.shape[{j}]", 0)
+    problem = tensor_problem([d for d in shape if not isinstance(d, str)])
+    if problem is not None:
+        raise c.fail(f"{field}.shape", problem)
+
+
+def _check_records(meta: dict[str, Any], parts: Mapping[str, bytes], file: str) -> None:
+    """The rows of meta.records (the records a run chooses from) and the parts they name."""
+    c = Check(file, "the bundle's header")
+    for i, row in enumerate(c.seq(meta.get("records") or [], "meta.records")):
+        field = f"meta.records[{i}]"
+        row = c.obj(row, field)
+        for key in ("arch", "part", "name", *(k for k in ("identifier", "precision", "dims",
+                                                         "outputs") if k in row)):
+            c.text(row.get(key), f"{field}.{key}")
+        if row["part"] not in parts:
+            raise c.fail(f"{field}.part", f"names part {row['part']}, which the bundle lacks")
+        if isinstance(row.get("vtcm_mb"), bool) or not isinstance(row.get("vtcm_mb"),
+                                                                    (int, float)):
+            raise c.fail(f"{field}.vtcm_mb", "expected a number")
+        for key in ("size", "level"):
+            if key in row:
+                c.whole(row[key], f"{field}.{key}", 0)
+        dims = c.obj(row.get("input_dimensions") or {}, f"{field}.input_dimensions")
+        for name, shape in dims.items():
+            c.wholes(shape, f"{field}.input_dimensions.{name}", 0)
+
+
+def _check_opdefs(doc: Any, file: str) -> dict[str, Any]:
+    c = Check(file, "part opdefs.json of the bundle")
+    doc = c.obj(doc, "opdefs.json")
+    for key in ("name", "domain"):
+        c.text(doc.get(key), f"opdefs.json.{key}")
+    return doc
 
 
 def load_bundle(path: str | Path) -> Bundle:
@@ -149,38 +234,48 @@ def _header(data: bytes, file: str) -> dict[str, Any]:
         raise UserError("the bundle is truncated or its header is corrupt", file=file)
     try:
         header = json.loads(data[_PREFIX.size:_PREFIX.size + length])
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         raise UserError("the bundle's header is not valid JSON", file=file) from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT \
-            or not isinstance(header.get("parts"), list):
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise UserError("the bundle's header is not a udo-build bundle header", file=file)
+    c = Check(file, "the bundle's header")
+    c.seq(header.get("parts"), "parts")
+    header["meta"] = c.obj(header.get("meta") or {}, "meta")
+    c.obj(header["meta"].get("quantization") or {}, "meta.quantization")
     return header
 
 
-def _part(view: memoryview, entry: Any, file: str) -> memoryview:
-    try:
-        name, offset, size, digest = (entry["name"], int(entry["offset"]), int(entry["size"]),
-                                      str(entry["sha256"]))
-    except (KeyError, TypeError, ValueError):
-        raise UserError("a part entry of the bundle's header is malformed", file=file) from None
-    if not isinstance(name, str) or not _safe_name(name):
-        raise UserError(f"the bundle names a part {name!r}, which is not allowed", file=file)
-    if offset < _PREFIX.size or size < 0 or offset + size > len(view):
-        raise UserError(f"part {name} lies outside the bundle (truncated file?)", file=file)
+def _part(view: memoryview, entry: Any, i: int, file: str) -> tuple[memoryview, str]:
+    c = Check(file, "the bundle's header")
+    field = f"parts[{i}]"
+    entry = c.obj(entry, field)
+    name = c.text(entry.get("name"), f"{field}.name")
+    offset = c.whole(entry.get("offset"), f"{field}.offset", _PREFIX.size)
+    size = c.whole(entry.get("size"), f"{field}.size", 0)
+    digest = c.text(entry.get("sha256"), f"{field}.sha256")
+    if not _safe_name(name):
+        raise c.fail(f"{field}.name", f"the bundle names a part {name!r}, which is not allowed")
+    if offset + size > len(view):
+        raise UserError(f"part {name} lies outside the bundle (truncated file?)", file=file,
+                        field=f"{field}.size")
     blob = view[offset:offset + size]
     if hashlib.sha256(blob).hexdigest() != digest:
-        raise UserError(f"part {name} of the bundle is corrupt (digest mismatch)", file=file)
-    return blob
+        raise UserError(f"part {name} of the bundle is corrupt (digest mismatch)", file=file,
+                        field=f"{field}.sha256")
+    if name.startswith("weights/"):
+        c.text(entry.get("tensor"), f"{field}.tensor")
+    return blob, name
 
 
-def _weight(blob: memoryview, entry: dict[str, Any], file: str) -> np.ndarray:
-    try:
-        dtype = np.dtype(str(entry["dtype"]))
-        shape = tuple(int(d) for d in entry["shape"])
-        if dtype.hasobject or any(d < 0 for d in shape):
-            raise ValueError(dtype)
-        array = np.frombuffer(blob, dtype=dtype.newbyteorder("<")).reshape(shape)
-    except (KeyError, TypeError, ValueError):
-        raise UserError(f"weight {entry.get('tensor')!r} of the bundle is malformed",
-                        file=file) from None
+def _weight(blob: memoryview, entry: dict[str, Any], i: int, file: str) -> np.ndarray:
+    c = Check(file, f"weight {entry['tensor']!r} of the bundle")
+    dtype = c.dtype(entry.get("dtype"), f"parts[{i}].dtype")
+    shape = tuple(c.wholes(entry.get("shape"), f"parts[{i}].shape", 0))
+    problem = tensor_problem(shape, dtype.itemsize)
+    if problem is not None:
+        raise c.fail(f"parts[{i}].shape", problem)
+    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(blob):
+        raise c.fail(f"parts[{i}].shape", f"shape {list(shape)} of {dtype.name} does not "
+                     f"fit its {len(blob)} bytes")
+    array = np.frombuffer(blob, dtype=dtype.newbyteorder("<")).reshape(shape)
     return array.astype(dtype, copy=False)

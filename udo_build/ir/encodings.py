@@ -76,26 +76,40 @@ def dumps(activations: Encodings, params: Encodings) -> bytes:
     return (json.dumps(to_aimet(activations, params), indent=1, sort_keys=True) + "\n").encode()
 
 
-def from_aimet(doc: Any, file: str) -> tuple[Encodings, Encodings]:
-    """(activations, params) from an AIMET document; a UserError names a bad entry."""
+def from_aimet(doc: Any, file: str, part: str = "") -> tuple[Encodings, Encodings]:
+    """(activations, params) from an AIMET document (in `file`, or in its `part`); a UserError
+    names a bad entry."""
     if not isinstance(doc, dict):
         raise UserError("an encodings file is a JSON object with activation_encodings and "
-                        "param_encodings", file=file)
+                        "param_encodings", file=file, field=part or None)
     out: list[Encodings] = []
     for section in ("activation_encodings", "param_encodings"):
         entries = doc.get(section, {})
         if not isinstance(entries, dict):
             raise UserError(f"{section} must map tensor names to lists of encodings", file=file,
-                            field=section)
-        out.append({name: [_parse(e, file, f"{section}.{name}[{i}]")
-                           for i, e in enumerate(v if isinstance(v, list) else [v])]
+                            field=f"{part}{section}")
+        out.append({name: _parse_list(v, file, f"{part}{section}.{name}")
                     for name, v in entries.items()})
     return out[0], out[1]
 
 
+def _parse_list(value: Any, file: str, field: str) -> list[Encoding]:
+    entries = value if isinstance(value, list) else [value]
+    if not entries:
+        raise UserError("an empty list of encodings", file=file, field=field,
+                        hint="give one encoding, or one per output channel")
+    return [_parse(e, file, f"{field}[{i}]") for i, e in enumerate(entries)]
+
+
 def _parse(entry: Any, file: str, field: str) -> Encoding:
+    if not isinstance(entry, dict):
+        raise UserError("an encoding is a JSON object (bitwidth, scale, offset, ...)",
+                        file=file, field=field)
     try:
         bitwidth = int(entry["bitwidth"])
+        if bitwidth not in (4, 8, 16, 32):
+            raise UserError(f"bitwidth {bitwidth} is not one of 4, 8, 16, 32", file=file,
+                            field=field)
         symmetric = str(entry.get("is_symmetric", "False")).lower() == "true"
         if "scale" in entry and "offset" in entry:
             scale, offset = float(entry["scale"]), int(entry["offset"])
@@ -103,12 +117,13 @@ def _parse(entry: Any, file: str, field: str) -> Encoding:
             lo, hi = float(entry["min"]), float(entry["max"])
             scale = (hi - lo) / (2 ** bitwidth - 1)
             offset = round(lo / scale) if scale else 0
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise UserError("an encoding needs bitwidth and either scale and offset or min and "
                         "max", file=file, field=field) from None
-    if bitwidth not in (4, 8, 16, 32) or not (scale > 0 and math.isfinite(scale)):
-        raise UserError(f"bitwidth {bitwidth} / scale {scale} is not a valid encoding",
-                        file=file, field=field)
+    # an offset beyond 2^52 is not exact in float64: no real encoding has one
+    if not (scale > 0 and math.isfinite(scale)) or abs(offset) > 2 ** 52:
+        raise UserError(f"scale {scale} / offset {offset} is not a valid {bitwidth}-bit "
+                        "encoding", file=file, field=field)
     if symmetric:
         return Encoding(bitwidth, scale, offset + 2 ** (bitwidth - 1), signed=True)
     return Encoding(bitwidth, scale, offset)

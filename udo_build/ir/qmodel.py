@@ -71,6 +71,11 @@ def from_bundle(bundle: Any, file: str = "bundle") -> QuantizedModel:
     if data is None:
         raise UserError("the bundle is not quantized (it has no encodings)", file=file,
                         hint="build the recipe's quantize step, or run the float bundle")
-    activations, params = from_aimet(json.loads(data), file)
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"part {ENCODINGS_PART} of the bundle is not valid JSON "
+                        f"({str(exc)[:80]})", file=file, field=ENCODINGS_PART) from None
+    activations, params = from_aimet(doc, file, f"{ENCODINGS_PART}: ")
     return QuantizedModel(bundle.model, {k: v[0] for k, v in activations.items()}, params,
                           dict(bundle.meta.get("quantization") or {}))

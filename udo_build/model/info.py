@@ -67,9 +67,11 @@ def macs(node: Node, graph: Graph, weights: Any) -> int:
         # element is spread over Cout/group x kernel outputs
         return math.prod(out) * math.prod(w[1:]) if node.op == "Conv" \
             else math.prod(x) * math.prod(w[1:])
-    if node.op in ("Gemm", "MatMul"):
+    if node.op in ("Gemm", "MatMul") and node.inputs:
         a = _shape(node.inputs[0], infos, weights)
         if a is None:
+            return 0
+        if not a:
             return 0
         k = a[0] if node.op == "Gemm" and node.attr("transA", 0) else a[-1]
         return math.prod(out) * k

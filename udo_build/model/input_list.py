@@ -90,27 +90,30 @@ def _entries(line: str, number: int, path: Path, folder: Path, root: Path | None
 
 def load_tensor(path: Path, name: str, dtype: str, shape: tuple[int, ...] | None) -> Any:
     """One input file as an array of the input's shape: raw little-endian float32 (SNPE's
-    format) or .npy; the size must match, else the message says what it implies."""
+    format) or .npy; the size must match, else the message says what it implies. Sizes are
+    checked before anything is allocated."""
     import numpy as np
 
+    from ..source import tensor_problem
+
+    problem = None if shape is None else tensor_problem(shape, 4)
+    if problem is not None:
+        raise UserError(f"input '{name}': {problem}", file=path,
+                        hint="check the input dimensions")
     if path.suffix == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise UserError(f"input '{name}': not a readable .npy file: {exc}",
-                            file=path) from None
+        array = _load_npy(path, name)
         if shape is not None and tuple(array.shape) != tuple(shape):
             if array.size != int(np.prod(shape)):
                 raise UserError(f"input '{name}': the .npy holds shape {list(array.shape)}, "
                                 f"the model expects {list(shape)}", file=path)
             array = array.reshape(shape)
         return array.astype(dtype, copy=False)
-    data = read_limited(path, 4 << 30, "input file")
     if shape is None:
         raise UserError(f"input '{name}' has no static shape, so a raw file cannot be read",
                         file=path, hint="give the input's dimensions (input_dimensions) or "
                                         "use .npy files")
     expected = int(np.prod(shape)) * 4
+    data = read_limited(path, max(expected, MAX_LIST_BYTES), "input file")
     if len(data) != expected:
         found = len(data) / 4
         raise UserError(
@@ -118,6 +121,26 @@ def load_tensor(path: Path, name: str, dtype: str, shape: tuple[int, ...] | None
             f"{len(data)} bytes ({found:g} float32 values)", file=path,
             hint="raw inputs are little-endian float32 in the model's input shape")
     return np.frombuffer(data, dtype="<f4").reshape(shape).astype(dtype, copy=False)
+
+
+def _load_npy(path: Path, name: str) -> Any:
+    """A .npy file's array; its header's shape is checked against the file's size (mapped,
+    not read) before the data is copied into memory."""
+    import numpy as np
+
+    from ..source import tensor_problem
+
+    try:
+        mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:  # a header over the file's size: ValueError
+        raise UserError(f"input '{name}': not a readable .npy file: {exc}",
+                        file=path) from None
+    if not isinstance(mapped, np.ndarray) or mapped.dtype.kind not in "biuf":
+        raise UserError(f"input '{name}': the .npy file holds no numeric array", file=path)
+    problem = tensor_problem(list(mapped.shape), mapped.dtype.itemsize)
+    if problem is not None:
+        raise UserError(f"input '{name}': {problem}", file=path)
+    return np.array(mapped)
 
 
 def feeds(listing: InputList, inputs: list[Any],

@@ -62,13 +62,15 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
     proto = _normalize(model, file, input_dims or {})
     weights = {init.name: _array(init) for init in proto.graph.initializer}
     infos = _infos(proto)
+    for info in infos.values():
+        _check_size(info.name, info.static_shape, np.dtype(info.dtype).itemsize, file)
     customs = CustomOps(opdefs, file)
     problems: list[Problem] = []
     nodes: list[Node] = []
     names: set[str] = set()
     for index, proto_node in enumerate(proto.graph.node):
         name = _unique(proto_node.name or f"{proto_node.op_type}_{index}", names)
-        folded = _fold(proto_node, weights, infos)
+        folded = _fold(proto_node, weights, infos, file)
         if folded:
             continue
         if customs.claims(proto_node):
@@ -195,7 +197,8 @@ def _unique(name: str, taken: set[str]) -> str:
 # -- constants ----------------------------------------------------------------------------------
 
 
-def _fold(node: Any, weights: dict[str, np.ndarray], infos: dict[str, TensorInfo]) -> bool:
+def _fold(node: Any, weights: dict[str, np.ndarray], infos: dict[str, TensorInfo],
+          file: str) -> bool:
     """Turn a node into weights when its value is known now; True when it was."""
     from onnx import helper, numpy_helper
 
@@ -206,8 +209,9 @@ def _fold(node: Any, weights: dict[str, np.ndarray], infos: dict[str, TensorInfo
     elif node.op_type == "ConstantOfShape" and node.input[0] in weights:
         fill = attrs.get("value")
         fill_array = numpy_helper.to_array(fill) if fill is not None else np.zeros(1, "float32")
-        value = np.full(tuple(int(d) for d in weights[node.input[0]]), fill_array.reshape(-1)[0],
-                        dtype=fill_array.dtype)
+        shape = tuple(int(d) for d in weights[node.input[0]].reshape(-1))
+        _check_size(node.output[0], shape, fill_array.dtype.itemsize, file)
+        value = np.full(shape, fill_array.reshape(-1)[0], dtype=fill_array.dtype)
     elif node.op_type == "Shape" and node.input[0] in infos and not attrs:
         shape = infos[node.input[0]].static_shape
         value = None if shape is None else np.array(shape, dtype=np.int64)
@@ -216,6 +220,15 @@ def _fold(node: Any, weights: dict[str, np.ndarray], infos: dict[str, TensorInfo
     weights[node.output[0]] = value
     infos[node.output[0]] = TensorInfo(node.output[0], value.dtype.name, value.shape)
     return True
+
+
+def _check_size(name: str, shape: tuple[int, ...] | None, itemsize: int, file: str) -> None:
+    from ..source import tensor_problem
+
+    problem = None if shape is None else tensor_problem(shape, itemsize)
+    if problem is not None:
+        raise UserError(f"tensor {name}: {problem}", file=file, field=name,
+                        hint="check the model's shapes and the input dimensions")
 
 
 def _constant_value(attrs: dict[str, Any], numpy_helper: Any) -> np.ndarray | None:

@@ -24,6 +24,7 @@ from ..source import (
     find_root,
     load_yaml,
     read_limited,
+    tensor_problem,
 )
 from .matrix import expand
 from .model import (
@@ -174,6 +175,7 @@ class _Builder:
             socs=self.socs, positions=self.positions,
         )
         self._check_precisions(recipe)
+        self._check_dims()
         raise_if_any(_unique(self.problems))
         return recipe
 
@@ -298,6 +300,29 @@ class _Builder:
         for path, value in _precision_fields(self.data):
             if value == "int8":
                 self.error(path, "int8 needs a quantized model", hint)
+
+
+    def _check_dims(self) -> None:
+        for path, dims in _dims_fields(self.data):
+            problem = tensor_problem(dims)
+            if problem is not None:
+                self.error(path, f"these input dimensions imply absurd memory: {problem}",
+                           "check the dimensions (batch x channels x height x width)")
+
+
+def _dims_fields(data: dict[str, Any]) -> list[tuple[FieldPath, list[int]]]:
+    """Every input's dimension list in the recipe, with its field path."""
+    matrix = (data.get("prepare") or {}).get("matrix") or {}
+    found: list[tuple[FieldPath, Any]] = [
+        (("prepare", "matrix", "input_dimensions", i), v)
+        for i, v in enumerate(matrix.get("input_dimensions") or [])]
+    for section in ("include", "exclude"):
+        found += [(("prepare", "matrix", section, i, "input_dimensions"), e["input_dimensions"])
+                  for i, e in enumerate(matrix.get(section) or []) if "input_dimensions" in e]
+    found += [(("run", i, "input_dimensions"), r["input_dimensions"])
+              for i, r in enumerate(data.get("run") or []) if "input_dimensions" in r]
+    return [((*path, name), dims) for path, mapping in found if isinstance(mapping, dict)
+            for name, dims in mapping.items() if isinstance(dims, list)]
 
 
 def _precision_fields(data: dict[str, Any]) -> list[tuple[FieldPath, Any]]:

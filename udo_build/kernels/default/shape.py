@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import UserError
+from ...source import tensor_problem
 from ._common import axis_of
 from ._package import DEFAULT
 
@@ -147,7 +149,12 @@ def constant_of_shape(shape: np.ndarray, *, value: Any = None) -> np.ndarray:
     fill = np.zeros(1, dtype=np.float32) if value is None else np.asarray(value)
     if fill.dtype == np.float64 and not isinstance(value, np.ndarray):
         fill = fill.astype(np.float32)  # a plain Python number: ONNX's float is float32
-    return np.full(_ints(shape), fill.reshape(-1)[0], dtype=fill.dtype)
+    dims = _ints(shape)
+    problem = tensor_problem(dims, fill.dtype.itemsize)
+    if problem is not None:
+        raise UserError(f"ConstantOfShape: {problem}",
+                        hint="check the shape the model computes for it")
+    return np.full(dims, fill.reshape(-1)[0], dtype=fill.dtype)
 
 
 @DEFAULT.op("Range")

@@ -1,0 +1,330 @@
+"""Reading a cache record without trusting it: every field checked, memory bounded.
+
+A record's header declares the payload's size; the zstd frame must declare the same size and a
+window of at most `MAX_WINDOW` bytes, and is decompressed in chunks, never past that size. The
+payload's JSON (at most `MAX_GRAPH_JSON` bytes) is read and checked first: types, ids, value
+references, the constants' layout, which must fill the payload exactly. Only then are the
+constants read: kept when they total at most `KEEP` bytes, otherwise hashed and dropped, and
+read again into their arrays when the graph is first asked for. A crafted record thus costs at
+most the JSON plus `KEEP` plus the zstd window, whatever sizes it declares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserError
+from ..rewrite.graph import ANY, BHWC, MODEL, NONE, Op, OpGraph, TType, frozen_attrs
+from ..schema_problems import Check
+from ..source import tensor_problem
+from .ops import HTP
+
+ALIGN = 64
+MAX_PAYLOAD = 8 << 30
+MAX_GRAPH_JSON = 64 << 20
+MAX_WINDOW = 1 << 25  # the writer's level 3 uses 2 MiB
+KEEP = 64 << 20
+CHUNK = 1 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+
+
+def align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def check_header(header: dict[str, Any], file: str) -> None:
+    """The fields of a record header that readers use, with their types and limits."""
+    c = Check(file, "the cache record's header")
+    key = c.obj(header.get("key"), "key")
+    c.text(key.get("precision"), "key.precision")
+    for name in ("name", "identifier", "arch", "compiler"):
+        if name in key:
+            c.text(key[name], f"key.{name}")
+    for name, dims in c.obj(key.get("input_dimensions") or {}, "key.input_dimensions").items():
+        c.wholes(dims, f"key.input_dimensions.{name}", 0)
+    for i, name in enumerate(c.seq(key.get("output_tensors", []), "key.output_tensors")):
+        c.text(name, f"key.output_tensors[{i}]")
+    sizes = c.obj(header.get("sizes"), "sizes")
+    c.whole(sizes.get("payload"), "sizes.payload", 8, MAX_PAYLOAD)
+    c.whole(sizes.get("compressed"), "sizes.compressed", 0)
+    c.whole(sizes.get("graph_json"), "sizes.graph_json", 0, MAX_GRAPH_JSON)
+    for name in ("constants", "constant_bytes", "ops", "peak_vtcm_bytes"):
+        if name in sizes:
+            c.whole(sizes[name], f"sizes.{name}", 0)
+    payload = c.obj(header.get("payload"), "payload")
+    if payload.get("codec") != "zstd":
+        raise c.fail("payload.codec", f"codec {payload.get('codec')!r} is not zstd")
+    if not _SHA256.match(c.text(payload.get("sha256"), "payload.sha256")):
+        raise c.fail("payload.sha256", "not a sha256 digest (64 lowercase hex digits)")
+
+
+class PayloadStream:
+    """The decompressed payload, read in order, hashed, never past its declared size."""
+
+    def __init__(self, compressed: memoryview, declared: int, file: str) -> None:
+        import zstandard
+
+        self.file, self.declared, self.done = file, declared, 0
+        self.hash = hashlib.sha256()
+        try:
+            frame = zstandard.get_frame_parameters(compressed)
+        except zstandard.ZstdError as exc:
+            raise self._corrupt(f"not a zstd frame ({exc})") from None
+        if frame.content_size != declared:
+            raise self._corrupt(f"the zstd frame holds {frame.content_size} bytes, the header "
+                                f"says {declared}")
+        if frame.window_size > MAX_WINDOW:
+            raise self._corrupt(f"the zstd frame asks for a {frame.window_size}-byte window, "
+                                f"over the limit of {MAX_WINDOW}")
+        decompressor = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+        self.reader = decompressor.stream_reader(compressed, read_size=CHUNK)
+
+    def _corrupt(self, message: str) -> UserError:
+        return UserError(f"the cache record's payload is corrupt: {message}", file=self.file,
+                         field="payload")
+
+    def readinto(self, buffer: memoryview) -> None:
+        """Fill `buffer` (bytes) from the payload."""
+        import zstandard
+
+        if self.done + len(buffer) > self.declared:
+            raise self._corrupt("its parts run past its declared size")
+        filled = 0
+        try:
+            while filled < len(buffer):
+                n = self.reader.readinto(buffer[filled:filled + CHUNK])
+                if not n:
+                    raise self._corrupt("it ends before its declared size")
+                filled += n
+        except zstandard.ZstdError as exc:
+            raise self._corrupt(str(exc)) from None
+        self.hash.update(buffer)
+        self.done += len(buffer)
+
+    def read(self, n: int) -> bytes:
+        out = bytearray(n)
+        self.readinto(memoryview(out))
+        return bytes(out)
+
+    def read_rest(self, *, keep: bool) -> bytes | None:
+        """The rest of the payload (or None when not `keep`: then only hashed)."""
+        chunks = []
+        while self.done < self.declared:
+            chunk = self.read(min(CHUNK, self.declared - self.done))
+            if keep:
+                chunks.append(chunk)
+        return b"".join(chunks) if keep else None
+
+    def digest(self) -> str:
+        return self.hash.hexdigest()
+
+
+@dataclass(frozen=True)
+class Const:
+    value: int  # the value's index in the payload
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    offset: int  # from the first constant
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    start: int  # where the constants start in the payload
+    consts: tuple[Const, ...]  # by offset
+
+    @property
+    def total(self) -> int:
+        return self.consts[-1].offset + self.consts[-1].nbytes if self.consts else 0
+
+
+def read_body(stream: PayloadStream, sizes: dict[str, Any], file: str
+              ) -> tuple[dict[str, Any], Layout]:
+    """The payload's JSON, checked, and the layout of the constants that follow it."""
+    c = Check(file, "the cache record's payload")
+    (n,) = struct.unpack("<Q", stream.read(8))
+    if n != sizes["graph_json"] or 8 + n > sizes["payload"]:
+        raise c.fail("sizes.graph_json", f"the payload's JSON is {n} bytes, the header says "
+                     f"{sizes['graph_json']} of a {sizes['payload']}-byte payload")
+    try:
+        body = json.loads(stream.read(n))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise c.fail("payload", f"its JSON cannot be read ({str(exc)[:80]})") from None
+    consts = check_body(c, body)
+    layout = Layout(align(8 + n), consts)
+    expected = layout.start + layout.total if consts else 8 + n
+    if expected != sizes["payload"]:
+        raise c.fail("sizes.payload", f"the constants end at byte {expected}, the header "
+                     f"says the payload is {sizes['payload']} bytes")
+    return body, layout
+
+
+def check_body(c: Check, body: Any) -> tuple[Const, ...]:
+    """Check what the payload's JSON holds; the constants' layout, by offset."""
+    body = c.obj(body, "payload")
+    c.text(body.get("name"), "name")
+    values = c.seq(body.get("values"), "values")
+    consts = [_value(c, entry, i) for i, entry in enumerate(values)]
+    count = len(values)
+    produced = set(c.wholes(body.get("inputs"), "inputs", 0, count - 1))
+    for i, op in enumerate(c.seq(body.get("ops"), "ops")):
+        _op(c, op, i, count, produced)
+    for i, out in enumerate(c.seq(body.get("outputs"), "outputs")):
+        c.text(c.obj(out, f"outputs[{i}]").get("name"), f"outputs[{i}].name")
+        c.whole(out.get("value"), f"outputs[{i}].value", 0, count - 1)
+    _extras(c, body)
+    _check_io(c, body)
+    return _layout(c, [k for k in consts if k is not None])
+
+
+def _value(c: Check, entry: Any, i: int) -> Const | None:
+    field = f"values[{i}]"
+    entry = c.obj(entry, field)
+    c.whole(entry.get("id"), f"{field}.id", i, i)
+    c.text(entry.get("name"), f"{field}.name")
+    c.wholes(entry.get("shape"), f"{field}.shape", -1)
+    c.dtype(entry.get("dtype"), f"{field}.dtype")
+    for j, enc in enumerate(c.seq(entry.get("enc", []), f"{field}.enc")):
+        enc = c.seq(enc, f"{field}.enc[{j}]")
+        if len(enc) != 4 or not all(isinstance(v, (int, float)) for v in enc) \
+                or not isinstance(enc[3], bool):
+            raise c.fail(f"{field}.enc[{j}]", "expected [bitwidth, scale, offset, signed]")
+    const = entry.get("const")
+    if const is None:
+        return None
+    const = c.obj(const, f"{field}.const")
+    dtype = c.dtype(const.get("dtype"), f"{field}.const.dtype")
+    shape = tuple(c.wholes(const.get("shape"), f"{field}.const.shape", 0))
+    problem = tensor_problem(shape, dtype.itemsize)
+    if problem is not None:
+        raise c.fail(f"{field}.const.shape", problem)
+    offset = c.whole(const.get("offset"), f"{field}.const.offset", 0, MAX_PAYLOAD)
+    if offset % ALIGN:
+        raise c.fail(f"{field}.const.offset", f"{offset} is not a multiple of {ALIGN}")
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return Const(i, dtype, shape, offset, nbytes)
+
+
+def _op(c: Check, op: Any, i: int, count: int, produced: set[int]) -> None:
+    field = f"ops[{i}]"
+    op = c.obj(op, field)
+    c.whole(op.get("id"), f"{field}.id", i, i)
+    for name in ("op", "package", "layout", "origin"):
+        c.text(op.get(name), f"{field}.{name}")
+    if op["layout"] not in (BHWC, ANY, MODEL):
+        raise c.fail(f"{field}.layout", f"{op['layout']!r} is not a layout class")
+    for j, v in enumerate(c.seq(op.get("inputs"), f"{field}.inputs")):
+        if v != NONE:
+            c.whole(v, f"{field}.inputs[{j}]", 0, count - 1)
+    for j, v in enumerate(c.wholes(op.get("outputs"), f"{field}.outputs", 0, count - 1)):
+        if v in produced:
+            raise c.fail(f"{field}.outputs[{j}]", f"value {v} has another producer")
+        produced.add(v)
+    c.obj(op.get("attrs"), f"{field}.attrs")
+    for j, shape in enumerate(c.seq(op.get("model"), f"{field}.model")):
+        c.wholes(shape, f"{field}.model[{j}]", -1)
+
+
+def _extras(c: Check, body: dict[str, Any]) -> None:
+    """The parts `udo-build info` and the runner read: io, memory, log, notes, quantization."""
+    io = c.obj(body.get("io"), "io")
+    for side in ("inputs", "outputs"):
+        for name, shape in c.obj(io.get(side), f"io.{side}").items():
+            c.wholes(shape, f"io.{side}.{name}", -1)
+    c.obj(body.get("memory", {}), "memory")
+    c.obj(body.get("quantization") or {}, "quantization")
+    for i, note in enumerate(c.seq(body.get("notes", []), "notes")):
+        c.text(note, f"notes[{i}]")
+    log = c.obj(body.get("log", {}), "log")
+    for i, rule in enumerate(c.seq(log.get("rules", []), "log.rules")):
+        rule = c.obj(rule, f"log.rules[{i}]")
+        for name in ("pass", "rule"):
+            c.text(rule.get(name), f"log.rules[{i}].{name}")
+        c.whole(rule.get("count"), f"log.rules[{i}].count", 0)
+
+
+def _check_io(c: Check, body: dict[str, Any]) -> None:
+    """The model-level inputs and outputs name the graph's, with as many elements."""
+    values = body["values"]
+    sides = {"inputs": [(values[v]["name"], values[v]["shape"]) for v in body["inputs"]],
+             "outputs": [(o["name"], values[o["value"]]["shape"]) for o in body["outputs"]]}
+    for side, pairs in sides.items():
+        io = body["io"][side]
+        if sorted(io) != sorted(name for name, _ in pairs):
+            raise c.fail(f"io.{side}", f"names {sorted(io)}, the graph's {side} are "
+                         f"{sorted(name for name, _ in pairs)}")
+        for name, shape in pairs:
+            if -1 not in shape and np.prod(io[name]) != np.prod(shape):
+                raise c.fail(f"io.{side}.{name}", f"shape {io[name]} does not hold the "
+                             f"graph's {shape}")
+
+
+def _layout(c: Check, consts: list[Const]) -> tuple[Const, ...]:
+    ordered = sorted(consts, key=lambda k: k.offset)
+    end = 0
+    for k in ordered:
+        if k.offset < end:
+            raise c.fail(f"values[{k.value}].const.offset",
+                         f"this constant overlaps the one before it (ending at {end})")
+        end = k.offset + k.nbytes
+    return tuple(ordered)
+
+
+class Constants:
+    """The arrays of a record's constants: from the kept bytes, or read again on demand."""
+
+    def __init__(self, layout: Layout, kept: bytes | None, compressed: memoryview,
+                 declared: int, file: str) -> None:
+        self.layout, self.kept, self.compressed = layout, kept, compressed
+        self.declared, self.file = declared, file
+
+    def arrays(self) -> dict[int, np.ndarray]:
+        """Value index -> array (native byte order)."""
+        out: dict[int, np.ndarray] = {}
+        if self.kept is not None:
+            skip = self.layout.start - (self.declared - len(self.kept))
+            blob = memoryview(self.kept)[skip:]
+            for k in self.layout.consts:
+                little = k.dtype.newbyteorder("<")
+                array = np.frombuffer(blob, little, k.nbytes // k.dtype.itemsize, k.offset)
+                out[k.value] = array.reshape(k.shape).astype(k.dtype.newbyteorder("="))
+            return out
+        stream = PayloadStream(self.compressed, self.declared, self.file)
+        stream.read(self.layout.start)  # the JSON, checked already
+        position = 0
+        for k in self.layout.consts:
+            stream.read(k.offset - position)  # alignment padding
+            array = np.empty(k.shape, k.dtype.newbyteorder("<"))
+            stream.readinto(memoryview(array.reshape(-1).view(np.uint8)))
+            out[k.value] = array.astype(k.dtype.newbyteorder("="), copy=False)
+            position = k.offset + k.nbytes
+        return out
+
+
+def build_graph(body: dict[str, Any], arrays: dict[int, np.ndarray]) -> OpGraph:
+    """The op graph a checked payload describes (value and op ids shifted to start at 1)."""
+    g = OpGraph(body["name"], HTP)
+    for i, entry in enumerate(body["values"]):
+        vid = i + 1
+        g.types[vid] = TType.from_json(entry)
+        g.names[vid] = entry["name"]
+        g.users[vid] = {}
+        if i in arrays:
+            g.consts[vid] = arrays[i]
+    for entry in body["ops"]:
+        op = Op(int(entry["id"]) + 1 + len(body["values"]), entry["op"], entry["package"],
+                tuple(v + 1 if v != NONE else NONE for v in entry["inputs"]),
+                tuple(v + 1 for v in entry["outputs"]), frozen_attrs(entry["attrs"]),
+                entry["layout"], tuple(tuple(s) for s in entry["model"]), entry["origin"])
+        g._insert(op)
+    g.inputs = [v + 1 for v in body["inputs"]]
+    g.outputs = [(o["name"], int(o["value"]) + 1) for o in body["outputs"]]
+    g._next = len(body["values"]) + len(body["ops"]) + 1
+    return g
