@@ -50,8 +50,8 @@ class Store:
         self.root = Path(root)
         self._check_layout(create)
         self.cas = Cas(self.root)
-        self.ac = ActionCache(self.root, self.cas)
         self.files = FileDigests(self.root)
+        self.ac = ActionCache(self.root, self.cas, self.files)  # hits checked by the stat cache
         self.counters = Counters()
         self.remote: Remote | None = None
 

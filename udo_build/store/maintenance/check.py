@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import Store
+from ..cas import content_digest
 from .scan import (
     Entry,
     History,
     Trees,
     blob_files,
-    content_digest,
     lock_files,
     locked,
     scan_entries,

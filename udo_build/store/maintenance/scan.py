@@ -25,24 +25,6 @@ from ..history import history_files, read_history
 from ..locks import store_lock
 
 
-def content_digest(path: Path) -> tuple[str | None, str]:
-    """(sha256 of a blob file's uncompressed bytes, "") or (None, why it cannot be read)."""
-    import zstandard
-
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            stream: Any = (zstandard.ZstdDecompressor().stream_reader(fh)
-                           if path.suffix == ".zst" else fh)
-            while chunk := stream.read(1 << 20):
-                h.update(chunk)
-    except OSError as exc:
-        return None, f"cannot be read: {exc.strerror}"
-    except zstandard.ZstdError as exc:
-        return None, f"does not decompress: {exc}"
-    return h.hexdigest(), ""
-
-
 def logical_size(path: Path, disk: int) -> int | None:
     """The uncompressed size of a blob file from its zstd frame header (None when unknown)."""
     if path.suffix != ".zst":
