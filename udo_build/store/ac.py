@@ -106,6 +106,14 @@ class ActionResult:
             return None
 
 
+def unsafe_publish(doc: Any) -> str:
+    """Why a result document's publish paths are refused, or '' (none is unsafe)."""
+    publish = doc.get("publish") if isinstance(doc, dict) else None
+    if not isinstance(publish, dict):
+        return ""
+    return next((why for why in map(publish_problem, publish) if why), "")
+
+
 class ActionCache:
     def __init__(self, root: Path, cas: Cas, files: FileDigests | None = None) -> None:
         self.dir = root / "ac"
