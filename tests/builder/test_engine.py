@@ -258,7 +258,7 @@ def test_the_output_folder_follows_the_recipe(project: Project) -> None:
     files = sorted(str(p.relative_to(project.out)) for p in project.out.rglob("*")
                    if p.is_file())
     assert files == [
-        ".udo-build-manifest.json", "model/net.udb", "model/net_deploy.udb",
+        ".udo-build-lock", ".udo-build-manifest.json", "model/net.udb", "model/net_deploy.udb",
         "model/net_quantized.encodings.json", "model/net_quantized.udb",
         "opdef/SoftplusPackage.json",
         "opdef/SoftplusPackageCpu.json", "opdef/SoftplusPackageHtp.json",

@@ -10,6 +10,11 @@ that does not depend on a failure. Actions with equal keys in one build run once
 
 With a remote tier, a local miss is looked up there in the background; a hit counts at once while
 its blobs download (`_settle`); an action whose blobs could not be had runs here, and what follows.
+
+A local hit is checked (see `ActionCache`): an entry whose output blob is missing or corrupt is a
+miss, so the action runs again (or is fetched again) in this build, and its state keeps a note
+(`healed`) that says what was wrong. An action that finds an input blob corrupt makes its
+producer run again (`_rebuild_producer`): nothing is built from bad bytes.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class ActionState:
     would_run: bool = False  # dry run: this action would execute
     retries: int = 0  # times rescheduled because an input blob was corrupt
     origin: str = ""  # for a cached action: "local" or "remote" (the tier that had it)
+    healed: str = ""  # what was wrong with its cached outputs in the store (then made again)
 
     @property
     def id(self) -> str:
@@ -193,7 +199,9 @@ class Engine:
         if hit is not None:
             state.result = hit
             self._finish(state, "cached")
-        elif key in self._by_key:
+            return
+        state.healed = state.healed or self.store.ac.damage(key)
+        if key in self._by_key:
             self._running[self._by_key[key]].append(state)  # same key: one execution
             state.status = "running"
         elif not self._fetch(state, key):
@@ -359,6 +367,9 @@ class Engine:
                 error: BaseException | None = None, seconds: float = 0.0) -> None:
         state.status = status
         state.reason = reason or state.reason
+        if state.healed and status in ("built", "cached"):
+            again = "rebuilt" if status == "built" else f"taken again from the {state.origin} cache"
+            state.reason = f"{state.healed}; {again}"
         state.error = error
         state.seconds = seconds
         self.listener("finish", state)

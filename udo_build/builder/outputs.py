@@ -2,26 +2,45 @@
 
 Each action says where its outputs are published (`opdef/MyPkgHtp.json`, a package tree under
 `packages/MyPkgHtp/`, ...): the plan does, when the place depends on names the key ignores (a
-model's file name), else the action's result. Files are written atomically and only when their
-content changed; a manifest (`.udo-build-manifest.json`) records what the folder holds, so files
-that an earlier build put there and the recipe no longer implies are removed (from the folder,
-never from the store). Files the build did not write are never touched.
+model's file name), else the action's result. Files are written atomically; a manifest
+(`.udo-build-manifest.json`) records what the folder holds, so files that an earlier build put
+there and the recipe no longer implies are removed (from the folder, never from the store).
+Files the build did not write are never touched.
+
+Every build checks that the folder holds what the manifest says, cheaply: through the store's
+stat cache (`FileDigests`, like git's index), a file is hashed again only when its identity
+(size, mtime, ctime, inode) changed; a file that does not hold its bytes is written again (and
+reported). A raw blob is hard-linked into the folder, so a file written through the link damages
+the blob too: the engine's check of the action's outputs quarantines it and the action runs
+again before the folder is checked.
+
+A folder is owned by one build at a time (`owned`: a lock file `.udo-build-lock` in it; a second
+build waits, says so, then proceeds). The lock file also says whether its last owner was writing:
+a build killed then may have left `.tmp-*` siblings, which the next owner removes.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import write_atomic
-from ..errors import UserError
+from ..atomic import TMP_PREFIX, write_atomic
+from ..errors import UserError, environment_problem
 from ..store import ActionResult, Store
 from ..store.cas import safe_relpath
 from ..store.manifest import read_manifest
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
 MANIFEST = ".udo-build-manifest.json"
+LOCK = ".udo-build-lock"
 PARALLEL_BYTES = 8 << 20  # write files in WRITERS threads when there is more than this
 WRITERS = 4
 
@@ -31,6 +50,12 @@ class Sync:
     written: int = 0
     removed: int = 0
     unchanged: int = 0
+    damaged: list[str] = field(default_factory=list)  # files that did not hold their bytes
+
+
+class MissingContent(UserError):
+    """Blobs the output folder needs are missing from the store (or were found corrupt and
+    quarantined while being written): their actions must run again."""
 
 
 FileSpec = tuple[str, int, bool]  # digest, size, executable
@@ -56,8 +81,8 @@ def desired_files(store: Store, results: list[Published]) -> dict[str, FileSpec]
                 continue
             entries = store.cas.tree_entries(out.digest)
             if entries is None:
-                raise UserError(f"the tree of {rel} is missing from the store",
-                                hint="run 'udo-build store verify --repair' and build again")
+                raise MissingContent(f"the tree of {rel} is missing from the store",
+                                     hint="build again: its action runs again")
             for e in entries:
                 files[f"{rel}/{e['path']}"] = (e["digest"], int(e.get("size", -1)),
                                                bool(e.get("executable")))
@@ -65,25 +90,29 @@ def desired_files(store: Store, results: list[Published]) -> dict[str, FileSpec]
 
 
 def materialize(store: Store, folder: Path, results: list[Published], *,
-                prune: bool = True) -> Sync:
+                prune: bool = True, owner: Owner | None = None) -> Sync:
     files = desired_files(store, results)
     manifest = folder / MANIFEST
     old = read_manifest(manifest)
     sync = Sync()
-    todo = [(rel, spec) for rel, spec in files.items()
-            if not (old.get(rel) == spec[0] and _size(folder / rel) == spec[1])]
-    sync.unchanged = len(files) - len(todo)
-    _write_files(store, folder, todo)
+    todo = _stale(store, folder, files, old, sync)
+    gone = sorted(set(old) - set(files)) if prune else []
+    if owner is not None and (todo or gone):
+        owner.writing()
+    missing = _write_files(store, folder, todo)
+    if missing:
+        raise MissingContent(f"the content of {missing[0]} is missing from the store"
+                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                             hint="build again: its action runs again")
     sync.written = len(todo)
     keep = {rel: spec[0] for rel, spec in files.items()}
     if not prune:
         keep = {**old, **keep}
-    if prune:
-        for rel in sorted(set(old) - set(files)):
-            _check_rel(rel)
-            (folder / rel).unlink(missing_ok=True)
-            _remove_empty_parents(folder / rel, folder)
-            sync.removed += 1
+    for rel in gone:
+        _check_rel(rel)
+        (folder / rel).unlink(missing_ok=True)
+        _remove_empty_parents(folder / rel, folder)
+        sync.removed += 1
     if sync.written or sync.removed or not manifest.exists():
         data = dict(sorted(keep.items()))
         write_atomic(manifest, json.dumps(data, indent=1).encode(), readonly=False,
@@ -91,35 +120,47 @@ def materialize(store: Store, folder: Path, results: list[Published], *,
     return sync
 
 
-def _write_files(store: Store, folder: Path, todo: list[tuple[str, FileSpec]]) -> None:
+def _stale(store: Store, folder: Path, files: dict[str, FileSpec], old: dict[str, str],
+           sync: Sync) -> list[tuple[str, FileSpec]]:
+    """The files to write: new or changed in the manifest, or not holding the bytes it names
+    (checked through the stat cache: only files whose identity changed are hashed)."""
+    root = folder.resolve()
+    todo = []
+    for rel, spec in files.items():
+        if old.get(rel) != spec[0]:
+            todo.append((rel, spec))
+            continue
+        try:
+            found = store.files.digest(root / rel, resolved=True)[0]
+        except OSError:
+            found = ""
+        if found == spec[0]:
+            sync.unchanged += 1
+            continue
+        todo.append((rel, spec))
+        sync.damaged.append(rel)
+    return todo
+
+
+def _write_files(store: Store, folder: Path, todo: list[tuple[str, FileSpec]]) -> list[str]:
     """Write files from the store; several at once when there is much to write (reading,
     decompressing, verifying and writing release the GIL: a fresh checkout fed by a remote
-    cache writes its whole output folder)."""
-    def write(item: tuple[str, FileSpec]) -> None:
+    cache writes its whole output folder). Returns the files whose blobs are missing."""
+    def write(item: tuple[str, FileSpec]) -> str | None:
         rel, (digest, _, executable) = item
-        if not store.cas.materialize(digest, folder / rel, executable=executable):
-            raise UserError(f"the content of {rel} is missing from the store",
-                            hint="run 'udo-build store verify --repair' and build again")
+        return None if store.cas.materialize(digest, folder / rel,
+                                             executable=executable) else rel
 
     if len(todo) < 2 or sum(max(spec[1], 0) for _, spec in todo) < PARALLEL_BYTES:
-        for item in todo:
-            write(item)
-        return
+        return [rel for rel in map(write, todo) if rel is not None]
     import concurrent.futures as cf
 
     with cf.ThreadPoolExecutor(WRITERS, thread_name_prefix="udo-build-out") as pool:
-        list(pool.map(write, todo))
-
-
-def _size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return None
+        return [rel for rel in pool.map(write, todo) if rel is not None]
 
 
 def _check_rel(rel: str) -> None:
-    if not safe_relpath(rel):
+    if not safe_relpath(rel) or rel.startswith((".udo-build", TMP_PREFIX)):
         raise UserError(f"an action published to an unsafe path: {rel!r}",
                         hint="outputs stay inside the output folder")
 
@@ -132,3 +173,78 @@ def _remove_empty_parents(path: Path, top: Path) -> None:
         except OSError:
             return
         parent = parent.parent
+
+
+# -- owning the folder ----------------------------------------------------------------------------
+
+def check_outside_store(folder: Path, store: Path) -> None:
+    """Refuse an output folder in the store (gc would take its files for the store's own)."""
+    out, root = folder.resolve(), store.resolve()
+    if out == root or root in out.parents:
+        raise UserError("the output folder is inside the store", file=folder,
+                        hint=f"choose an output folder outside {store} (--out DIR)")
+
+
+class Owner:
+    """The build that holds an output folder's lock; it says when it starts writing."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._writing = False
+
+    def mark(self, state: str) -> None:
+        text = f"pid {os.getpid()} {state}".strip() + "\n"
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, text.encode(), 0)
+
+    def writing(self) -> None:
+        if not self._writing:
+            self.mark("writing")
+            self._writing = True
+
+
+@contextmanager
+def owned(folder: Path, waiting: Callable[[str], None]) -> Iterator[Owner]:
+    """Hold the folder's lock (after telling `waiting` when another build holds it); on the
+    way in, remove the leftovers of an owner killed while writing."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if environment_problem(exc) is not None:  # read-only, full, not ours: said as such
+            raise
+        raise UserError(f"the output folder cannot be written: {exc.strerror}", file=folder,
+                        hint="choose another --out folder, or make this one writable") from None
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").split(" writing")[0]
+                waiting(f"another build ({holder.strip() or 'a process'}) is writing this "
+                        "output folder; waiting for it to finish")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        owner = Owner(fd)
+        if os.pread(fd, 64, 0).decode(errors="replace").strip().endswith("writing"):
+            remove_leftovers(folder)
+        owner.mark("")
+        yield owner
+        if owner._writing:
+            owner.mark("")
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def remove_leftovers(folder: Path) -> int:
+    """Remove the temporary siblings (`.tmp-*`) a killed build left in the folder (never
+    descending into a store kept inside it); returns how many."""
+    count = 0
+    for sub, dirs, names in os.walk(folder):
+        if "VERSION" in names and "cas" in dirs:
+            dirs.clear()  # a store: its temporary files belong to its own writers
+            continue
+        for name in names:
+            if name.startswith(TMP_PREFIX):
+                Path(sub, name).unlink(missing_ok=True)
+                count += 1
+    return count

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..store import Store
     from .engine import ActionState, Options
     from .explain import Explanation
+    from .outputs import Owner
     from .plan import Plan
 
 STATUSES = ("built", "cached", "failed", "skipped")
@@ -255,23 +256,60 @@ def _build(store: Store, request: BuildRequest,
            events: Events) -> tuple[Recipe, dict[str, ActionState], Path]:
     from .engine import Options
     from .history import save_history
-    from .outputs import MANIFEST, materialize
+    from .outputs import check_outside_store, owned
 
     recipe = load(store, request.recipe, events)
     open_remote(store, recipe.path.parent, request.remote, events.warning)
     full, selected = plan(recipe, request.targets)
     options = Options(jobs=request.jobs, keep_going=request.keep_going,
                       dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch")
-    states = run_plan(store, selected, options, events)
     out = Path(request.out) if request.out else Path("out") / recipe.name
-    if not request.dry_run:
+    if request.dry_run:
+        return recipe, run_plan(store, selected, options, events), out
+    check_outside_store(out, store.root)
+    with owned(out, lambda text: events.warning(Problem(text, file=str(out)))) as owner:
+        states = run_plan(store, selected, options, events)
+        states = _publish(store, out, selected, options, states, events, owner,
+                          prune=not request.targets)
+        _tell_healed(states, events)
         with store.recording("the build's history"):
             save_history(store, recipe.path, recipe.name, states, list(full.actions))
+    return recipe, states, out
+
+
+def _publish(store: Store, out: Path, selected: Plan, options: Options,
+             states: dict[str, ActionState], events: Events, owner: Owner, *,
+             prune: bool) -> dict[str, ActionState]:
+    """Update the output folder; when a blob it needs turns out missing or corrupt (then it
+    is quarantined), run the plan once more (only those actions run) and update it again."""
+    from .outputs import MANIFEST, MissingContent, materialize
+
+    for attempt in (1, 2):
         results = [(s.result, s.action.published(s.result)) for s in states.values()
                    if s.result is not None]
-        if results or (out / MANIFEST).exists():
-            materialize(store, out, results, prune=not request.targets)
-    return recipe, states, out
+        if not results and not (out / MANIFEST).exists():
+            return states
+        try:
+            sync = materialize(store, out, results, prune=prune, owner=owner)
+        except MissingContent:
+            if attempt == 2:
+                raise
+            again = run_plan(store, selected, options, events)
+            states = {i: s if s.status == "built" else again[i] for i, s in states.items()}
+            continue
+        if sync.damaged:
+            events.warning(Problem(
+                f"{len(sync.damaged)} files did not hold what the last build wrote there "
+                f"(changed or damaged since); written again: {', '.join(sync.damaged[:3])}"
+                + (", ..." if len(sync.damaged) > 3 else ""), file=str(out)))
+    return states
+
+
+def _tell_healed(states: dict[str, ActionState], events: Events) -> None:
+    """One line per action whose cached outputs were missing or corrupt and were made again."""
+    for state in states.values():
+        if state.healed and state.status in ("built", "cached"):
+            events.warning(Problem(f"{state.id}: {state.reason}"))
 
 
 def explain_build(request: BuildRequest, events: Events) -> ExplainReport:

@@ -57,8 +57,8 @@ class Store:
         self.root = Path(root)
         self._check_layout(create)
         self.cas = Cas(self.root)
-        self.ac = ActionCache(self.root, self.cas)
         self.files = FileDigests(self.root)
+        self.ac = ActionCache(self.root, self.cas, self.files)  # hits checked by the stat cache
         self.counters = Counters()
         self.remote: Remote | None = None
         self.skipped: dict[str, OSError] = {}  # records not written: what -> why (see recording)

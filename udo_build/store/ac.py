@@ -3,7 +3,15 @@
 A result names each output's digest, size and type (blob or tree), where the output is published
 in a build's output folder, the action's kind and a human description, how long it took, and the
 tool version. The cache is an optimization: an entry that cannot be read, does not parse, has the
-wrong shape, or names a blob the store lacks is a miss, never a failure.
+wrong shape, publishes to an unsafe path, or names a blob the store lacks is a miss, never a
+failure.
+
+A hit is checked: every output blob (a tree's manifest and files too) must hold the bytes its
+name says. The check is cheap on a store that did not change, through the stat cache
+(`FileDigests.blob_digest`: a blob is hashed again only when its file's identity changed);
+a blob found corrupt is quarantined and the entry is a miss, so the action runs again (or is
+fetched again) instead of handing out bad bytes. `damage` says, after such a miss, what was
+wrong with the entry's outputs.
 """
 
 from __future__ import annotations
@@ -14,16 +22,31 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..atomic import is_tmp, write_atomic
-from .cas import Cas, _valid_digest
+from .cas import Cas, _valid_digest, safe_relpath
+
+if TYPE_CHECKING:
+    from .filecache import FileDigests
 
 RESULT_SCHEMA = "udo-build/action-result"
 RESULT_VERSION = 1
 OUTPUT_TYPES = ("blob", "tree")
 TOUCH_AFTER = 86400.0  # seconds: an entry's mtime is refreshed on use once it is this old
+RESERVED_PREFIX = ".udo-build"  # the output folder's own files (manifest, lock)
+
+
+def publish_problem(rel: Any) -> str:
+    """Why `rel` cannot be a publish path (a path relative to the output folder that stays
+    inside it and is not one of the folder's own files), or ''."""
+    if not isinstance(rel, str):
+        return f"a publish path is not text: {rel!r}"
+    bad = not safe_relpath(rel) or "\\" in rel or any(p == "." for p in rel.split("/"))
+    if bad or rel.startswith((RESERVED_PREFIX, ".tmp-")):
+        return f"publishes to an unsafe path {rel[:80]!r} (it must stay inside the output folder)"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -68,8 +91,10 @@ class ActionResult:
                         and out["type"] in OUTPUT_TYPES and isinstance(out["size"], int)):
                     return None
                 outputs[name] = Output(out["digest"], out["size"], out["type"])
-            publish = {str(k): str(v) for k, v in doc.get("publish", {}).items()}
+            publish = {k: str(v) for k, v in doc.get("publish", {}).items()}
             if any(v not in outputs for v in publish.values()):
+                return None
+            if any(publish_problem(rel) for rel in publish):
                 return None
             return ActionResult(
                 key=str(doc["key"]), kind=str(doc["kind"]),
@@ -81,10 +106,19 @@ class ActionResult:
             return None
 
 
+def unsafe_publish(doc: Any) -> str:
+    """Why a result document's publish paths are refused, or '' (none is unsafe)."""
+    publish = doc.get("publish") if isinstance(doc, dict) else None
+    if not isinstance(publish, dict):
+        return ""
+    return next((why for why in map(publish_problem, publish) if why), "")
+
+
 class ActionCache:
-    def __init__(self, root: Path, cas: Cas) -> None:
+    def __init__(self, root: Path, cas: Cas, files: FileDigests | None = None) -> None:
         self.dir = root / "ac"
         self.cas = cas
+        self.files = files  # the stat cache that checks output blobs (None: presence only)
 
     def path_of(self, key: str) -> Path:
         if not _valid_digest(key):
@@ -92,31 +126,70 @@ class ActionCache:
         return self.dir / key[:2] / f"{key}.json"
 
     def get(self, key: str, *, touch: bool = True) -> ActionResult | None:
-        """The cached result for `key`, if it is well-formed and all its outputs are stored."""
+        """The cached result for `key`, if it is well-formed and all its outputs are stored
+        whole (a corrupt one is quarantined: then the key is a miss)."""
+        result, mtime = self._read(key)
+        if result is None:
+            return None
+        if not all([self._complete(o) for o in result.outputs.values()]):  # each checked
+            return None
+        if touch and time.time() - mtime > TOUCH_AFTER:  # mtime = last use (a day's precision)
+            try:
+                os.utime(self.path_of(key))
+            except OSError:
+                pass
+        return result
+
+    def _read(self, key: str) -> tuple[ActionResult | None, float]:
         path = self.path_of(key)
         try:
             with open(path, "rb") as fh:
                 mtime = os.fstat(fh.fileno()).st_mtime
                 result = ActionResult.from_json(json.loads(fh.read()))
-        except (OSError, ValueError):
-            return None
+        except (OSError, ValueError, RecursionError):
+            return None, 0.0
         if result is None or result.key != key:
-            return None
-        if not all(self._complete(o) for o in result.outputs.values()):
-            return None
-        if touch and time.time() - mtime > TOUCH_AFTER:  # mtime = last use (a day's precision)
-            try:
-                os.utime(path)
-            except OSError:
-                pass
-        return result
+            return None, 0.0
+        return result, mtime
 
     def _complete(self, output: Output) -> bool:
-        """The output's blob is stored (for a tree: its manifest and every file blob)."""
+        """The output's blob is stored whole (for a tree: its manifest and every file blob)."""
+        if not self._whole(output.digest):
+            return False
         if output.type != "tree":
-            return self.cas.has(output.digest)
+            return True
         entries = self.cas.tree_entries(output.digest)
-        return entries is not None and all(self.cas.has(e["digest"]) for e in entries)
+        return entries is not None and all([self._whole(e["digest"]) for e in entries])
+
+    def _whole(self, digest: str) -> bool:
+        """The blob is stored and holds its bytes (checked through the stat cache); a corrupt
+        one is quarantined."""
+        path = self.cas.path_of(digest)
+        if path is None or self.files is None:
+            return path is not None
+        if self.files.blob_digest(path) == digest:
+            return True
+        self.cas.quarantine(path)
+        return False
+
+    def damage(self, key: str) -> str:
+        """After a miss: what is wrong with the entry's outputs (a one-line note), or '' when
+        there is no usable entry (a plain miss)."""
+        result, _ = self._read(key)
+        if result is None:
+            return ""
+        bad = []
+        for name, out in sorted(result.outputs.items()):
+            digests = [out.digest]
+            if out.type == "tree":
+                entries = self.cas.tree_entries(out.digest) or []
+                digests += [e["digest"] for e in entries]
+            lost = [d for d in digests if not self.cas.has(d)]
+            if lost:
+                how = ("was corrupt (quarantined)" if any(d in self.cas.quarantined for d in lost)
+                       else "was missing")
+                bad.append(f"{name!r} ({out.digest[:12]}) {how}")
+        return f"the store's copy of its output {', '.join(bad)}" if bad else ""
 
     def put(self, result: ActionResult) -> None:
         data = json.dumps(result.to_json(), sort_keys=True, indent=1).encode()

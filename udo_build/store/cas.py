@@ -61,6 +61,39 @@ def sha256_file(path: Path) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+def content_digest(path: Path) -> tuple[str | None, str]:
+    """(sha256 of a blob file's uncompressed bytes, "") or (None, why it cannot be read), read
+    as a stream (a blob is never held in memory whole for this)."""
+    import zstandard
+
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            stream: Any = (zstandard.ZstdDecompressor().stream_reader(fh)
+                           if path.suffix == ".zst" else fh)
+            while chunk := stream.read(1 << 20):
+                h.update(chunk)
+    except OSError as exc:
+        return None, f"cannot be read: {exc.strerror}"
+    except zstandard.ZstdError as exc:
+        return None, f"does not decompress: {exc}"
+    return h.hexdigest(), ""
+
+
+def blob_file_digest(path: Path) -> str | None:
+    """The digest of the blob a store file holds, or None when it cannot be read."""
+    return content_digest(path)[0]
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `b` is already a hard link to `a` (renaming a link over another link to the
+    same file does nothing, so linking again would leave the temporary link behind)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _valid_digest(digest: str) -> bool:
     return len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
 
@@ -71,6 +104,7 @@ class Cas:
         self.dir = root / "cas"
         self.quarantine_dir = root / "quarantine"
         self.written: set[str] = set()  # digests of the blobs this process has stored
+        self.quarantined: set[str] = set()  # digests of the blobs this process quarantined
         self.links = True  # materialize by hard link when possible (False after one fails)
 
     # -- paths ------------------------------------------------------------------------------------
@@ -97,7 +131,10 @@ class Cas:
         """Store a blob; `digest` only when the caller has just verified that it is the
         sha256 of `data` (a download), to save hashing it twice."""
         digest = digest or sha256_bytes(data)
-        if not self.has(digest):
+        found = self.path_of(digest)
+        if found is not None and digest not in self.written and not self._intact(digest, found):
+            found = None  # it was damaged (now quarantined): stored again
+        if found is None:
             stored, suffix = _maybe_compress(data)
             base = self._base(digest)
             write_atomic(base.with_name(base.name + suffix), stored)
@@ -139,6 +176,13 @@ class Cas:
             return None
         return data
 
+    def _intact(self, digest: str, path: Path) -> bool:
+        """Whether a stored blob file holds its bytes (read as a stream); else quarantined."""
+        if content_digest(path)[0] == digest:
+            return True
+        self.quarantine(path)
+        return False
+
     def tree_entries(self, digest: str) -> list[dict[str, Any]] | None:
         data = self.get(digest)
         return None if data is None else parse_tree(data)
@@ -151,9 +195,9 @@ class Cas:
         if path is None:
             return False
         if not executable and path.suffix != ".zst" and self.links:
-            if digest not in self.written and self._read(digest, path) is None:
+            if digest not in self.written and not self._intact(digest, path):
                 return False
-            if self._link(path, dest):
+            if _same_file(path, dest) or self._link(path, dest):
                 return True
         data = self._read(digest, path)
         if data is None:
@@ -170,12 +214,16 @@ class Cas:
     # -- maintenance ------------------------------------------------------------------------------
 
     def quarantine(self, path: Path) -> None:
+        """Move a blob file whose bytes do not match its name out of the way (kept for a
+        post-mortem; gc removes it later); the blob is missing from then on."""
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         target = self.quarantine_dir / f"{path.name}.{time.time_ns()}"
         try:
             os.replace(path, target)
         except FileNotFoundError:
             pass
+        self.written.discard(path.name.removesuffix(".zst"))
+        self.quarantined.add(path.name.removesuffix(".zst"))
 
     def iter_blobs(self) -> Iterator[tuple[str, Path]]:
         """(digest, file) of every stored blob; temporary siblings are skipped."""

@@ -4,7 +4,8 @@ and history; with repair, fix what can be fixed.
 Failing findings (the store holds something wrong; exit 1 unless repaired):
 
 - corrupt blob: its bytes do not hash to its name, or do not decompress, or cannot be read;
-- malformed action-cache entry: unreadable, not JSON, not a result, or filed under another key;
+- malformed action-cache entry: unreadable, not JSON, not a result, filed under another key, or
+  publishing to an unsafe path (absolute, `..`, the output folder's own files);
 - dangling action-cache entry: names an output blob the store lacks;
 - corrupt tree: an entry's tree output is not a manifest, or names blobs missing or corrupt;
 - unreadable history: a last-build record that does not parse.
@@ -32,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import Store
+from ..cas import content_digest
 from .scan import (
     Entry,
     History,
     Trees,
     blob_files,
-    content_digest,
     lock_files,
     locked,
     scan_entries,

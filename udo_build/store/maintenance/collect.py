@@ -9,7 +9,10 @@ kept when a remaining entry or a history needs it (tree manifests expand to thei
 other blob is deleted. Temporary files older than an hour and lock files of keys without an entry
 go too; with `older_than`, so do quarantined files and `checked/` markers older than that.
 
-Without options gc removes only what is unreachable. Entries are removed before blobs, so a gc
+Without options gc removes only what is unreachable. It never deletes anything outside the store:
+temporary files are looked for in the store's own folders only, and a file whose folder is
+reached through a symbolic link is left alone (and reported). An output folder cannot be inside
+the store (a build refuses it). Entries are removed before blobs, so a gc
 killed half-way leaves a consistent store. It runs under the exclusive store lock (a dry run
 shares it), so no build runs meanwhile.
 """
@@ -94,6 +97,7 @@ class _Collector:
         self.blobs = blob_files(store)
         self.needs: dict[str, set[str]] = {}
         self.report = GcReport(options.dry_run, options.max_size)
+        self.root = store.root.resolve()
 
     def run(self) -> GcReport:
         histories = [h for h in scan_histories(self.store) if h.doc is not None]
@@ -160,6 +164,15 @@ class _Collector:
                 size -= self._bytes(digest) if count[digest] == 0 else 0
         return more
 
+    def _inside(self, path: Path) -> bool:
+        """Whether `path` lies in the store itself: no folder between the store's root and it
+        is a symbolic link (gc never deletes anything outside the store)."""
+        try:
+            below = path.parent.relative_to(self.store.root)
+            return path.parent.resolve(strict=True) == self.root / below
+        except (ValueError, OSError):
+            return False
+
     def _bytes(self, digest: str) -> int:
         return sum(size for _, size in self.blobs.get(digest, ()))
 
@@ -189,6 +202,10 @@ class _Collector:
                 self._remove("checked", path)
 
     def _remove(self, category: str, path: Path, size: int | None = None) -> None:
+        if not self._inside(path):
+            self.report.errors.append(f"{path}: not removed: its folder is not the store's own "
+                                      "(a symbolic link leads elsewhere)")
+            return
         try:
             size = path.lstat().st_size if size is None else size
             if not self.options.dry_run:

@@ -19,28 +19,10 @@ from typing import Any
 from ...atomic import TMP_PREFIX, is_tmp
 from ...errors import UserError
 from .. import Store
-from ..ac import ActionResult
+from ..ac import ActionResult, unsafe_publish
 from ..cas import _decompress, _valid_digest, parse_tree
 from ..history import history_files, read_history
 from ..locks import store_lock
-
-
-def content_digest(path: Path) -> tuple[str | None, str]:
-    """(sha256 of a blob file's uncompressed bytes, "") or (None, why it cannot be read)."""
-    import zstandard
-
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            stream: Any = (zstandard.ZstdDecompressor().stream_reader(fh)
-                           if path.suffix == ".zst" else fh)
-            while chunk := stream.read(1 << 20):
-                h.update(chunk)
-    except OSError as exc:
-        return None, f"cannot be read: {exc.strerror}"
-    except zstandard.ZstdError as exc:
-        return None, f"does not decompress: {exc}"
-    return h.hexdigest(), ""
 
 
 def logical_size(path: Path, disk: int) -> int | None:
@@ -124,7 +106,7 @@ def _parse_entry(key: str, data: bytes) -> tuple[ActionResult | None, str]:
         return None, "not JSON (truncated or overwritten)"
     result = ActionResult.from_json(doc)
     if result is None:
-        return None, "not an action result (wrong schema, version or shape)"
+        return None, unsafe_publish(doc) or "not an action result (wrong schema, version or shape)"
     if result.key != key:
         return None, f"holds the result of another key ({result.key[:12]})"
     return result, ""
@@ -166,9 +148,17 @@ def scan_histories(store: Store) -> list[History]:
     return found
 
 
+LAYOUT_FOLDERS = ("cas", "ac", "history", "locks", "checked", "quarantine")
+
+
 def temporary_files(root: Path, now: float, min_age: float) -> Iterator[tuple[Path, float]]:
-    """(path, age in seconds) of the temporary siblings older than `min_age` under `root`."""
-    for folder, _dirs, files in os.walk(root):
+    """(path, age in seconds) of the temporary siblings older than `min_age` in the store's
+    own folders (the root and its layout folders; nothing else a user may have put there)."""
+    walks = [(str(root), [], sorted(p.name for p in root.glob(f"{TMP_PREFIX}*")))]
+    for top in LAYOUT_FOLDERS:
+        if (root / top).is_dir() and not (root / top).is_symlink():
+            walks += os.walk(root / top)
+    for folder, _dirs, files in walks:
         for name in files:
             if name.startswith(TMP_PREFIX):
                 path = Path(folder) / name
