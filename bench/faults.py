@@ -312,7 +312,7 @@ class Suite:
             return row
         full = self.work / "fs-full"
         full.mkdir()
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(full)],
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(full)],
                           capture_output=True).returncode != 0:
             row.check(False, "mount -t tmpfs failed")
             return row
@@ -321,7 +321,7 @@ class Suite:
             row.check(result.code in (1, 2) and result.json() is not None,
                       f"full store: exit {result.code}, json {result.json() is not None}; "
                       f"{result.stderr.strip().splitlines()[-1:] if result.stderr else ''}")
-            row.figures.append(f"2 MB tmpfs store: exit {result.code}")
+            row.figures.append(f"256 KB tmpfs store: exit {result.code}")
         finally:
             subprocess.run(["umount", str(full)], capture_output=True)
         ro = self.work / "fs-ro"
