@@ -1,4 +1,8 @@
-"""`udo-build store stats | verify | gc | ls` through main(): output, --json, exit codes."""
+"""`udo-build store stats | verify | gc | ls` through main(): output, --json, exit codes.
+
+The commands say how long ago things happened ("1 min ago"): the clock is frozen at the store
+tests' NOW for every test here, so the texts do not depend on when, or how slowly, they run.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,12 @@ def cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), stdout=out, stderr=err, env=env if env is not None else {})
     return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """time.time() is NOW for the commands (lock waits use time.monotonic, not frozen)."""
+    monkeypatch.setattr(time, "time", lambda: NOW)
 
 
 @pytest.fixture
@@ -94,8 +104,7 @@ def test_verify_stale_temporary_file_is_a_note(pop: Populated) -> None:
     tmp = pop.store.root / "cas" / "ab" / ".tmp-0a1b-ab.zst"
     tmp.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_bytes(b"half a blob")
-    left = time.time() - 300  # by the clock of now: the note says how long ago
-    os.utime(tmp, (left, left))
+    os.utime(tmp, (NOW - 300, NOW - 300))
     code, out, err = cli("store", "verify", *store_args(pop))
     assert (code, err) == (0, "")
     assert out.startswith(f"note: {tmp}: stale temporary file: left 5 min ago by a write")

@@ -1,8 +1,14 @@
-"""The integer path (udo_build.runtime.integer): every integer kernel against onnxruntime
-running the one-op QDQ export on identical quantized inputs (within 1 LSB on >= 99.9% of the
-elements), SqueezeNet end to end (within 2 LSB), the float fallback of other ops and of custom ops
-between dequantize and quantize, failures of user kernels, and intermediates freed after their
-last use.
+"""The integer path (udo_build.runtime.integer): every integer kernel against the exact result of
+the one-op QDQ export (the export's arithmetic in float64 by onnx's reference evaluator,
+tests/quant/oracle.py: the same on every machine), equal on every element but where the exact
+value lies within float noise of a rounding tie, and there within 1 LSB; SqueezeNet end to end
+(within 2 LSB); the float fallback of other ops and of custom ops between dequantize and
+quantize, failures of user kernels, and intermediates freed after their last use.
+
+onnxruntime is compared too (within 1 LSB on >= 99.9% of the elements), but only where a probe
+finds its uint8 x int8 kernels exact on this machine: on CPUs without AVX-512 VNNI (AVX2 only)
+they add products in saturating int16 pairs and miss by tens of LSB. Where the probe says so
+the tests still check against the exact oracle, and a warning says what was found.
 
 Encodings come from `qhelpers.encode` (min/max of the float activations), not from the quantize
 pipeline, so these tests pin the integer path alone.
@@ -30,9 +36,9 @@ from udo_build.runtime.integer import QuantizedSession
 from udo_build.runtime.integer.exact import pack, product
 from udo_build.runtime.integer.fixed import Requant, fixed_point, qtype, quantize
 
+from .oracle import ExactQdq, assert_exact, exact_on_this_machine, onnxruntime_if_exact
 from .qhelpers import encode, f32, single
 
-ort = pytest.importorskip("onnxruntime")
 ROOT = Path(__file__).resolve().parents[2]
 _rng = np.random.default_rng(20261122)
 
@@ -147,7 +153,6 @@ CASES = [
     C("Softmax", act(2, 100, scale=3.0), axis=-1, integer=False, id="fallback"),
     C("Sigmoid", act(2, 8, 10), integer=False, id="fallback"),
 ]
-AGREEMENT: dict[str, tuple[float, float, int]] = {}  # case -> (exact, within 1 LSB, max |diff|)
 
 
 def build(case: Case) -> tuple[Model, list[dict[str, np.ndarray]], dict[str, np.ndarray]]:
@@ -169,16 +174,8 @@ def build(case: Case) -> tuple[Model, list[dict[str, np.ndarray]], dict[str, np.
     return model, samples[:3], samples[3]
 
 
-def ort_session(qmodel: Any) -> Any:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = 1
-    return ort.InferenceSession(to_qdq(qmodel).SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
-
-
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_each_integer_op_is_within_one_lsb_of_onnxruntime(case: Case) -> None:
+def test_each_integer_op_is_exact(case: Case) -> None:
     model, samples, test = build(case)
     qmodel = encode(model, samples, **case.options)
     session = QuantizedSession(qmodel)
@@ -189,17 +186,62 @@ def test_each_integer_op_is_within_one_lsb_of_onnxruntime(case: Case) -> None:
     quantized = {n: quantize(x, qmodel.activations[n]) for n, x in test.items()}
     ours = session.run_quantized(quantized)["y"]
     enc = qmodel.activations["y"]
-    dequantized = {n: qmodel.activations[n].dequantize(q) for n, q in quantized.items()}
-    theirs = quantize(ort_session(qmodel).run(["y"], dequantized)[0], enc)
-    assert ours.dtype == qtype(enc) and ours.shape == theirs.shape
+    assert ours.dtype == qtype(enc)
     assert len(np.unique(ours)) > 8  # the case exercises the range, not one value
-    diff = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
-    exact, within = float(np.mean(diff == 0)), float(np.mean(diff <= 1))
-    AGREEMENT[str(case)] = (exact, within, int(diff.max()))
-    assert within >= 0.999, f"{within:.4%} within 1 LSB, max {diff.max()}"
-    # both round halves to even: they differ only where onnxruntime's float32 arithmetic
-    # lands on the other side of a tie (a wrong rounding mode shows here, not above)
-    assert exact >= 0.99, f"only {exact:.2%} equal"
+    dequantized = {n: qmodel.activations[n].dequantize(q) for n, q in quantized.items()}
+    proto = to_qdq(qmodel)
+    exact, unrounded = ExactQdq(proto).quantized_and_unrounded(dequantized, ["y"])["y"]
+    assert ours.shape == exact.shape
+    assert_exact(ours, exact, unrounded, str(case))
+    runner, _ = onnxruntime_if_exact()
+    if runner is not None:  # its kernels are exact here: it agrees but for float32 rounding
+        theirs = quantize(runner(proto, dequantized, ["y"])[0], enc)
+        diff = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
+        within = float(np.mean(diff <= 1))
+        assert within >= 0.999, f"onnxruntime: {within:.4%} within 1 LSB, max {diff.max()}"
+
+
+def _saturating_u8s8(proto: Any, feeds: dict[str, np.ndarray],
+                     names: list[str]) -> list[np.ndarray]:
+    """A runner of the probe models as onnxruntime's u8s8 kernels run them on AVX2: uint8 x
+    int8 products added in pairs into saturating int16 (vpmaddubsw), then in int32."""
+    from onnx import numpy_helper
+
+    graph = proto.graph
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    quants = [n for n in graph.node if n.op_type == "QuantizeLinear"]
+    xq_node = next(n for n in quants if n.input[0] == "x")
+    yq_node = next(n for n in quants if n.input[0] != "x")
+    w_node = next(n for n in graph.node
+                  if n.op_type == "DequantizeLinear" and n.input[0] in inits)
+    x_scale, x_zero = float(inits[xq_node.input[1]]), int(inits[xq_node.input[2]])
+    y_scale, y_zero = float(inits[yq_node.input[1]]), int(inits[yq_node.input[2]])
+    w_scale = float(inits[w_node.input[1]])
+    x = np.clip(np.rint(feeds["x"] / x_scale) + x_zero, 0, 255).astype(np.int32).reshape(-1)
+    wq = inits[w_node.input[0]].astype(np.int32)
+    conv = any(n.op_type == "Conv" for n in graph.node)
+    w = wq.reshape(wq.shape[0], -1).T if conv else wq  # (K, N)
+    pairs = (x[:, None] * w).reshape(-1, 2, w.shape[1]).sum(axis=1)
+    acc = np.clip(pairs, -32768, 32767).sum(axis=0)
+    q = np.clip(np.rint(acc * x_scale * w_scale / y_scale) + y_zero, 0, 255)
+    y = ((q - y_zero) * y_scale).astype(np.float32)
+    return [y.reshape(1, -1, 1, 1) if conv else y.reshape(1, -1)]
+
+
+def test_the_probe_finds_saturating_kernels_inexact_and_exact_ones_exact() -> None:
+    def exact_runner(proto: Any, feeds: dict[str, np.ndarray],
+                     names: list[str]) -> list[np.ndarray]:
+        return list(ExactQdq(proto).run(feeds, names).values())
+
+    assert exact_on_this_machine(exact_runner) == (
+        True, "its uint8 x int8 kernels are exact on this CPU")
+    exact, found = exact_on_this_machine(_saturating_u8s8)
+    assert not exact
+    assert found.endswith("(int16 pair sums saturate): MatMul gives [101, 51] for [200, 100]; "
+                          "Conv gives [101, 51] for [200, 100]"), found
+    assert exact_on_this_machine(None) == (False, "onnxruntime is not installed")
+    _, found_here = onnxruntime_if_exact()  # what the comparisons above ran with, for the log
+    assert found_here.startswith("its uint8 x int8 kernels are ") or "not installed" in found_here
 
 
 def test_the_float_path_agrees_with_the_integer_path_on_average() -> None:
@@ -372,7 +414,7 @@ def test_intermediates_are_freed_after_their_last_use() -> None:
 # -- end to end ---------------------------------------------------------------------------------
 
 
-def test_squeezenet_end_to_end_is_within_two_lsb_of_onnxruntime() -> None:
+def test_squeezenet_end_to_end_is_within_two_lsb_of_the_exact_result() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         import _light_models as light
@@ -389,15 +431,16 @@ def test_squeezenet_end_to_end_is_within_two_lsb_of_onnxruntime() -> None:
     logits = softmax.inputs[0]
     assert logits in qmodel.activations
     ours = QuantizedSession(qmodel).run_quantized(feeds[3], [logits])[logits]
-    proto = to_qdq(qmodel)
-    from onnx import TensorProto, helper
-
-    proto.graph.output.append(helper.make_tensor_value_info(logits, TensorProto.FLOAT, None))
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(proto.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    theirs = quantize(session.run([logits], feeds[3])[0], qmodel.activations[logits])
-    diff = np.abs(ours.astype(int) - theirs.astype(int))
     assert len(np.unique(ours)) > 50
+    proto = to_qdq(qmodel)
+    exact = ExactQdq(proto).quantized(feeds[3], [logits])[logits]
+    diff = np.abs(ours.astype(int) - exact)  # roundings 1 LSB apart compound over 26 layers
     assert diff.max() <= 2, f"max {diff.max()} LSB, {np.mean(diff > 0):.2%} differ"
+    runner, _ = onnxruntime_if_exact()
+    if runner is not None:
+        from onnx import TensorProto, helper
+
+        proto.graph.output.append(helper.make_tensor_value_info(logits, TensorProto.FLOAT, None))
+        theirs = quantize(runner(proto, feeds[3], [logits])[0], qmodel.activations[logits])
+        diff = np.abs(ours.astype(int) - theirs.astype(int))
+        assert diff.max() <= 2, f"onnxruntime: max {diff.max()} LSB, {np.mean(diff > 0):.2%} differ"

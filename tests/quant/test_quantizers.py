@@ -1,4 +1,5 @@
-"""Statistics, quantizers and AIMET encodings."""
+"""Statistics, quantizers and AIMET encodings; encodings that float noise in the statistics
+does not change (the grid of udo_build.quant.stats)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from udo_build.quant.quantizers import (
     asymmetric,
     symmetric_weights,
 )
-from udo_build.quant.stats import TensorStats
+from udo_build.quant.stats import TensorStats, round_down, round_up
 
 
 def test_histogram_grows_without_losing_counts() -> None:
@@ -40,9 +41,10 @@ def test_asymmetric_encodings_hold_zero_exactly() -> None:
 def test_symmetric_per_channel_weights() -> None:
     w = np.array([[1.0, -2.0], [0.5, 0.25], [0.0, 0.0]], np.float32)
     encs = symmetric_weights(w, 8, axis=0)
-    assert [e.scale for e in encs] == [2 / 127, 0.5 / 127, 1e-8]
+    # each channel's peak rounded up to the grid: 2 -> 2.0085, 0.5 -> 0.5012 (see test_the_grid)
+    assert [e.scale for e in encs] == [round_up(2.0) / 127, round_up(0.5) / 127, 1e-8]
     q = encs[0].quantize(w[0])
-    assert list(q) == [64, -127] and encs[0].signed
+    assert list(q) == [63, -126] and encs[0].signed  # -2 / (2.0085 / 127) = -126.46
 
 
 def mse(x: np.ndarray, enc) -> float:  # type: ignore[no-untyped-def]
@@ -71,5 +73,79 @@ def test_aimet_round_trip() -> None:
     doc = to_aimet(acts, params)
     entry = doc["param_encodings"]["conv.weight"][0]
     assert (entry["offset"], entry["is_symmetric"], entry["min"]) == (
-        -128, "True", pytest.approx(-128 / 127))
+        -128, "True", pytest.approx(-128 * round_up(1.0) / 127))
     assert from_aimet(doc, "e.json") == (acts, params)
+
+
+# -- the grid: encodings that float noise does not change -----------------------------------------
+
+
+def test_the_grid_rounds_outward_by_less_than_1_2_percent_and_keeps_zero() -> None:
+    rng = np.random.default_rng(11)
+    values = rng.standard_normal(20_000) * 10.0 ** rng.integers(-30, 30, 20_000)
+    for x in [*values.tolist(), 1.0, 2.0, -0.5, 255.0, 1e-30, 3.4e38]:
+        lo, hi = round_down(x), round_up(x)
+        assert lo <= x <= hi and hi - lo <= abs(x) * 0.012
+        assert round_down(lo) == round_up(lo) == lo and round_up(hi) == round_down(hi) == hi
+        assert round_up(-x) == -lo and round_down(-x) == -hi
+    assert round_down(0.0) == round_up(0.0) == 0.0
+    assert round_down(1.0) < 1.0 < round_up(1.0)  # 1.0 is no grid point: see below
+
+
+def test_requantizing_between_rounded_ranges_lands_on_no_ties() -> None:
+    """On a grid of short binary numbers, ranges like 3 and 6.75 give multipliers like 9/4 (and
+    1 and 2 give 1/2): requantization lands on exact halves (x.5), where implementations round
+    apart. The grid's offsets keep every ratio of its points from being such a fraction."""
+    simple = [0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 6.75, 8.0, 10.0, 12.0, 255.0]
+    for bitwidth in (8, 16):
+        q = np.arange(2 ** bitwidth, dtype=np.float64)
+        for a in simple:
+            for b in simple:
+                for e_in in (asymmetric(0.0, a, bitwidth), asymmetric(-a / 3, a, bitwidth)):
+                    e_out = asymmetric(0.0, b, bitwidth)
+                    v = (q + e_in.offset) * (e_in.scale / e_out.scale)  # in output steps
+                    distance = np.abs(v - np.floor(v) - 0.5)
+                    assert distance.min() > 2.0 ** -30, (bitwidth, a, b, e_in)
+
+
+def _ulp_noise(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """x with every element moved by one ulp, up or down at random (or left)."""
+    x = np.asarray(x, np.float32)
+    step = rng.integers(-1, 2, x.shape)
+    up, down = np.nextafter(x, np.float32(np.inf)), np.nextafter(x, np.float32(-np.inf))
+    return np.where(step > 0, up, np.where(step < 0, down, x)).astype(np.float32)
+
+
+@pytest.mark.parametrize("quantizer", ["tf", "enhanced", "symmetric"])
+def test_one_ulp_of_noise_in_the_activations_changes_no_encoding(quantizer: str) -> None:
+    """The float runtime's last bits may differ between CPU kinds (BLAS): statistics of
+    activations one ulp off give the same encodings, for distributions of every kind, 8 and 16
+    bit, and histograms that grew."""
+    rng = np.random.default_rng(2026)
+    shapes = [rng.standard_normal, rng.standard_cauchy, rng.standard_exponential]
+    changed = []
+    for i in range(30):
+        scale = 10.0 ** rng.uniform(-4, 4)
+        shift = rng.uniform(-1, 1) * scale
+        batches = [(shapes[i % 3](3000) * scale * growth + shift).astype(np.float32)
+                   for growth in (1.0, 1.5, 3.0)]
+        if i % 4 == 0:
+            batches = [np.maximum(b, 0) for b in batches]  # ReLU outputs: zero is the min
+        exact, noisy = TensorStats(bins=512), TensorStats(bins=512)
+        for b in batches:
+            exact.add(b)
+            noisy.add(_ulp_noise(b, rng))
+        bitwidth = (8, 16)[i % 2]
+        want = activation_encoding(exact, bitwidth, quantizer)
+        if activation_encoding(noisy, bitwidth, quantizer) != want:
+            changed.append(i)
+    assert changed == []
+
+
+def test_the_histogram_range_is_on_the_grid() -> None:
+    stats = TensorStats()
+    stats.add(np.array([-0.3, 0.7], np.float32))
+    assert stats.lo == round_down(np.float32(-0.3)) and stats.hi > 0.7
+    assert stats.hi - stats.lo == round_up(stats.hi - stats.lo)
+    stats.add(np.array([5.0], np.float32))  # grows by doubling: the same bin edges, merged
+    assert stats.lo == round_down(np.float32(-0.3)) and stats.hi > 5.0

@@ -35,6 +35,18 @@ def test_single_value_outputs_give_no_top1() -> None:
                                    "top1_agreement": None}
 
 
+def test_the_worst_error_is_reported_to_four_significant_digits() -> None:
+    """The float model's last bits may differ between CPU kinds: the report does not show them."""
+    agreement = Agreement()
+    want = np.array([1.0, 2.0, 3.0])
+    agreement.add({"y": want + np.array([0.0, 0.0123456789, 0.0])}, {"y": want})
+    noisy = Agreement()
+    noisy.add({"y": want + np.array([0.0, 0.0123456789, 0.0])},
+              {"y": np.nextafter(want, 10.0)})  # the reference one ulp off
+    assert agreement.metrics()["max_abs_error"] == 0.01235
+    assert noisy.metrics() == agreement.metrics()
+
+
 @pytest.mark.parametrize("check, failures", [
     (RunCheck(), []),
     (RunCheck(min_sqnr_db=25), ["SQNR 20.00 dB < min_sqnr_db 25"]),

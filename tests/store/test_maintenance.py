@@ -74,10 +74,10 @@ def add_entry(store: Store, name: str, outputs: dict[str, Output], age_days: flo
 
 def write_history(store: Store, recipe: str, actions: dict[str, tuple[str, dict[str, Output]]]
                   ) -> Path:
-    """The documented history format (see builder/history.py), written a minute ago (by the
-    clock of now: `store stats` says how long ago, whenever the test runs)."""
+    """The documented history format (see builder/history.py), written a minute before NOW
+    (the clock the maintenance functions are given, and the CLI tests freeze)."""
     doc = {"schema": "udo-build/history", "version": 1, "recipe": f"/src/{recipe}.yaml",
-           "name": recipe, "updated": time.time() - 60, "actions": {
+           "name": recipe, "updated": NOW - 60, "actions": {
                aid: {"kind": entry, "kind_version": 1, "key": key(entry), "params": {},
                      "inputs": {}, "outputs": {n: o.to_json() for n, o in outs.items()},
                      "built": NOW - 60}

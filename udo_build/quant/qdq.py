@@ -153,11 +153,12 @@ class _Builder:
                                                   if t.name not in self.qmodel.model.weights],
                              [_value_info(t) for t in g.outputs], self.initializers,
                              value_info=[_value_info(t) for t in g.values])
-        opsets = {"": OPSET, **{d: 1 for d in set(self.domains.values()) if d}}
-        opsets.update({n.package: 1 for n in g.nodes if n.package != DEFAULT_PACKAGE
-                       and n.package not in self.domains})
+        domains = {d for d in self.domains.values() if d}
+        domains |= {n.package for n in g.nodes if n.package != DEFAULT_PACKAGE
+                    and n.package not in self.domains}
         if self.microsoft:
-            opsets[MS_DOMAIN] = 1
+            domains.add(MS_DOMAIN)
+        opsets = {"": OPSET, **{d: 1 for d in sorted(domains)}}  # sorted: the same bytes always
         model = h.make_model(graph, producer_name="udo-build",
                              opset_imports=[h.make_opsetid(d, v) for d, v in opsets.items()])
         model.ir_version = IR_VERSION

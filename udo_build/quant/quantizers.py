@@ -14,6 +14,15 @@ Quantizers pick the range [min, max] of an activation from its statistics:
   round trip over the calibration histogram: rounding noise (scale^2 / 12 per value inside the
   range) plus clipping error (the squared distance to the range of every value outside it).
 - `symmetric`: a range symmetric around 0, [-m, m] with m the largest magnitude seen.
+
+Reproducibility: the statistics come from the float runtime, whose last bits may differ across
+CPU kinds. Every range is rounded outward to the grid of udo_build.quant.stats before an
+encoding is computed from it (`asymmetric`, `symmetric_weights`, the symmetric quantizer), so
+noise far below the grid's step leaves the encoding's bytes unchanged unless a bound lies within
+the noise of a grid point. The enhanced search starts from rounded bounds and runs on a
+histogram whose range is on the grid; a value that the noise moves to the next bin changes the
+candidates' errors a little, which changes the choice only where two candidates' errors are
+that close (then it moves by one candidate: the result still lands on the grid).
 """
 
 from __future__ import annotations
@@ -21,14 +30,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.encodings import Encoding
-from .stats import TensorStats
+from .stats import TensorStats, round_down, round_up
 
 QUANTIZERS = ("tf", "enhanced", "symmetric")
 
 
 def asymmetric(lo: float, hi: float, bitwidth: int) -> Encoding:
-    """The unsigned encoding of [lo, hi], widened to hold 0 exactly (offset is an integer)."""
-    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    """The unsigned encoding of [lo, hi], widened to hold 0 exactly (offset is an integer) and
+    rounded outward to the grid of udo_build.quant.stats."""
+    lo, hi = round_down(min(float(lo), 0.0)), round_up(max(float(hi), 0.0))
     levels = 2 ** bitwidth - 1
     scale = (hi - lo) / levels if hi > lo else 1e-8
     offset = int(np.clip(np.rint(lo / scale), -levels, 0))
@@ -36,15 +46,16 @@ def asymmetric(lo: float, hi: float, bitwidth: int) -> Encoding:
 
 
 def symmetric_weights(w: np.ndarray, bitwidth: int, axis: int | None = None) -> list[Encoding]:
-    """Signed symmetric encodings of weights: one, or one per index of `axis`."""
+    """Signed symmetric encodings of weights: one, or one per index of `axis` (the largest
+    magnitude rounded up to the grid)."""
     levels = 2 ** (bitwidth - 1) - 1
     if axis is None:
         peaks = [float(np.max(np.abs(w))) if w.size else 0.0]
     else:
         moved = np.moveaxis(np.abs(w), axis, 0).reshape(w.shape[axis], -1)
         peaks = list(moved.max(axis=1)) if moved.size else [0.0] * w.shape[axis]
-    return [Encoding(bitwidth, float(p) / levels if p > 0 else 1e-8, 0, signed=True)
-            for p in peaks]
+    peaks = [round_up(float(p)) for p in peaks]
+    return [Encoding(bitwidth, p / levels if p > 0 else 1e-8, 0, signed=True) for p in peaks]
 
 
 def activation_encoding(stats: TensorStats, bitwidth: int, quantizer: str) -> Encoding:
@@ -53,7 +64,7 @@ def activation_encoding(stats: TensorStats, bitwidth: int, quantizer: str) -> En
     if quantizer == "tf":
         return asymmetric(stats.min, stats.max, bitwidth)
     if quantizer == "symmetric":
-        peak = max(abs(stats.min), abs(stats.max))
+        peak = round_up(max(abs(stats.min), abs(stats.max)))
         levels = 2 ** bitwidth - 1
         # symmetric around 0 within the unsigned range: offset at the middle
         return Encoding(bitwidth, 2 * peak / levels if peak > 0 else 1e-8,
@@ -68,7 +79,7 @@ def enhanced_range(stats: TensorStats, bitwidth: int, steps: int = 128) -> tuple
     """The [lo, hi] minimizing the expected squared quantization error over the histogram."""
     centers = stats.centers()
     counts = stats.hist.astype(np.float64)
-    lo0, hi0 = min(stats.min, 0.0), max(stats.max, 0.0)
+    lo0, hi0 = round_down(min(stats.min, 0.0)), round_up(max(stats.max, 0.0))
     fractions = np.linspace(0.0, 1.0, steps + 1)[:-1] ** 2  # finer near the observed range
     lows = lo0 * (1 - fractions) if lo0 < 0 else np.zeros(1)
     highs = hi0 * (1 - fractions) if hi0 > 0 else np.zeros(1)

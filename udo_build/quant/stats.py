@@ -4,15 +4,75 @@ A `TensorStats` keeps the running min and max and a histogram of fixed size. The
 range starts at the first batch's range and grows by doubling when later values fall outside it,
 merging bins pairwise, so old counts are never lost and memory never grows (the approach of
 TensorRT's and onnxruntime's histogram calibrators). No activation is kept.
+
+The statistics come from the float runtime, whose last bits may differ between CPU kinds (BLAS
+kernels, vectorized transcendental functions). So that such noise does not reach the encodings,
+every range an encoding is computed from is first rounded outward to a fixed grid (`round_down`,
+`round_up`) of RANGE_BITS significant bits: less than 1.2% wider (2^-7 within a binade, up to
+3 x 2^-8 across a power of two), and zero stays zero. In the binade [2^(e-1), 2^e) the grid's
+points are (n + theta_e) * 2^(e-8) for n = 128..255, the offset theta_e = frac((e + 1/2) *
+GOLDEN) another in every binade, so that the ratio of two rounded ranges (the requantization
+multiplier between two encodings) is neither a simple fraction nor a power of two: on a plain
+grid of short binary numbers such ratios are common (9/4, 1/2), and requantizing lands on
+exact ties (x.5), where implementations that agree elsewhere round apart. The histogram's range
+is such a rounded range too.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 BINS = 2048
+RANGE_BITS = 8  # significant bits of the range bounds encodings are computed from
+GOLDEN = 0.6180339887498949  # the golden ratio - 1: theta_e = frac((e + 1/2) * GOLDEN)
+MIN_WIDTH = 2.0 ** -26  # the narrowest histogram range (an all-zero tensor's)
+_FIRST, _LAST = 2 ** (RANGE_BITS - 1), 2 ** RANGE_BITS - 1  # the indices n of a binade's points
+
+
+def round_down(x: float) -> float:
+    """The largest grid point <= x (0 and non-finite numbers are their own)."""
+    x = float(x)
+    return -_up(-x) if x < 0 else _down(x)
+
+
+def round_up(x: float) -> float:
+    """The smallest grid point >= x (0 and non-finite numbers are their own)."""
+    x = float(x)
+    return -_down(-x) if x < 0 else _up(x)
+
+
+def _near(x: float) -> list[float]:
+    """The grid points around x > 0: of its binade [2^(e-1), 2^e), those whose index n is next
+    to x / step - theta_e, and the last of the binade below and the first of the one above.
+    The points are the floats (n + theta_e) * step, products by a power of two (exact), so the
+    rounding is a fixed function of x's bits, the same on every machine."""
+    _, e = math.frexp(x)
+    step = math.ldexp(1.0, e - RANGE_BITS)
+    theta = _theta(e)
+    n = math.floor(x / step - theta)
+    points = [(k + theta) * step for k in range(max(_FIRST, n - 1), min(_LAST, n + 2) + 1)]
+    return [(_LAST + _theta(e - 1)) * step / 2, *points, (_FIRST + _theta(e + 1)) * step * 2]
+
+
+def _theta(exponent: int) -> float:
+    """Binade e's offset: never 0, another in every binade (a low-discrepancy sequence)."""
+    return ((exponent + 0.5) * GOLDEN) % 1.0
+
+
+def _up(x: float) -> float:
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    return min(p for p in _near(x) if p >= x)
+
+
+def _down(x: float) -> float:
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    below = [p for p in _near(x) if p <= x]
+    return max(below) if below else 0.0
 
 
 @dataclass
@@ -41,9 +101,11 @@ class TensorStats:
         self.hist += counts
 
     def _start(self, lo: float, hi: float) -> None:
-        lo, hi = min(lo, 0.0), max(hi, 0.0)  # every range used for quantization holds 0
-        width = max(hi - lo, 1e-8)
-        self.lo, self.hi = lo, lo + width * (1 + 1e-6)
+        """The first range: the batch's, holding 0 (as every quantization range does), rounded
+        outward to the grid, and a little wider than that so the maximum falls inside [lo, hi)."""
+        lo, hi = round_down(min(lo, 0.0)), round_up(max(hi, 0.0))
+        width = round_up(max(hi - lo, MIN_WIDTH) * (1 + 2.0 ** -RANGE_BITS))
+        self.lo, self.hi = lo, lo + width
         self.hist = np.zeros(self.bins, np.int64)
 
     def _grow(self, lo: float, hi: float) -> None:

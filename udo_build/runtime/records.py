@@ -12,7 +12,9 @@ decide, by the compatibility rules of udo_build.soc.compat:
 
 When none fits the runtime prepares online, as the vendor runtime does. Preparing needs the
 compiler, which sits above the runtime: the caller prepares `settings.target` and reports
-`choice.online(seconds)`, which says which records were seen and what the preparation cost.
+`choice.online()`, which says which records were seen. The report holds no time (a run's report
+is an artifact, the same bytes on every build): what the preparation cost is the caller's to say
+where times belong (the step's description).
 """
 
 from __future__ import annotations
@@ -78,12 +80,11 @@ class RecordChoice:
         """The run report's fields for the chosen record, named as its key names it."""
         return {"record": name, "online_prepare": False, "seen": self._seen()}
 
-    def online(self, seconds: float) -> dict[str, Any]:
+    def online(self) -> dict[str, Any]:
         """The run report's fields when the runtime prepared online instead."""
         return {"record": None, "online_prepare": True, "seen": self._seen(),
-                "online_prepare_seconds": round(seconds, 3),
                 "warning": f"no record of the bundle fits (saw {self.available}): prepared "
-                           f"online, which cost {seconds * 1000:.0f} ms at start-up"}
+                           "online, at every start-up"}
 
 
 def choose_record(meta: Mapping[str, Any], settings: RunSettings,

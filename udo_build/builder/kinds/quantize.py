@@ -13,7 +13,8 @@ from ..actions import ActionContext, Produced, action_kind
 from .inputs import input_list, kernel_files
 
 
-@action_kind("quantize", version=2, params=QuantizeSettings.KEY_PARAMS)
+# version 3: encodings from ranges rounded outward to 8 significant bits (udo_build.quant.stats)
+@action_kind("quantize", version=3, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
     from ...ir.bundle import read_bundle
