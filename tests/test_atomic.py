@@ -82,3 +82,11 @@ def test_link_atomic_replaces_the_target_or_says_it_cannot(tmp_path: Path) -> No
     assert os.path.samefile(source, target) and target.read_bytes() == b"linked"
     assert not link_atomic(tmp_path / "missing", tmp_path / "out" / "other")
     assert not (tmp_path / "out" / "other").exists() and leftovers(tmp_path) == []
+
+
+def test_link_atomic_over_a_link_to_the_same_file_leaves_no_temporary(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    write_atomic(source, b"linked")
+    target = tmp_path / "target"
+    assert link_atomic(source, target) and link_atomic(source, target)
+    assert os.path.samefile(source, target) and leftovers(tmp_path) == []

@@ -128,7 +128,8 @@ def link_atomic(source: Path, path: Path) -> bool:
         return False
     try:
         os.replace(tmp, path)
-    except BaseException:
+    finally:
+        # rename(2) does nothing when both names are links to one file: the temporary name
+        # stays, so it is removed here (and after a failure)
         tmp.unlink(missing_ok=True)
-        raise
     return True
