@@ -19,11 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..atomic import write_atomic
-    from ..ir.bundle import load_bundle
     from ..ir.qmodel import from_bundle
+    from ..model.op_check import load_checked_bundle
     from ..quant.qdq import to_qdq
 
-    bundle = load_bundle(args.bundle)
+    bundle = load_checked_bundle(args.bundle)
     qmodel = from_bundle(bundle, args.bundle)
     domains = {bundle.opdefs["name"]: bundle.opdefs["domain"]} if bundle.opdefs else {}
     proto = to_qdq(qmodel, domains)

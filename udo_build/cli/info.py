@@ -17,11 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..ir.bundle import load_bundle
     from ..model.info import describe
+    from ..model.op_check import load_checked_bundle
     if is_record(args.bundle):
         return show_record(args.bundle, rep)
-    info = describe(load_bundle(args.bundle))
+    info = describe(load_checked_bundle(args.bundle))
     if rep.mode == "json":
         rep.emit({"ok": True, **info})
         return 0

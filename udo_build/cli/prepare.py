@@ -48,13 +48,13 @@ def parse_outputs(text: str) -> Any:
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..atomic import write_atomic
     from ..compiler import Trace, compile_bundle
-    from ..ir.bundle import load_bundle
     from ..kernels.load import packages_for
+    from ..model.op_check import load_checked_bundle
     from ..recipe.model import Dims, Outputs, RecordTarget
     from .common import parse_dims
 
     soc = _soc(args)
-    bundle = load_bundle(args.bundle)
+    bundle = load_checked_bundle(args.bundle)
     packages = packages_for(bundle, [Path(k) for k in args.kernels]) if args.kernels else {}
     trace = Trace(why=frozenset(args.why), events=False)
     target = RecordTarget(soc, args.level, Dims.of(parse_dims(args.input_dims)),

@@ -21,13 +21,13 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..ir.bundle import load_bundle
     from ..ir.qmodel import from_bundle
     from ..kernels.load import packages_for
     from ..model.input_list import feeds, parse_input_list
+    from ..model.op_check import load_checked_bundle
     from ..quant.report import layer_sqnr, plot
 
-    bundle = load_bundle(args.bundle)
+    bundle = load_checked_bundle(args.bundle)
     qmodel = from_bundle(bundle, args.bundle)
     packages = packages_for(bundle, [Path(f) for f in args.kernels])
     listing = parse_input_list(Path(args.input_list))

@@ -27,13 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..ir.bundle import load_bundle
     from ..kernels.load import packages_for
     from ..model.input_list import feeds, parse_input_list
+    from ..model.op_check import load_checked_bundle
     from ..runtime.float_session import Session
     from ..runtime.results import write_result
 
-    bundle = load_bundle(args.bundle)
+    bundle = load_checked_bundle(args.bundle)
     graph = bundle.model.graph
     listing = parse_input_list(Path(args.input_list))
     outputs = requested_outputs(graph, args.outputs, listing)
