@@ -2,13 +2,14 @@
 
 They register only the kinds udo-build does not implement yet, under the kinds' real names, so
 the tests exercise the real planner and engine with every step of the pipeline. Implemented
-kinds stay real, behind the same failure injection (FAIL).
+kinds stay real, behind the same failure and delay injection (FAIL, SLOW).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,6 +18,7 @@ from udo_build.builder.actions import ActionContext, Produced, Tree, action_kind
 
 CALLS: list[str] = []
 FAIL: set[str] = set()  # action kinds (or "kind:param=value") that raise StepFailed
+SLOW: dict[str, float] = {}  # action kinds (or "kind:param=value") -> seconds they sleep first
 
 
 def _fingerprint(ctx: ActionContext) -> bytes:
@@ -31,6 +33,7 @@ def _maybe_fail(kind: str, ctx: ActionContext) -> None:
     from udo_build.errors import StepFailed
 
     tags = {kind, *(f"{kind}:{k}={v}" for k, v in ctx.params.items())}
+    time.sleep(max((SLOW[t] for t in tags & SLOW.keys()), default=0.0))
     if tags & FAIL:
         raise StepFailed(kind, "failing on purpose")
 
@@ -90,6 +93,7 @@ def fake_kinds() -> Iterator[list[str]]:
         added.append(name)
     CALLS.clear()
     FAIL.clear()
+    SLOW.clear()
     try:
         yield CALLS
     finally:
@@ -98,3 +102,4 @@ def fake_kinds() -> Iterator[list[str]]:
         for name, kind in real.items():
             action_kind(name, version=kind.version, params=kind.params)(kind.run)
         FAIL.clear()
+        SLOW.clear()

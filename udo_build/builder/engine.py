@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Problem, StepFailed, UserError
 from ..store import ActionResult, Store
 from .actions import ActionKind, MissingInput, get_kind, load_kinds
-from .execute import InternalActionError, execute
+from .execute import Failed, InternalActionError, execute
 from .plan import Dep, Plan, PlannedAction, Source
 
 if TYPE_CHECKING:  # concurrent.futures is imported only when an action runs
@@ -44,7 +44,9 @@ class ActionState:
     key: str | None = None
     inputs: dict[str, str] = field(default_factory=dict)  # input name -> digest
     result: ActionResult | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # how long it ran (in its worker): its kind and storing its outputs
+    queued: float = 0.0  # the rest of the time since it was submitted: waiting for a worker,
+    # for its lock (another build of its key), and for its result to come back
     reason: str = ""
     error: BaseException | None = None
     started: float = 0.0
@@ -330,26 +332,32 @@ class Engine:
             elapsed = time.perf_counter() - states[0].started
             try:
                 doc, executed = future.result()
-            except MissingInput as exc:
-                if self._rebuild_producer(states, exc):
-                    continue
-                for state in states:
-                    self._finish(state, "failed", error=exc, seconds=elapsed)
-                self.stopping = self.stopping or not self.options.keep_going
+            except Failed as failed:
+                self._failed(states, failed.error, failed.seconds, elapsed)
                 continue
             except BaseException as exc:  # noqa: BLE001 - reported per action
-                for state in states:
-                    self._finish(state, "failed", error=exc, seconds=elapsed)
-                if not self.options.keep_going:
-                    self.stopping = True
+                self._failed(states, exc, 0.0, elapsed)
                 continue
             result = ActionResult.from_json(doc)
             if executed and result is not None:
                 self.store.publish(result)
+            ran = result.seconds if executed and result is not None else 0.0
             for i, state in enumerate(states):
                 state.result = result
                 status = "built" if executed and i == 0 else "cached"
-                self._finish(state, status, seconds=elapsed if status == "built" else 0.0)
+                self._finish(state, status, seconds=ran if status == "built" else 0.0,
+                             queued=max(0.0, elapsed - ran) if i == 0 else 0.0)
+
+    def _failed(self, states: list[ActionState], error: BaseException, ran: float,
+                elapsed: float) -> None:
+        """The action of `states` failed after running `ran` seconds (`elapsed` since it was
+        submitted); a corrupt input makes its producer run again instead (once)."""
+        if isinstance(error, MissingInput) and self._rebuild_producer(states, error):
+            return
+        for state in states:
+            self._finish(state, "failed", error=error, seconds=ran,
+                         queued=max(0.0, elapsed - ran) if state is states[0] else 0.0)
+        self.stopping = self.stopping or not self.options.keep_going
 
     def _rebuild_producer(self, states: list[ActionState], exc: MissingInput) -> bool:
         """An input blob was corrupt or gone: run its producer again, then these actions."""
@@ -364,14 +372,15 @@ class Engine:
         return True
 
     def _finish(self, state: ActionState, status: str, *, reason: str = "",
-                error: BaseException | None = None, seconds: float = 0.0) -> None:
+                error: BaseException | None = None, seconds: float = 0.0,
+                queued: float = 0.0) -> None:
         state.status = status
         state.reason = reason or state.reason
         if state.healed and status in ("built", "cached"):
             again = "rebuilt" if status == "built" else f"taken again from the {state.origin} cache"
             state.reason = f"{state.healed}; {again}"
         state.error = error
-        state.seconds = seconds
+        state.seconds, state.queued = seconds, queued
         self.listener("finish", state)
 
     def _abort(self) -> None:

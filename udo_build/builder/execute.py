@@ -4,6 +4,10 @@ Under the action's lock the cache is checked once more (another process may have
 key meanwhile: then its result is reused), the action runs in a private work folder, every output
 is stored, and only then is the action-cache entry written. A failure writes nothing: it never
 poisons the cache.
+
+How long an action ran is measured here, around its kind and the storing of its outputs: the
+result's `seconds`, or a failure's (`Failed`). The time it waited for a worker or for its lock is
+not in it; the engine reports that apart.
 """
 
 from __future__ import annotations
@@ -32,6 +36,19 @@ class InternalActionError(Exception):
         return f"{self.kind}: {self.detail}"
 
 
+class Failed(Exception):
+    """An action's failure as it comes back from `execute`: the error, and how long the action
+    ran before it (0 when it did not get as far as running)."""
+
+    def __init__(self, error: BaseException, seconds: float) -> None:
+        super().__init__(error, seconds)  # pickled by its arguments: it crosses from a worker
+        self.error = error
+        self.seconds = seconds
+
+    def __str__(self) -> str:
+        return str(self.error)
+
+
 _stores: dict[str, Store] = {}
 
 
@@ -44,15 +61,21 @@ def _store(root: str) -> Store:
 def execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
             sources: dict[str, str], blobs: dict[str, tuple[str, str]],
             description: str) -> tuple[dict[str, Any], bool]:
-    """(result as JSON, whether this call executed it). Raises UserError, StepFailed (also for
-    a fault of the machine: a full disk, a read-only store) or InternalActionError."""
+    """(result as JSON, whether this call executed it). Raises `Failed` around a UserError,
+    StepFailed (also for a fault of the machine: a full disk, a read-only store),
+    MissingInput or InternalActionError."""
     try:
         return _execute(store_root, kind_name, key, params, sources, blobs, description)
-    except OSError as exc:
-        fault = environment_problem(exc)
-        if fault is None:
-            raise
-        raise StepFailed(kind_name, str(fault)) from None
+    except Failed as failed:
+        raise Failed(_machine_fault(kind_name, failed.error), failed.seconds) from None
+    except Exception as exc:
+        raise Failed(_machine_fault(kind_name, exc), 0.0) from None
+
+
+def _machine_fault(kind_name: str, exc: BaseException) -> BaseException:
+    """A fault of the machine as the step's failure; any other error as it is."""
+    fault = environment_problem(exc)
+    return exc if fault is None else StepFailed(kind_name, str(fault))
 
 
 def _execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
@@ -76,13 +99,13 @@ def _execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
                                 "not Produced")
             outputs = {name: _store_output(store, value)
                        for name, value in produced.outputs.items()}
-        except (UserError, StepFailed, MissingInput):
-            raise
+        except (UserError, StepFailed, MissingInput) as exc:
+            raise Failed(exc, time.perf_counter() - started) from None
         except Exception as exc:
-            if environment_problem(exc) is not None:
-                raise  # the machine's fault: see execute
-            raise InternalActionError(kind_name, f"{type(exc).__name__}: {exc}",
-                                      traceback.format_exc()) from None
+            if environment_problem(exc) is None:  # not the machine's fault: see execute
+                exc = InternalActionError(kind_name, f"{type(exc).__name__}: {exc}",
+                                          traceback.format_exc())
+            raise Failed(exc, time.perf_counter() - started) from None
         finally:
             ctx.cleanup()
         result = ActionResult(key, kind_name, produced.description or description, outputs,

@@ -87,7 +87,8 @@ class ActionOutcome(NamedTuple):
     label: str
     status: str  # built | cached | failed | skipped
     key: str | None
-    seconds: float
+    seconds: float  # how long it ran, in its worker
+    queued: float  # how long it waited for a worker (and its lock) besides
     origin: str  # for a cached action: "local" or "remote"
     reason: str
     description: str | None  # its result's, when it has one
@@ -101,7 +102,7 @@ class ActionOutcome(NamedTuple):
 
         action, result = state.action, state.result
         return cls(state.id, action.kind, action.label, state.status, state.key,
-                   state.seconds, state.origin, state.reason,
+                   state.seconds, state.queued, state.origin, state.reason,
                    None if result is None else result.description, state.would_run,
                    get_kind(action.kind) is not None, state.error)
 
@@ -124,7 +125,8 @@ class ActionOutcome(NamedTuple):
 
     def to_json(self, dry_run: bool) -> dict[str, Any]:
         row: dict[str, Any] = {"id": self.id, "kind": self.kind, "status": self.status,
-                               "key": self.key, "seconds": round(self.seconds, 4)}
+                               "key": self.key, "seconds": round(self.seconds, 4),
+                               "queued_seconds": round(self.queued, 4)}
         if self.status == "cached" and self.origin:
             row["source"] = self.origin
         if self.reason:

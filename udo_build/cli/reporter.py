@@ -178,9 +178,18 @@ class Progress:
             self._bar.update(self._task, completed=self.done, description=_escape(running))
             if event == "finish" and state.status == "built":
                 self._bar.console.print(f"[green]built[/] {_escape(state.id)} "
-                                        f"[dim]({state.seconds:.2f} s)[/dim]")
+                                        f"[dim]({_took(state)})[/dim]")
         elif self.rep.mode == "plain" and event == "finish" and state.status == "built":
-            print(f"built   {state.id} ({state.seconds:.2f} s)", file=self.rep.err)
+            print(f"built   {state.id} ({_took(state)})", file=self.rep.err)
+
+
+QUEUED_SHOWN = 0.1  # seconds: a shorter wait for a worker is not worth a word
+
+
+def _took(state: Any) -> str:
+    """How long a built action ran, and how long it waited for a worker when that counts."""
+    ran = f"{state.seconds:.2f} s"
+    return ran if state.queued < QUEUED_SHOWN else f"{ran}, after {state.queued:.2f} s queued"
 
 
 def _cell(value: Any) -> str:
