@@ -85,7 +85,7 @@ def test_a_dry_run_writes_nothing_and_says_what_would_run(project: Project) -> N
     report = run_build(request(project, dry_run=True), Quiet())
     assert report.out is None and not project.out.exists()
     assert [a.would_run for a in report.actions] == [True] * 8
-    assert report.actions[0].reason == "would run: no cache entry for its key"
+    assert report.actions[0].reason == "no cache entry for its key"
     assert report.to_json()["out"] is None
 
 

@@ -176,13 +176,14 @@ class Engine:
             if blocked and self.options.dry_run and all(d.would_run for d in blocked):
                 state.would_run = True
                 self._known_inputs(state)
-                self._finish(state, "skipped", reason=f"would run after {blocked[0].id}, if "
+                self._finish(state, "skipped", reason=f"after {blocked[0].id}, if "
                              "its output changes")
             elif blocked:
                 cause = blocked[0].cause or blocked[0]
                 state.cause = cause
-                self._finish(state, "skipped", reason=f"needs {cause.id}, which "
-                             + ("failed" if cause.status == "failed" else f"is {cause.reason}"))
+                self._finish(state, "skipped", reason=f"needs {cause.id}, which " + (
+                    "failed" if cause.status == "failed" else "would run" if cause.would_run
+                    else f"is {cause.reason}"))
             elif self.stopping:
                 self._finish(state, "skipped", reason="the build stopped after a failure")
             else:
@@ -227,7 +228,7 @@ class Engine:
         if self.options.dry_run:
             for state in states:
                 state.would_run = True
-                self._finish(state, "skipped", reason="would run: no cache entry for its key")
+                self._finish(state, "skipped", reason="no cache entry for its key")
         elif self._downloads:
             for state in states:
                 state.status = "waiting"

@@ -154,14 +154,24 @@ class BuildReport(NamedTuple):
 
     @property
     def counts(self) -> dict[str, int]:
-        """The number of actions of each final status."""
-        return {s: sum(1 for a in self.actions if a.status == s) for s in STATUSES}
+        """The number of actions of each final status; in a dry run, those that would run are
+        counted apart (`would_run`), not as skipped."""
+        counts = {s: sum(1 for a in self.actions if a.status == s and not a.would_run)
+                  for s in STATUSES}
+        counts["would_run"] = sum(1 for a in self.actions if a.would_run)
+        return counts
 
     @property
     def hit_rate(self) -> float | None:
+        """Cached among the actions the build needed (None in a dry run: nothing was built)."""
         counts = self.counts
         reused = counts["cached"] + counts["built"]
-        return round(counts["cached"] / reused, 4) if reused else None
+        return round(counts["cached"] / reused, 4) if reused and not self.dry_run else None
+
+    @property
+    def stale(self) -> int:
+        """The number of actions that would run (a dry run): those not up to date."""
+        return self.counts["would_run"]
 
     @property
     def exit_code(self) -> int:
@@ -182,7 +192,9 @@ class BuildReport(NamedTuple):
             "out": None if self.out is None else display_path(self.out),
             "dry_run": self.dry_run, "actions": [a.to_json(self.dry_run) for a in self.actions],
             "executed": counts["built"], "cached": counts["cached"], "failed": counts["failed"],
-            "skipped": counts["skipped"], "hit_rate": self.hit_rate,
+            "skipped": counts["skipped"],
+            **({"would_run": counts["would_run"]} if self.dry_run else {}),
+            "hit_rate": self.hit_rate,
             "seconds": round(self.seconds, 4),
             "remote": None if self.remote is None else self.remote.to_json(),
         }

@@ -111,7 +111,7 @@ def _moved(states: dict[str, ActionState], state: ActionState, push: bool,
     missing = [d for d in state.action.deps if states[d].result is None]
     if missing:
         reason = f"needs {missing[0]}, which is missing"
-    elif state.reason.startswith("would run"):
+    elif state.would_run:
         reason = "not built in this store" if push else "not in the remote cache"
     else:
         reason = state.reason

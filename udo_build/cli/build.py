@@ -1,7 +1,8 @@
 """`udo-build [build] RECIPE [ACTION-ID ...]`: build what is stale, reuse what is cached.
 
 Prints a summary (built / cached / failed / skipped, hit rate, time); with --json exactly one
-JSON object. --dry-run plans and says what would run and why, running nothing. With a remote
+JSON object. --dry-run plans and says what would run and why, running nothing; --check does the
+same and exits 1 when anything would run (0 when everything is cached). With a remote
 cache (--remote, or configured: see udo_build/builder/settings.py) local misses are looked up
 there, and with --remote-upload or --ci what this build makes is uploaded. The build itself is
 `udo_build.builder.session.run_build`; this module parses and prints.
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 from ..errors import display_path
 from .common import add_remote_arguments, add_store_arguments, remote_line, remote_request
 from .reporter import Reporter
+
+EXIT_STALE = 1  # --check: some action would run
 
 if TYPE_CHECKING:
     from ..builder.session import BuildReport
@@ -34,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="after a failure, build everything that does not depend on it")
     parser.add_argument("-n", "--dry-run", action="store_true",
                         help="say what would run and why; run nothing, write nothing")
+    parser.add_argument("--check", action="store_true",
+                        help="like --dry-run, then exit 1 when anything would run and 0 when "
+                             "everything is cached (is the build up to date?)")
     add_remote_arguments(parser, upload=True)
 
 
@@ -48,14 +54,18 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..builder.session import BuildRequest, run_build
 
     request = BuildRequest(args.recipe, tuple(args.targets), store=args.store, out=args.out,
-                           jobs=args.jobs, keep_going=args.keep_going, dry_run=args.dry_run,
-                           remote=remote_request(args))
+                           jobs=args.jobs, keep_going=args.keep_going,
+                           dry_run=args.dry_run or args.check, remote=remote_request(args))
     report = run_build(request, rep)
     _failures(rep, report, args.debug)
     if rep.mode == "json":
         rep.emit(report.to_json())
+    elif report.dry_run:
+        _dry_summary(rep, report, check=args.check)
     else:
         _summary(rep, report)
+    if args.check and report.exit_code == 0 and report.stale:
+        return EXIT_STALE
     return report.exit_code
 
 
@@ -76,17 +86,37 @@ def _summary(rep: Reporter, report: BuildReport) -> None:
     for action in report.actions:  # what each run found: the record it used, its checks
         if action.kind == "run" and action.description is not None and action.status == "built":
             rep.line(action.description)
-    if report.dry_run:
-        for action in report.actions:
-            if action.would_run:
-                rep.line(f"would run  {action.id}: {action.reason}")
-    unavailable = sorted({a.kind for a in report.actions if not a.available})
     counts = report.counts
     parts = [f"{counts['built']} built", f"{counts['cached']} cached",
              f"{counts['failed']} failed", f"{counts['skipped']} skipped"]
     rate = report.hit_rate
     rep.heading(f"{report.recipe}: {', '.join(parts)} in {round(report.seconds, 4):.2f} s"
                 + (f"; cache hit rate {rate:.0%}" if rate is not None else ""))
+    _details(rep, report)
+
+
+def _dry_summary(rep: Reporter, report: BuildReport, *, check: bool) -> None:
+    """What would run and why, and the counts of a build that ran nothing."""
+    for action in report.actions:
+        if action.would_run:
+            rep.line(f"would run  {action.id}: {action.reason}")
+    counts = report.counts
+    later = sum(1 for a in report.actions if a.would_run and a.key is None)
+    parts = [f"would run {counts['would_run']}"
+             + (f" ({later} of them only if an input changes)" if later else ""),
+             f"cached {counts['cached']}"]
+    parts += [f"{counts[s]} {s}" for s in ("failed", "skipped") if counts[s]]
+    rep.heading(f"{report.recipe} (dry run, nothing ran): {', '.join(parts)} in "
+                f"{round(report.seconds, 4):.2f} s")
+    if check:
+        stale = report.stale
+        rep.line(f"  not up to date: {stale} action{'s' if stale > 1 else ''} would run"
+                 if stale else "  up to date: every action is cached")
+    _details(rep, report)
+
+
+def _details(rep: Reporter, report: BuildReport) -> None:
+    unavailable = sorted({a.kind for a in report.actions if not a.available})
     if unavailable:
         rep.line(f"  not available yet in this udo-build: {', '.join(unavailable)} (those "
                  "actions and what needs them are skipped)")
