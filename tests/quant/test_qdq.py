@@ -195,3 +195,43 @@ def test_exporting_a_float_bundle_is_a_user_error(tmp_path: Path) -> None:
                 stdout=io.StringIO(), stderr=err)
     assert code == 2 and "not quantized" in err.getvalue()
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_a_dropout_ratio_read_back_from_a_bundle_is_exported_as_a_scalar() -> None:
+    """SqueezeNet of the onnx wheel (random weights): its Dropout's ratio is a scalar constant,
+    which a bundle holds as a vector of one element; onnxruntime refuses that as a ratio."""
+    import sys
+
+    from udo_build.ir.bundle import read_bundle
+    from udo_build.ir.qmodel import from_bundle
+    from udo_build.model.onnx_import import import_onnx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    try:
+        import _light_models as light
+    finally:
+        sys.path.pop(0)
+    model = import_onnx(light.randomized("squeezenet", 0, import_onnx))
+    x = model.graph.inputs[0]
+    feeds = [{x.name: _rng.standard_normal(x.static_shape).astype(np.float32)} for _ in range(3)]
+    bundle = read_bundle(to_bundle(encode(model, feeds[:2]), None, {}).to_bytes())
+    qmodel = from_bundle(bundle)
+    dropout = next(n for n in qmodel.model.graph.nodes if n.op == "Dropout")
+    ratio = dropout.inputs[1]
+    assert qmodel.model.weights[ratio].shape == (1,) and ratio in qmodel.params
+    proto = to_qdq(qmodel)
+    ratio_q = _initializers(proto)[_by_output(proto)[ratio].input[0]]
+    assert ratio_q.shape == ()  # the quantized ratio, dequantized into a scalar
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(proto.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    y = qmodel.model.graph.outputs[0].name
+    theirs = session.run([y], feeds[2])[0]
+    ours = QuantizedSession(qmodel).run_quantized(feeds[2], [y])[y]
+    exact = ExactQdq(proto).quantized(feeds[2], [y])[y]
+    assert theirs.shape == ours.shape == (1, 1000, 1, 1)
+    assert np.abs(ours.astype(int) - exact).max() <= 2  # as in test_integer's SqueezeNet test
+    if onnxruntime_if_exact()[0] is not None:
+        theirs_q = qmodel.activations[y].quantize(theirs)
+        assert np.abs(ours.astype(int) - theirs_q).max() <= 2

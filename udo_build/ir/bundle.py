@@ -32,6 +32,7 @@ from ..errors import UserError
 from ..schema_problems import Check
 from ..source import tensor_problem
 from . import Graph, Model
+from .graph import bulk_building
 
 MAGIC = b"UDOBNDL\x00"
 FORMAT = "udo-build/bundle"
@@ -133,8 +134,9 @@ def read_bundle(data: bytes, file: str = "bundle") -> Bundle:
             parts[name] = bytes(blob)
     if "graph.json" not in parts:
         raise UserError("the bundle has no graph.json part", file=file, field="parts")
-    graph = Graph.from_json(_check_graph(_json_part(parts.pop("graph.json"), "graph.json",
-                                                    file), file))
+    with bulk_building():  # a large graph.json is millions of small objects
+        graph = Graph.from_json(_check_graph(_json_part(parts.pop("graph.json"), "graph.json",
+                                                        file), file))
     opdefs = None
     if "opdefs.json" in parts:
         opdefs = _check_opdefs(_json_part(parts.pop("opdefs.json"), "opdefs.json", file), file)

@@ -9,9 +9,11 @@ digest of every weight, so it is stable across processes and independent of dict
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -135,17 +137,19 @@ class Graph:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "inputs": [t.to_json() for t in self.inputs],
-                "outputs": [t.to_json() for t in self.outputs],
-                "nodes": [n.to_json() for n in self.nodes],
-                "values": [t.to_json() for t in sorted(self.values, key=lambda t: t.name)]}
+        with bulk_building():
+            return {"name": self.name, "inputs": [t.to_json() for t in self.inputs],
+                    "outputs": [t.to_json() for t in self.outputs],
+                    "nodes": [n.to_json() for n in self.nodes],
+                    "values": [t.to_json() for t in sorted(self.values, key=lambda t: t.name)]}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Graph:
-        return Graph(data["name"], tuple(TensorInfo.from_json(t) for t in data["inputs"]),
-                     tuple(TensorInfo.from_json(t) for t in data["outputs"]),
-                     tuple(Node.from_json(n) for n in data["nodes"]),
-                     tuple(TensorInfo.from_json(t) for t in data.get("values", [])))
+        with bulk_building():
+            return Graph(data["name"], tuple(TensorInfo.from_json(t) for t in data["inputs"]),
+                         tuple(TensorInfo.from_json(t) for t in data["outputs"]),
+                         tuple(Node.from_json(n) for n in data["nodes"]),
+                         tuple(TensorInfo.from_json(t) for t in data.get("values", [])))
 
     def text(self) -> str:
         """A stable, readable text form (one line per node)."""
@@ -159,6 +163,23 @@ class Graph:
                          + (f" [{attrs}]" if attrs else "") + f"  # {n.name}")
         lines.append("  return " + ", ".join(_tensor_text(t) for t in self.outputs))
         return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def bulk_building() -> Iterator[None]:
+    """Build or read a large graph without the cyclic garbage collector's passes.
+
+    A graph is a tree of tuples, strings and frozen values: the collector never finds a cycle
+    in it, but while one is built every pass re-walks the objects made so far, so that converting
+    a model costs time growing faster than its node count. Reference counting still frees
+    everything; the collector runs again afterwards (as before, if it was on)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def needed_nodes(nodes: Iterable[Node], outputs: Iterable[str]) -> list[Node]:

@@ -5,13 +5,20 @@ number of parameters and of multiply-accumulates, the UDOs used, and the cache r
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
-from ..ir import DEFAULT_PACKAGE, Graph, Node
+from ..ir import DEFAULT_PACKAGE, Node, TensorInfo
 from ..ir.bundle import Bundle
+from ..ir.graph import bulk_building
 
 
 def describe(bundle: Bundle) -> dict[str, Any]:
+    with bulk_building():
+        return _describe(bundle)
+
+
+def _describe(bundle: Bundle) -> dict[str, Any]:
     graph = bundle.model.graph
     infos = graph.infos()
     weights = bundle.model.weights
@@ -24,7 +31,7 @@ def describe(bundle: Bundle) -> dict[str, Any]:
             "outputs": list(node.outputs),
             "output_dims": [_dims(infos.get(o)) for o in node.outputs],
             "parameters": node.kwargs,
-            "macs": macs(node, graph, weights),
+            "macs": macs(node, infos, weights),
         })
     udos = sorted({f"{n.package}::{n.op}" for n in graph.nodes if n.package != DEFAULT_PACKAGE})
     return {
@@ -45,16 +52,16 @@ def _dims(info: Any) -> list[Any] | None:
     return None if info is None or info.shape is None else list(info.shape)
 
 
-def _shape(name: str, infos: dict[str, Any], weights: dict[str, Any]) -> tuple[int, ...] | None:
+def _shape(name: str, infos: Mapping[str, TensorInfo], weights: Any) -> tuple[int, ...] | None:
     if name in weights:
         return tuple(weights[name].shape)
     info = infos.get(name)
     return info.static_shape if info is not None else None
 
 
-def macs(node: Node, graph: Graph, weights: Any) -> int:
-    """Multiply-accumulates of a conv, gemm or matmul node (0 for others or unknown shapes)."""
-    infos = graph.infos()
+def macs(node: Node, infos: Mapping[str, TensorInfo], weights: Any) -> int:
+    """Multiply-accumulates of a conv, gemm or matmul node (0 for others or unknown shapes);
+    `infos` is the graph's `infos()`, computed once for all its nodes."""
     out = _shape(node.outputs[0], infos, weights) if node.outputs else None
     if out is None:
         return 0

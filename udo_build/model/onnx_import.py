@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..errors import Problem, UserError, raise_if_any
 from ..ir import Graph, Model, Node, TensorInfo
+from ..ir.graph import bulk_building
 from .custom import CustomOps
 
 if TYPE_CHECKING:
@@ -59,7 +61,13 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
                 opdefs: OpPackageDef | None = None,
                 input_dims: Mapping[str, Sequence[int]] | None = None) -> Model:
     """The IR model of an ONNX model (see the module docstring)."""
-    proto = _normalize(model, file, input_dims or {})
+    with bulk_building():
+        return _import(model, file, opdefs, input_dims or {})
+
+
+def _import(model: onnx.ModelProto, file: str, opdefs: OpPackageDef | None,
+            input_dims: Mapping[str, Sequence[int]]) -> Model:
+    proto = _normalize(model, file, input_dims)
     weights = {init.name: _array(init) for init in proto.graph.initializer}
     infos = _infos(proto)
     for info in infos.values():
@@ -85,9 +93,8 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
     weights = {k: v for k, v in weights.items() if k in used}
     inputs = tuple(infos[i.name] for i in proto.graph.input if i.name not in constant)
     outputs = tuple(infos.get(o.name, TensorInfo(o.name, "float32")) for o in proto.graph.output)
-    produced = {o for n in nodes for o in n.outputs}
-    values = tuple(t for name, t in sorted(infos.items())
-                   if name in produced and name not in {o.name for o in outputs})
+    produced = {o for n in nodes for o in n.outputs} - {o.name for o in outputs}
+    values = tuple(t for name, t in sorted(infos.items()) if name in produced)
     graph = Graph(proto.graph.name or Path(file).stem, inputs, outputs, tuple(nodes), values)
     return Model(graph, weights)
 
@@ -173,6 +180,7 @@ def _info(vi: Any) -> TensorInfo | None:
     return TensorInfo(vi.name, _np_dtype(t.elem_type), shape)
 
 
+@functools.cache
 def _np_dtype(elem_type: int) -> str:
     from onnx import helper
 
@@ -250,22 +258,27 @@ def _standard(node: Any, name: str, infos: dict[str, TensorInfo], problems: list
               file: str) -> Node | None:
     from onnx import helper
 
-    from ..kernels.default import DEFAULT
-
     if node.domain not in ONNX_DOMAINS:
         problems.append(Problem(
             f"node {name}: op {node.op_type} of domain '{node.domain}' has no op definition",
             file, hint="add its op config to the recipe's package.ops (or to --opdef)"))
         return None
-    if node.op_type not in DEFAULT.ops():
+    if node.op_type not in _supported_ops():
         problems.append(Problem(
             f"node {name}: op {node.op_type} is not supported by the emulator's default package",
-            file, hint="supported: " + ", ".join(DEFAULT.ops())))
+            file, hint="supported: " + ", ".join(sorted(_supported_ops()))))
         return None
     attrs = {a.name: _attr_value(helper.get_attribute_value(a)) for a in node.attribute}
     if node.op_type in POOLS and attrs.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
         attrs = _explicit_pads(node, name, attrs, infos, problems, file)
     return Node.make(name, node.op_type, node.input, node.output, attrs)
+
+
+@functools.cache
+def _supported_ops() -> frozenset[str]:
+    from ..kernels.default import DEFAULT
+
+    return frozenset(DEFAULT.ops())
 
 
 def _attr_value(value: Any) -> Any:

@@ -15,7 +15,10 @@ other tools run it:
 - a Sum of two tensors is written as the equivalent Add (onnxruntime fuses a QDQ Add into a
   QLinearAdd, not a Sum);
 - custom ops stay nodes of their domain (onnxruntime cannot run those without a custom-op
-  library; other tools can read the model).
+  library; other tools can read the model);
+- a one-element constant read where ONNX defines a scalar (Dropout's ratio, Clip's bounds, ...)
+  is written as a scalar: a bundle may hold it as a vector of one element, which onnxruntime
+  refuses there ("Ratio of Dropout must be a scalar").
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 OPSET = 17
 IR_VERSION = 8
 MS_DOMAIN = "com.microsoft"  # onnxruntime's Q/DQ with 16-bit types
+SCALAR_INPUTS = {"Dropout": (1, 2), "Clip": (1, 2), "Range": (0, 1, 2), "Pad": (2,)}
 
 
 class _Builder:
@@ -65,6 +69,8 @@ class _Builder:
         consumers = self.graph.consumers()
         for name, value in self.qmodel.model.iter_weights():
             readers = consumers.get(name, [])
+            if value.size == 1 and any(_reads_scalar(r, name) for r in readers):
+                value = value.reshape(())
             self._weight(name, value, readers[0] if readers else None)
         for t in self.graph.inputs:
             enc = self.qmodel.activations.get(t.name)
@@ -168,6 +174,14 @@ class _Builder:
 def to_qdq(qmodel: QuantizedModel, domains: Mapping[str, str] | None = None) -> onnx.ModelProto:
     """The QDQ ONNX model of `qmodel`; `domains` maps UDO package names to ONNX domains."""
     return _Builder(qmodel, domains or {}).build()
+
+
+def _reads_scalar(node: Node, name: str) -> bool:
+    """Whether `node` reads the tensor `name` as an input that ONNX defines as a scalar."""
+    if node.package != DEFAULT_PACKAGE:
+        return False
+    return any(node.inputs[i] == name for i in SCALAR_INPUTS.get(node.op, ())
+               if i < len(node.inputs))
 
 
 def _attribute(key: str, value: Any) -> Any:
