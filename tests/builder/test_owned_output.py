@@ -108,6 +108,8 @@ def test_a_second_build_waits_for_the_lock_then_proceeds(tmp_path: Path) -> None
     assert "another build (pid 4242) is writing this output folder" in stderr
     assert not list(out.rglob(".tmp-*"))
     assert _files(out) == set(json.loads((out / ".udo-build-manifest.json").read_text()))
+    assert (out / ".udo-build-lock").read_bytes() == b""  # no pid left: the folder's bytes
+    # are the build's alone
 
 
 def test_an_output_folder_in_the_store_is_refused(project: Project) -> None:

@@ -229,8 +229,8 @@ def owned(folder: Path, waiting: Callable[[str], None]) -> Iterator[Owner]:
             remove_leftovers(folder)
         owner.mark("")
         yield owner
-        if owner._writing:
-            owner.mark("")
+        os.ftruncate(fd, 0)  # held by no one now: no pid is left in the folder, whose bytes
+        # stay those of the build (after an exception "writing" stays, for the next build)
     finally:
         os.close(fd)  # releases the lock
 
