@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from udo_build.builder.outputs import LOCK
-
 from .conftest import EXAMPLES, RECIPES, REPO
 
 RECIPE_NAMES = ("softplus", "squeezenet")
@@ -74,10 +72,9 @@ def _start(root: Path, variant: Variant, recipe: str) -> subprocess.Popen[bytes]
 
 def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
     """relative path -> (bytes, the owner's permission bits) of every file below `folder` (the
-    group's and others' follow the umask, for the manifest), but the output folder's lock (it
-    names the build that holds it: no artifact)."""
+    group's and others' follow the umask, for the manifest)."""
     return {p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mode & stat.S_IRWXU)
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != LOCK}
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _action_cache(store: Path) -> dict[str, dict[str, Any]]:
