@@ -12,14 +12,12 @@ planning (memory.py), the record (record.py).
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StepFailed, UserError
-from ..ir.graph import DEFAULT_PACKAGE, Model, TensorInfo
+from ..ir.graph import DEFAULT_PACKAGE, Model, TensorInfo, bulk_building
 from ..kernels.oppkg import OpPackage
 from ..rewrite.engine import RuleLoopError, Trace
 from ..rewrite.graph import OpGraph
@@ -65,7 +63,7 @@ class Compiled:
                 "compiler": COMPILER_VERSION}
 
     def record(self) -> bytes:
-        with _gc_paused():
+        with bulk_building():  # many small acyclic objects
             return self._record()
 
     def _record(self) -> bytes:
@@ -97,23 +95,10 @@ def user_rules(packages: Mapping[str, OpPackage]) -> list[Rule]:
     return out
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused: a compile allocates many small acyclic objects,
-    and full collections over a growing heap would make prepare time superlinear."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def compile_bundle(bundle: Any, target: CompileTarget,
                    packages: Mapping[str, OpPackage] | None = None,
                    trace: Trace | None = None) -> Compiled:
-    with _gc_paused():
+    with bulk_building():  # many small acyclic objects
         return _compile(bundle, target, packages, trace)
 
 
