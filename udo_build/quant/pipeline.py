@@ -27,13 +27,13 @@ from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
 from .calibrate import calibrate
 from .fold import fold_for_quantization
 from .quantizers import activation_encoding, asymmetric, symmetric_weights
+from .settings import QuantizeSettings
 from .stats import TensorStats
 
 SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
                    "GlobalMaxPool", "Identity", "Dropout", "Slice", "Split", "Gather",
                    "DepthToSpace", "SpaceToDepth", "Expand", "Tile")
-DEFAULTS = {"act_bitwidth": 8, "weights_bitwidth": 8, "bias_bitwidth": 32, "per_channel": False,
-            "quantizer": "tf", "float_fallback": False}
+DEFAULTS = QuantizeSettings().to_params()
 Overrides = tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]
 
 
