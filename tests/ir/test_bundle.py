@@ -69,3 +69,32 @@ def test_damaged_bundles_are_refused(damage, message) -> None:  # type: ignore[n
 def test_part_names_cannot_escape() -> None:
     with pytest.raises(ValueError):
         Bundle(small_model(), parts={"../evil": b""}).to_bytes()
+
+
+def test_a_split_bundle_is_the_bytes_of_the_whole() -> None:
+    import hashlib
+
+    from udo_build.ir.bundle import External, split_bundle
+
+    records = {"records/b.udr": b"B" * 300, "records/a.udr": b"A" * 70}
+    whole = Bundle(small_model(), None, {"producer": "test"},
+                   {"encodings.json": b"{}", **records}).to_bytes()
+    base = Bundle(small_model(), None, {"producer": "test"}, {"encodings.json": b"{}"})
+    head, placed, size = split_bundle(base, {n: External(len(d), hashlib.sha256(d).hexdigest())
+                                             for n, d in records.items()})
+    joined = bytearray(head)
+    for offset, name in placed:
+        joined.extend(b"\0" * (offset - len(joined)))
+        joined.extend(records[name])
+    assert (bytes(joined), size) == (whole, len(whole))
+    assert [n for _, n in placed] == ["records/a.udr", "records/b.udr"]
+
+
+def test_further_parts_are_verified_when_read() -> None:
+    data = bytearray(Bundle(small_model(), parts={"records/a": b"\1" * 100}).to_bytes())
+    data[-50] ^= 1  # inside the record part, which comes last
+    back = read_bundle(bytes(data), "b.udb")  # the model parts are intact
+    assert "records/a" in back.parts and len(back.parts) == 1
+    with pytest.raises(UserError) as info:
+        back.parts["records/a"]
+    assert "part records/a of the bundle is corrupt" in info.value.problem.message

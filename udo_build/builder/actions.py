@@ -42,12 +42,23 @@ class Tree:
     path: Path
 
 
+@dataclass(frozen=True)
+class FileOfParts:
+    """An output that is one file made of parts (udo_build.store.parts): literal bytes, or
+    blobs already in the store (an input's digest and size, `ActionContext.input_part`), at
+    offsets; zeros between. The store keeps the shared blobs once."""
+
+    segments: tuple[tuple[int, Any], ...]  # (offset, bytes | store.parts.Part)
+    size: int
+
+
 @dataclass
 class Produced:
-    """What an action returns: outputs by name (bytes, a file path, or a Tree), where to publish
-    them in the output folder (relative path -> output name), and a description."""
+    """What an action returns: outputs by name (bytes, a file path, a Tree or a FileOfParts),
+    where to publish them in the output folder (relative path -> output name), and a
+    description."""
 
-    outputs: dict[str, bytes | Path | Tree]
+    outputs: dict[str, bytes | Path | Tree | FileOfParts]
     publish: dict[str, str] = field(default_factory=dict)
     description: str = ""
 
@@ -183,6 +194,27 @@ class ActionContext:
             raise MissingInput(name, digest)
         return data
 
+    def input_part(self, name: str) -> tuple[Any, bytes]:
+        """An input blob as a part of a FileOfParts output (shared in the store, not copied),
+        and its bytes (verified)."""
+        from ..store.parts import Part
+
+        data = self.input_bytes(name)
+        return Part(0, self._blob(name)[0], len(data)), data
+
+    def input_reader(self, name: str) -> Any:
+        """Byte ranges of an input (`.size`, `.read(offset, size)`): a FileOfParts output is
+        read part by part from the store, never whole; anything else is read whole."""
+        from ..store.parts import MissingPart, PartsReader, parse_layout
+
+        if name not in self._sources:
+            digest, kind = self._blob(name)
+            if kind == "tree":
+                layout = parse_layout(self.input_bytes(name))
+                if layout is not None:
+                    return _Guarded(PartsReader(self._cas, layout), name, digest, MissingPart)
+        return _Whole(self.input_bytes(name))
+
     def input_path(self, name: str) -> Path:
         """A file holding the input: the source itself, or the blob written to the workdir."""
         if name in self._sources:
@@ -199,3 +231,28 @@ class ActionContext:
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class _Whole:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.data[offset:offset + size]
+
+
+class _Guarded:
+    """A reader whose missing or corrupt parts are the action's missing input (its producer
+    runs again)."""
+
+    def __init__(self, reader: Any, name: str, digest: str, missing: type[Exception]) -> None:
+        self.reader = reader
+        self.size = reader.size
+        self._name, self._digest, self._missing = name, digest, missing
+
+    def read(self, offset: int, size: int) -> bytes:
+        try:
+            return bytes(self.reader.read(offset, size))
+        except self._missing:
+            raise MissingInput(self._name, self._digest) from None

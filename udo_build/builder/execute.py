@@ -20,7 +20,15 @@ from typing import Any
 from ..errors import StepFailed, UserError, environment_problem
 from ..store import ActionResult, Output, Store
 from ..store.ac import now
-from .actions import ActionContext, MissingInput, Produced, Tree, get_kind, load_kinds
+from .actions import (
+    ActionContext,
+    FileOfParts,
+    MissingInput,
+    Produced,
+    Tree,
+    get_kind,
+    load_kinds,
+)
 
 
 class InternalActionError(Exception):
@@ -114,14 +122,20 @@ def _execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
         return result.to_json(), True
 
 
-def _store_output(store: Store, value: bytes | Path | Tree) -> Output:
+def _store_output(store: Store, value: bytes | Path | Tree | FileOfParts) -> Output:
     if isinstance(value, Tree):
         ref = store.cas.put_tree(value.path)
+        return Output(ref.digest, ref.size, "tree")
+    if isinstance(value, FileOfParts):  # a tree manifest that says how its parts make a file
+        from ..store.parts import layout_of
+
+        ref = store.cas.put(layout_of(value.segments, value.size, store.cas).manifest())
         return Output(ref.digest, ref.size, "tree")
     if isinstance(value, Path):
         ref = store.cas.put_file(value)
     elif isinstance(value, (bytes, bytearray)):
         ref = store.cas.put(bytes(value))
     else:
-        raise TypeError(f"an output is bytes, a Path or a Tree, not {type(value).__name__}")
+        raise TypeError("an output is bytes, a Path, a Tree or a FileOfParts, not "
+                        f"{type(value).__name__}")
     return Output(ref.digest, ref.size, "blob")

@@ -7,6 +7,10 @@ model's file name), else the action's result. Files are written atomically; a ma
 there and the recipe no longer implies are removed (from the folder, never from the store).
 Files the build did not write are never touched.
 
+An output that is a file of parts (udo_build.store.parts: the deployable bundle) is one file
+here, written part by part from the store and checked against the whole file's digest, which is
+what the manifest records for it.
+
 Every build checks that the folder holds what the manifest says, cheaply: through the store's
 stat cache (`FileDigests`, like git's index), a file is hashed again only when its identity
 (size, mtime, ctime, inode) changed; a file that does not hold its bytes is written again (and
@@ -31,8 +35,9 @@ from pathlib import Path
 from ..atomic import TMP_PREFIX, write_atomic
 from ..errors import UserError, environment_problem
 from ..store import ActionResult, Store
-from ..store.cas import safe_relpath
+from ..store.cas import parse_tree, safe_relpath
 from ..store.manifest import read_manifest
+from ..store.parts import parse_layout, write_file
 
 try:
     import fcntl
@@ -58,7 +63,7 @@ class MissingContent(UserError):
     quarantined while being written): their actions must run again."""
 
 
-FileSpec = tuple[str, int, bool]  # digest, size, executable
+FileSpec = tuple[str, int, bool, str]  # digest, size, executable, manifest of a file of parts
 
 
 Published = tuple[ActionResult, dict[str, str]]  # a result and where its outputs go
@@ -77,15 +82,20 @@ def desired_files(store: Store, results: list[Published]) -> dict[str, FileSpec]
                                      "publishes (check the plugin or kind version)")
             _check_rel(rel)
             if out.type == "blob":
-                files[rel] = (out.digest, out.size, False)
+                files[rel] = (out.digest, out.size, False, "")
                 continue
-            entries = store.cas.tree_entries(out.digest)
-            if entries is None:
+            manifest = store.cas.get(out.digest)
+            entries = None if manifest is None else parse_tree(manifest)
+            if manifest is None or entries is None:
                 raise MissingContent(f"the tree of {rel} is missing from the store",
                                      hint="build again: its action runs again")
+            layout = parse_layout(manifest)
+            if layout is not None:  # one file, made of parts
+                files[rel] = (layout.sha256, layout.size, False, out.digest)
+                continue
             for e in entries:
                 files[f"{rel}/{e['path']}"] = (e["digest"], int(e.get("size", -1)),
-                                               bool(e.get("executable")))
+                                               bool(e.get("executable")), "")
     return files
 
 
@@ -147,9 +157,14 @@ def _write_files(store: Store, folder: Path, todo: list[tuple[str, FileSpec]]) -
     decompressing, verifying and writing release the GIL: a fresh checkout fed by a remote
     cache writes its whole output folder). Returns the files whose blobs are missing."""
     def write(item: tuple[str, FileSpec]) -> str | None:
-        rel, (digest, _, executable) = item
-        return None if store.cas.materialize(digest, folder / rel,
-                                             executable=executable) else rel
+        rel, (digest, _, executable, parts) = item
+        if parts:
+            manifest = store.cas.get(parts)
+            layout = None if manifest is None else parse_layout(manifest)
+            done = layout is not None and write_file(store.cas, layout, folder / rel)
+        else:
+            done = store.cas.materialize(digest, folder / rel, executable=executable)
+        return None if done else rel
 
     if len(todo) < 2 or sum(max(spec[1], 0) for _, spec in todo) < PARALLEL_BYTES:
         return [rel for rel in map(write, todo) if rel is not None]

@@ -10,8 +10,14 @@ Each part entry names the part, its offset, size and sha256 (weights also their 
 dtype and shape). Parts: `graph.json` (the IR graph), `weights/<n>` (raw little-endian C-order
 arrays), `opdefs.json` (the op definitions of its custom ops), and whatever later steps add
 (encodings, cache records). Equal content gives equal bytes: parts are sorted, JSON is
-canonical, nothing records a time. Reading checks the magic, version, bounds, names and every
-part's digest; a file that fails any check is refused with a clear message.
+canonical, nothing records a time. Reading checks the magic, version, bounds and names, and the
+digest of every part: the model's (graph, weights, op definitions) at once, the others when
+first read, so choosing a cache record reads only the header's rows and loading one reads that
+record. A file that fails any check is refused with a clear message naming the part.
+
+`split_bundle` lays a bundle out with parts whose bytes are elsewhere (the records of the
+deployable bundle, kept once in the store): the head holds everything up to them, and
+`read_bundle` reads such a file through a `Reader` of byte ranges as well as from bytes.
 """
 
 from __future__ import annotations
@@ -20,10 +26,10 @@ import hashlib
 import json
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -63,8 +69,49 @@ class Bundle:
         return sha256_hex(self.to_bytes())
 
 
+@dataclass(frozen=True)
+class External:
+    """A part whose bytes are kept elsewhere (a blob of the store): its size and sha256."""
+
+    size: int
+    sha256: str
+
+
 def write_bundle(bundle: Bundle) -> bytes:
-    entries: list[tuple[dict[str, Any], bytes]] = [
+    header, entries, offsets = _layout(_entries(bundle), bundle.meta)
+    out = bytearray(header)
+    for (_, data), offset in zip(entries, offsets, strict=True):
+        out.extend(b"\0" * (offset - len(out)))
+        out.extend(data)  # type: ignore[arg-type]
+    return bytes(out)
+
+
+def split_bundle(bundle: Bundle, external: Mapping[str, External]
+                 ) -> tuple[bytes, list[tuple[int, str]], int]:
+    """The bundle with further parts whose bytes are elsewhere, as (the head: every byte up to
+    the first external part, [(offset, name) of each external part], the whole file's size).
+    The file is the head, then each external part at its offset, zeros between: the bytes
+    `write_bundle` would give with those parts inline (external parts come last, by name)."""
+    extra = [({"name": name}, part) for name, part in sorted(external.items())]
+    for name, _ in sorted(external.items()):
+        _check_part_name(name)
+    header, entries, offsets = _layout([*_entries(bundle), *extra], bundle.meta)
+    inline = len(entries) - len(extra)
+    head = bytearray(header)
+    for (_, data), offset in zip(entries[:inline], offsets[:inline], strict=True):
+        head.extend(b"\0" * (offset - len(head)))
+        head.extend(data)  # type: ignore[arg-type]
+    placed = [(offset, entry["name"]) for (entry, _), offset in zip(
+        entries[inline:], offsets[inline:], strict=True)]
+    end = offsets[-1] + entries[-1][1].size if extra else len(head)  # type: ignore[union-attr]
+    return bytes(head), placed, end
+
+
+Entry = tuple[dict[str, Any], "bytes | External"]
+
+
+def _entries(bundle: Bundle) -> list[Entry]:
+    entries: list[Entry] = [
         ({"name": "graph.json"}, canonical_json(bundle.model.graph.to_json())),
     ]
     for i, (name, array) in enumerate(bundle.model.iter_weights()):
@@ -76,15 +123,23 @@ def write_bundle(bundle: Bundle) -> bytes:
     if bundle.opdefs is not None:
         entries.append(({"name": "opdefs.json"}, canonical_json(bundle.opdefs)))
     for name, data in sorted(bundle.parts.items()):
-        if not _safe_name(name) or name in ("graph.json", "opdefs.json") \
-                or name.startswith("weights/"):
-            raise ValueError(f"bad part name {name!r}")
+        _check_part_name(name)
         entries.append(({"name": name}, bytes(data)))
-    return _layout(entries, bundle.meta)
+    return entries
 
 
-def _layout(entries: list[tuple[dict[str, Any], bytes]], meta: dict[str, Any]) -> bytes:
-    index = [{**e, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for e, d in entries]
+def _check_part_name(name: str) -> None:
+    if not _safe_name(name) or name in ("graph.json", "opdefs.json") \
+            or name.startswith("weights/"):
+        raise ValueError(f"bad part name {name!r}")
+
+
+def _layout(entries: list[Entry], meta: dict[str, Any]
+            ) -> tuple[bytes, list[Entry], list[int]]:
+    """(prefix and header, the entries, each one's offset)."""
+    index = [{**e, "size": d.size, "sha256": d.sha256} if isinstance(d, External)
+             else {**e, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
+             for e, d in entries]
     # offsets depend on the header's length, which depends on the offsets: iterate to a fixpoint
     offsets = [0] * len(index)
     while True:
@@ -99,11 +154,7 @@ def _layout(entries: list[tuple[dict[str, Any], bytes]], meta: dict[str, Any]) -
         if fresh == offsets:
             break
         offsets = fresh
-    out = bytearray(_PREFIX.pack(MAGIC, VERSION, len(header)) + header)
-    for (_, data), offset in zip(entries, offsets, strict=True):
-        out.extend(b"\0" * (offset - len(out)))
-        out.extend(data)
-    return bytes(out)
+    return _PREFIX.pack(MAGIC, VERSION, len(header)) + header, entries, offsets
 
 
 def _safe_name(name: str) -> bool:
@@ -114,32 +165,89 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def read_bundle(data: bytes, file: str = "bundle") -> Bundle:
-    """Parse and verify a bundle; a UserError names the part or field that is wrong."""
-    header = _header(data, file)
-    parts: dict[str, bytes] = {}
+class Reader(Protocol):
+    """Byte ranges of a bundle file that is not in memory whole (a file of parts in the
+    store: udo_build.store.parts.PartsReader)."""
+
+    size: int
+
+    def read(self, offset: int, size: int) -> bytes: ...
+
+
+class _Memory:
+    def __init__(self, data: bytes) -> None:
+        self.view = memoryview(data)
+        self.size = len(data)
+
+    def read(self, offset: int, size: int) -> memoryview:  # type: ignore[override]
+        return self.view[offset:offset + size]
+
+
+class LazyParts(Mapping[str, bytes]):
+    """The further parts of a bundle (encodings, cache records, ...), each read and verified
+    when it is first asked for: choosing a record reads the header's rows, loading it reads
+    that record only."""
+
+    def __init__(self, reader: Reader, file: str) -> None:
+        self._reader = reader
+        self._file = file
+        self._index: dict[str, tuple[int, int, str, int]] = {}
+        self._read: dict[str, bytes] = {}
+
+    def add(self, name: str, offset: int, size: int, digest: str, i: int) -> None:
+        self._index[name] = (offset, size, digest, i)
+
+    def __getitem__(self, name: str) -> bytes:
+        if name not in self._read:
+            offset, size, digest, i = self._index[name]
+            self._read[name] = bytes(_verified(self._reader, name, offset, size, digest, i,
+                                               self._file))
+        return self._read[name]
+
+    def __contains__(self, name: object) -> bool:  # without reading the part
+        return name in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def size_of(self, name: str) -> int:
+        return self._index[name][1]
+
+
+def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
+    """Parse and verify a bundle; a UserError names the part or field that is wrong. The graph,
+    weights and op definitions are read and verified here; further parts when first used."""
+    reader: Reader = data if hasattr(data, "read") else _Memory(data)  # type: ignore[assignment]
+    header = _header(reader, file)
+    parts = LazyParts(reader, file)
+    model_parts: dict[str, bytes] = {}
     weights: dict[str, np.ndarray] = {}
-    view = memoryview(data)
     seen: set[str] = set()
     for i, entry in enumerate(header["parts"]):
-        blob, name = _part(view, entry, i, file)
+        name, offset, size, digest = _part(entry, i, reader.size, file)
         tensor = entry.get("tensor") if name.startswith("weights/") else None
         if name in seen or tensor in weights:
             raise UserError(f"the bundle holds part {name} (or its tensor) twice", file=file,
                             field=f"parts[{i}].name")
         seen.add(name)
         if tensor is not None:
+            blob = _verified(reader, name, offset, size, digest, i, file)
             weights[tensor] = _weight(blob, entry, i, file)
+        elif name in ("graph.json", "opdefs.json"):
+            model_parts[name] = bytes(_verified(reader, name, offset, size, digest, i, file))
         else:
-            parts[name] = bytes(blob)
-    if "graph.json" not in parts:
+            parts.add(name, offset, size, digest, i)
+    if "graph.json" not in model_parts:
         raise UserError("the bundle has no graph.json part", file=file, field="parts")
     with bulk_building():  # a large graph.json is millions of small objects
-        graph = Graph.from_json(_check_graph(_json_part(parts.pop("graph.json"), "graph.json",
+        graph = Graph.from_json(_check_graph(_json_part(model_parts["graph.json"], "graph.json",
                                                         file), file))
     opdefs = None
-    if "opdefs.json" in parts:
-        opdefs = _check_opdefs(_json_part(parts.pop("opdefs.json"), "opdefs.json", file), file)
+    if "opdefs.json" in model_parts:
+        opdefs = _check_opdefs(_json_part(model_parts["opdefs.json"], "opdefs.json", file), file)
     _check_records(header["meta"], parts, file)
     return Bundle(Model(graph, weights), opdefs, header["meta"], parts)
 
@@ -224,18 +332,19 @@ def load_bundle(path: str | Path) -> Bundle:
     return read_bundle(read_limited(path, 4 << 30, "bundle"), str(path))
 
 
-def _header(data: bytes, file: str) -> dict[str, Any]:
-    if len(data) < _PREFIX.size or data[:8] != MAGIC:
+def _header(reader: Reader, file: str) -> dict[str, Any]:
+    prefix = bytes(reader.read(0, _PREFIX.size))
+    if len(prefix) < _PREFIX.size or prefix[:8] != MAGIC:
         raise UserError("not a udo-build bundle (wrong magic bytes)", file=file,
                         hint=f"bundles are written by 'udo-build convert' ({EXTENSION})")
-    _, version, length = _PREFIX.unpack_from(data)
+    _, version, length = _PREFIX.unpack_from(prefix)
     if version != VERSION:
         raise UserError(f"bundle format version {version} is not supported (this udo-build "
                         f"reads version {VERSION})", file=file)
-    if length > MAX_HEADER or _PREFIX.size + length > len(data):
+    if length > MAX_HEADER or _PREFIX.size + length > reader.size:
         raise UserError("the bundle is truncated or its header is corrupt", file=file)
     try:
-        header = json.loads(data[_PREFIX.size:_PREFIX.size + length])
+        header = json.loads(bytes(reader.read(_PREFIX.size, length)))
     except (ValueError, RecursionError):
         raise UserError("the bundle's header is not valid JSON", file=file) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -247,7 +356,8 @@ def _header(data: bytes, file: str) -> dict[str, Any]:
     return header
 
 
-def _part(view: memoryview, entry: Any, i: int, file: str) -> tuple[memoryview, str]:
+def _part(entry: Any, i: int, total: int, file: str) -> tuple[str, int, int, str]:
+    """A part entry of the header, checked: (name, offset, size, sha256)."""
     c = Check(file, "the bundle's header")
     field = f"parts[{i}]"
     entry = c.obj(entry, field)
@@ -257,19 +367,24 @@ def _part(view: memoryview, entry: Any, i: int, file: str) -> tuple[memoryview, 
     digest = c.text(entry.get("sha256"), f"{field}.sha256")
     if not _safe_name(name):
         raise c.fail(f"{field}.name", f"the bundle names a part {name!r}, which is not allowed")
-    if offset + size > len(view):
+    if offset + size > total:
         raise UserError(f"part {name} lies outside the bundle (truncated file?)", file=file,
                         field=f"{field}.size")
-    blob = view[offset:offset + size]
-    if hashlib.sha256(blob).hexdigest() != digest:
-        raise UserError(f"part {name} of the bundle is corrupt (digest mismatch)", file=file,
-                        field=f"{field}.sha256")
     if name.startswith("weights/"):
         c.text(entry.get("tensor"), f"{field}.tensor")
-    return blob, name
+    return name, offset, size, digest
 
 
-def _weight(blob: memoryview, entry: dict[str, Any], i: int, file: str) -> np.ndarray:
+def _verified(reader: Reader, name: str, offset: int, size: int, digest: str, i: int,
+              file: str) -> bytes | memoryview:
+    blob = reader.read(offset, size)
+    if hashlib.sha256(blob).hexdigest() != digest:
+        raise UserError(f"part {name} of the bundle is corrupt (digest mismatch)", file=file,
+                        field=f"parts[{i}].sha256")
+    return blob
+
+
+def _weight(blob: bytes | memoryview, entry: dict[str, Any], i: int, file: str) -> np.ndarray:
     c = Check(file, f"weight {entry['tensor']!r} of the bundle")
     dtype = c.dtype(entry.get("dtype"), f"parts[{i}].dtype")
     shape = tuple(c.wholes(entry.get("shape"), f"parts[{i}].shape", 0))

@@ -39,7 +39,7 @@ def run(ctx: ActionContext) -> Produced:
     settings = RunSettings.from_params(ctx.params)
     name = "deployable" if "deployable" in ctx.input_names() else (
         "bundle" if "bundle" in ctx.input_names() else "float_bundle")
-    bundle = read_bundle(ctx.input_bytes(name), name)
+    bundle = read_bundle(ctx.input_reader(name), name)  # reads the chosen record only
     float_bundle = read_bundle(ctx.input_bytes("float_bundle"), "float bundle")
     packages = packages_for(bundle, kernel_files(ctx))
     record, selection, online_seconds = _record(bundle, settings, packages)

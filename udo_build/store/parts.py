@@ -1,0 +1,211 @@
+"""A file made of stored blobs: one copy of each artifact, however many files hold it.
+
+The deployable bundle holds every prepared record; storing it as one blob would keep each
+record twice (alone, as the prepare step's output, and inside the bundle). Instead an action
+returns it as parts: the bytes at each offset of the file are a blob of the store (the records
+are the prepare steps' own blobs, shared), and the gaps between parts are zeros. What is stored
+is a tree manifest (so the store's completeness checks, garbage collection and remote transfer
+treat it as any tree: its parts are reachable blobs) with one more field, `file`:
+
+    {"schema": "udo-build/tree", "version": 1,
+     "entries": [{"path": "parts/<offset, 16 digits>", "digest", "size", "offset"}, ...],
+     "file": {"size": <bytes of the whole file>, "sha256": <its digest>}}
+
+The whole file's digest is what the output folder's manifest and its stat-cache check compare;
+`write_file` materializes the file by streaming the parts (each verified as it is read) and
+checks the whole digest before the file becomes visible. `PartsReader` reads byte ranges
+without materializing anything: a reader of the deployable bundle pays for the parts it reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..atomic import AtomicFile
+from ..canonical import canonical_json
+from .cas import TREE_SCHEMA, TREE_VERSION, _valid_digest, parse_tree
+
+if TYPE_CHECKING:
+    from .cas import Cas
+
+CHUNK = 1 << 20
+_ZEROS = bytes(CHUNK)
+
+
+@dataclass(frozen=True)
+class Part:
+    offset: int
+    digest: str
+    size: int
+
+
+@dataclass(frozen=True)
+class FileLayout:
+    """A file as parts at offsets (ascending, not overlapping; zeros between)."""
+
+    size: int
+    sha256: str
+    parts: tuple[Part, ...]
+
+    def manifest(self) -> bytes:
+        entries = [{"path": f"parts/{p.offset:016d}", "digest": p.digest, "size": p.size,
+                    "offset": p.offset, "executable": False} for p in self.parts]
+        return canonical_json({"schema": TREE_SCHEMA, "version": TREE_VERSION,
+                               "entries": entries,
+                               "file": {"size": self.size, "sha256": self.sha256}})
+
+    def at(self, offset: int) -> Part | None:
+        """The part that starts at `offset`."""
+        for part in self.parts:
+            if part.offset == offset:
+                return part
+        return None
+
+
+def parse_layout(data: bytes) -> FileLayout | None:
+    """The layout a manifest describes; None when it is not the manifest of a file of parts
+    (a plain tree) or does not hold together (overlaps, parts past the end, bad digests)."""
+    if parse_tree(data) is None:
+        return None
+    doc = json.loads(data)
+    whole = doc.get("file")
+    if not isinstance(whole, dict):
+        return None
+    size, sha = whole.get("size"), whole.get("sha256")
+    if not _count(size) or not isinstance(sha, str) or not _valid_digest(sha):
+        return None
+    parts: list[Part] = []
+    end = 0
+    for entry in doc["entries"]:
+        offset, length = entry.get("offset"), entry.get("size")
+        if not _count(offset) or not _count(length) or offset < end:
+            return None
+        end = offset + length
+        parts.append(Part(offset, entry["digest"], length))
+    if end > size:
+        return None
+    return FileLayout(size, sha, tuple(parts))
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def layout_of(segments: Sequence[tuple[int, bytes | Part]], size: int,
+              cas: Cas) -> FileLayout:
+    """Store the literal segments as blobs and return the layout of the file (its digest is
+    computed by streaming every part once, verified)."""
+    parts: list[Part] = []
+    for offset, segment in segments:
+        if isinstance(segment, Part):  # a stored blob, placed at `offset`
+            parts.append(Part(offset, segment.digest, segment.size))
+        else:
+            ref = cas.put(bytes(segment))
+            parts.append(Part(offset, ref.digest, ref.size))
+    digest = hashlib.sha256()
+    for chunk in _stream(cas, parts, size):
+        digest.update(chunk)
+    return FileLayout(size, digest.hexdigest(), tuple(parts))
+
+
+class MissingPart(Exception):
+    """A part's blob is missing from the store or corrupt (then quarantined)."""
+
+
+def _stream(cas: Cas, parts: Sequence[Part], size: int) -> Iterator[bytes | memoryview]:
+    """The file's bytes in order; raises MissingPart when a blob is missing or does not hold
+    its bytes (checked as it is read)."""
+    position = 0
+    for part in parts:
+        yield from _zeros(part.offset - position)
+        yield from read_blob(cas, part.digest, part.size)
+        position = part.offset + part.size
+    yield from _zeros(size - position)
+
+
+def _zeros(count: int) -> Iterator[bytes]:
+    while count > 0:
+        yield _ZEROS[:min(count, CHUNK)]
+        count -= CHUNK
+
+
+def read_blob(cas: Cas, digest: str, size: int) -> Iterator[bytes]:
+    """A blob's bytes in chunks, verified at its end (MissingPart when missing or corrupt:
+    the consumer must not keep what it got)."""
+    import zstandard
+
+    path = cas.path_of(digest)
+    if path is None:
+        raise MissingPart(digest)
+    h = hashlib.sha256()
+    count = 0
+    try:
+        with open(path, "rb") as fh:
+            stream: Any = (zstandard.ZstdDecompressor().stream_reader(fh)
+                           if path.suffix == ".zst" else fh)
+            while chunk := stream.read(CHUNK):
+                h.update(chunk)
+                count += len(chunk)
+                if count > size:
+                    break
+                yield chunk
+    except (OSError, zstandard.ZstdError):
+        count = -1
+    if count != size or h.hexdigest() != digest:
+        cas.quarantine(path)
+        raise MissingPart(digest)
+
+
+def write_file(cas: Cas, layout: FileLayout, dest: Path) -> bool:
+    """Materialize the file at `dest` atomically, read-only; False (nothing written) when a
+    part is missing or corrupt, or the whole does not match its digest."""
+    digest = hashlib.sha256()
+    with AtomicFile(dest, durable=False) as out:
+        try:
+            for chunk in _stream(cas, layout.parts, layout.size):
+                digest.update(chunk)
+                out.write(chunk)
+        except MissingPart:
+            out.abort()
+            return False
+        if digest.hexdigest() != layout.sha256:
+            out.abort()
+            return False
+    return True
+
+
+class PartsReader:
+    """Byte ranges of a file of parts, read from the store (a range is one part, or lies
+    inside one part; ranges elsewhere are read part by part)."""
+
+    def __init__(self, cas: Cas, layout: FileLayout) -> None:
+        self.cas = cas
+        self.layout = layout
+        self.size = layout.size
+        self._cache: dict[str, bytes] = {}
+
+    def read(self, offset: int, size: int) -> bytes:
+        out = bytearray()
+        end = offset + size
+        for part in self.layout.parts:
+            if part.offset + part.size <= offset or part.offset >= end:
+                continue
+            data = self._part(part)
+            lo, hi = max(offset, part.offset), min(end, part.offset + part.size)
+            out.extend(b"\0" * (lo - offset - len(out)))
+            out.extend(data[lo - part.offset:hi - part.offset])
+        out.extend(b"\0" * (min(end, self.size) - offset - len(out)))
+        return bytes(out)
+
+    def _part(self, part: Part) -> bytes:
+        if part.digest not in self._cache:
+            data = self.cas.get(part.digest)
+            if data is None:
+                raise MissingPart(part.digest)
+            self._cache = {part.digest: data}  # one part kept: the head, or the last record
+        return self._cache[part.digest]
