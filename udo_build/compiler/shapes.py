@@ -136,10 +136,13 @@ SHAPE_FNS: dict[str, ShapeFn] = {
 
 
 def infer(model: Model, inputs: Mapping[str, Sequence[int]],
-          packages: Mapping[str, OpPackage] | None = None) -> Shapes:
-    """Every tensor's shape and dtype for these input shapes (see the module docstring)."""
+          packages: Mapping[str, OpPackage] | None = None,
+          evidence: Mapping[str, TensorInfo] | None = None) -> Shapes:
+    """Every tensor's shape and dtype for these input shapes (see the module docstring).
+    `evidence`: tensor infos at the model's own dimensions where the graph no longer holds them
+    (the importer's, for the custom ops' outputs an exporter recorded)."""
     graph = model.graph
-    old = graph.infos()
+    old = {**graph.infos(), **(evidence or {})}
     infos: dict[str, TensorInfo] = {}
     for t in graph.inputs:
         if t.name in model.weights:
