@@ -55,6 +55,8 @@ def _window(node: Node, shapes: list[Shape], _: list[np.ndarray | None]) -> list
     x = shapes[0]
     rank = len(x) - 2
     if node.op == "Conv":
+        if x[1] != shapes[1][1] * int(node.attr("group", 1)):
+            raise ValueError("the input's channels do not match the weights")  # the kernel says
         kernel = tuple(shapes[1][2:])
         channels = shapes[1][0]
     else:
