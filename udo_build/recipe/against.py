@@ -186,11 +186,11 @@ class _Checker:
 
     def _row(self, target: RecordTarget) -> dict[str, Any] | None:
         """The row the assemble step would write for `target`'s record."""
+        from ..runtime.records import native_dims
+
         outputs = self.resolved(target.outputs)
         if outputs is None or not _dims_ok(target.input_dimensions, self.inputs):
             return None
-        from ..runtime.records import native_dims
-
         key = target.compile_target().to_params()
         dims = {**native_dims(self.model), **key["input_dimensions"]}  # as the compiler keys
         return {"name": target.id, "identifier": "", "size": 0,
