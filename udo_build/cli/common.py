@@ -91,6 +91,19 @@ def parse_dims(items: list[str]) -> dict[str, list[int]]:
     return dims
 
 
+def known_soc(name: str, option: str = "--soc") -> Any:
+    """The SoC of the built-in table with this name (and a public VTCM size)."""
+    from ..soc.table import builtin_socs
+
+    socs = builtin_socs()
+    soc = socs.get(name.lower())
+    if soc is None or soc.vtcm_mb is None:
+        known = ", ".join(n for n, s in socs.items() if s.vtcm_mb is not None)
+        what = " is not a known SoC" if soc is None else ": its VTCM size is not public"
+        raise UserError(f"{option} {name}{what}", hint=f"SoCs with a known VTCM size: {known}")
+    return soc
+
+
 def device_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--devices", metavar="SOC,SOC,...",
                         help="device SoCs, by name (see the SoC table in README)")

@@ -1,9 +1,12 @@
-"""`udo-build convert MODEL.onnx [--opdef CONFIG ...] --out BUNDLE`: convert without a recipe."""
+"""`udo-build convert MODEL.onnx [--opdef CONFIG ...] [--kernels FILE ...] [--input-dims ...]
+--out BUNDLE`: convert without a recipe. The shapes after a custom op come from its kernels when
+--kernels gives them, else from the shapes the exporter recorded (udo_build.model.shape_fill)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from ..errors import Diagnostics, display_path
 from .common import parse_dims
@@ -16,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="an op config (XML or JSON) defining custom ops; repeatable")
     parser.add_argument("--input-dims", metavar="NAME=D0,D1,...", action="append", default=[],
                         help="override an input's dimensions, e.g. input=1,3,224,224")
+    parser.add_argument("--kernels", metavar="FILE", action="append", default=[],
+                        help="numpy kernels of the custom ops (their output shapes); repeatable")
     parser.add_argument("--out", metavar="BUNDLE", required=True,
                         help="the bundle to write (.udb)")
 
@@ -33,8 +38,9 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
         if args.opdef else None
     for warning in diag.warnings:
         rep.warning(warning)
+    packages = _packages(opdefs.name, args.kernels) if opdefs and args.kernels else None
     model = import_onnx(load_onnx(args.model), file=args.model, opdefs=opdefs,
-                        input_dims=parse_dims(args.input_dims))
+                        input_dims=parse_dims(args.input_dims), packages=packages)
     bundle = Bundle(model, opdefs.to_json() if opdefs else None, {"producer": CONVERTER})
     data = bundle.to_bytes()
     out = Path(args.out)
@@ -49,3 +55,11 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                  f"{info['total_parameters']:,} parameters, {info['total_macs']:,} MACs"
                  + (f"; custom ops {', '.join(info['udos'])}" if info["udos"] else ""))
     return 0
+
+
+def _packages(name: str, files: list[str]) -> dict[str, Any]:
+    from ..kernels.load import load_kernels, merged
+
+    modules = [f"udo_build_kernels_{name}_{i}" for i in range(len(files))]
+    return {name: merged(name, [p for f, module in zip(files, modules, strict=True)
+                                for p in load_kernels(Path(f), module)])}

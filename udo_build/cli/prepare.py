@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.add_argument("--input-dims", metavar="NAME=D0,D1,...", action="append", default=[])
     parser.add_argument("--outputs", default="default",
                         help="default, layers=NAME,NAME or tensors=NAME,NAME")
-    parser.add_argument("--precision", choices=("int8", "fp16"), default="fp16")
+    parser.add_argument("--precision", choices=("int8", "fp16"),
+                        help="default: the bundle's (int8 when it is quantized, else fp16)")
     parser.add_argument("--kernels", metavar="FILE", action="append", default=[],
                         help="numpy kernels (and rules) of the custom ops; repeatable")
     parser.add_argument("--out", metavar="RECORD", required=True, help="the record to write")
@@ -48,6 +49,7 @@ def parse_outputs(text: str) -> Any:
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..atomic import write_atomic
     from ..compiler import Trace, compile_bundle
+    from ..ir.qmodel import ENCODINGS_PART
     from ..kernels.load import packages_for
     from ..model.op_check import load_checked_bundle
     from ..recipe.model import Dims, Outputs, RecordTarget
@@ -57,8 +59,9 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     bundle = load_checked_bundle(args.bundle)
     packages = packages_for(bundle, [Path(k) for k in args.kernels]) if args.kernels else {}
     trace = Trace(why=frozenset(args.why), events=False)
+    precision = args.precision or ("int8" if ENCODINGS_PART in bundle.parts else "fp16")
     target = RecordTarget(soc, args.level, Dims.of(parse_dims(args.input_dims)),
-                          Outputs.of(parse_outputs(args.outputs)), args.precision)
+                          Outputs.of(parse_outputs(args.outputs)), precision)
     compiled = compile_bundle(bundle, target.compile_target(), packages, trace)
     data = compiled.record()
     write_atomic(Path(args.out), data, readonly=False)
@@ -78,13 +81,12 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 
 def _soc(args: argparse.Namespace) -> Soc:
     """The SoC of the built-in table named by --soc, else the one --arch and --vtcm-mb give."""
-    from ..soc.table import Soc, builtin_socs
+    from ..soc.table import Soc
 
     if args.soc:
-        soc = builtin_socs().get(args.soc)
-        if soc is None or soc.vtcm_mb is None:
-            raise UserError(f"--soc {args.soc}: unknown, or its VTCM size is not public",
-                            hint="give --arch and --vtcm-mb")
+        from .common import known_soc
+
+        soc: Soc = known_soc(args.soc)
         return soc
     if not args.arch or not args.vtcm_mb:
         raise UserError("give --soc, or --arch and --vtcm-mb")

@@ -1,11 +1,13 @@
-"""`udo-build validate RECIPE`: check the recipe and every op config it names; print the targets."""
+"""`udo-build validate RECIPE`: check the recipe, every op config it names and the recipe against
+its model (udo_build.recipe.against: inputs, output names, every run served); print the targets.
+Nothing is built and nothing is written."""
 
 from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Diagnostics, display_path
+from ..errors import Diagnostics, UserError, display_path
 from .reporter import Reporter
 
 if TYPE_CHECKING:
@@ -20,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..opdef import recipe_package, resolve_all
     from ..recipe import load_recipe
+    from ..recipe.against import check_against_model
 
     diag = Diagnostics()
     recipe = load_recipe(args.recipe, diag)
@@ -31,6 +34,9 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
         resolved = resolve_all(package, spec.backends)
     for warning in diag.warnings:
         rep.warning(warning)
+    problems = check_against_model(recipe, package)
+    if problems:
+        raise UserError(problems=problems)
     if rep.mode == "json":
         rep.emit(_json(recipe, package, resolved, diag))
     else:

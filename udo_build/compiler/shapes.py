@@ -55,6 +55,8 @@ def _window(node: Node, shapes: list[Shape], _: list[np.ndarray | None]) -> list
     x = shapes[0]
     rank = len(x) - 2
     if node.op == "Conv":
+        if x[1] != shapes[1][1] * int(node.attr("group", 1)):
+            raise ValueError("the input's channels do not match the weights")  # the kernel says
         kernel = tuple(shapes[1][2:])
         channels = shapes[1][0]
     else:
@@ -136,10 +138,13 @@ SHAPE_FNS: dict[str, ShapeFn] = {
 
 
 def infer(model: Model, inputs: Mapping[str, Sequence[int]],
-          packages: Mapping[str, OpPackage] | None = None) -> Shapes:
-    """Every tensor's shape and dtype for these input shapes (see the module docstring)."""
+          packages: Mapping[str, OpPackage] | None = None,
+          evidence: Mapping[str, TensorInfo] | None = None) -> Shapes:
+    """Every tensor's shape and dtype for these input shapes (see the module docstring).
+    `evidence`: tensor infos at the model's own dimensions where the graph no longer holds them
+    (the importer's, for the custom ops' outputs an exporter recorded)."""
     graph = model.graph
-    old = graph.infos()
+    old = {**graph.infos(), **(evidence or {})}
     infos: dict[str, TensorInfo] = {}
     for t in graph.inputs:
         if t.name in model.weights:

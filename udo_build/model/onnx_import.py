@@ -24,10 +24,12 @@ from ..errors import Problem, UserError, raise_if_any
 from ..ir import Graph, Model, Node, TensorInfo
 from ..ir.graph import bulk_building
 from .custom import CustomOps
+from .shape_fill import complete_shapes
 
 if TYPE_CHECKING:
     import onnx
 
+    from ..kernels.oppkg import OpPackage
     from ..opdef.model import OpPackageDef
 
 TARGET_OPSET = 17
@@ -59,15 +61,19 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
 
 def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
                 opdefs: OpPackageDef | None = None,
-                input_dims: Mapping[str, Sequence[int]] | None = None) -> Model:
-    """The IR model of an ONNX model (see the module docstring)."""
+                input_dims: Mapping[str, Sequence[int]] | None = None,
+                packages: Mapping[str, OpPackage] | None = None) -> Model:
+    """The IR model of an ONNX model (see the module docstring). `packages`: the custom ops'
+    kernels, when known: the shapes after a custom op are then its kernel's (shape_fill.py)."""
     with bulk_building():
-        return _import(model, file, opdefs, input_dims or {})
+        checked = _checked(model, file)
+        dims = input_dims or {}
+        imported = _import(_inferred(checked, file, dims), file, opdefs)
+        native = (lambda: _infos(_inferred(checked, file, {}))) if dims else (lambda: None)
+        return complete_shapes(imported, native, packages)
 
 
-def _import(model: onnx.ModelProto, file: str, opdefs: OpPackageDef | None,
-            input_dims: Mapping[str, Sequence[int]]) -> Model:
-    proto = _normalize(model, file, input_dims)
+def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> Model:
     weights = {init.name: _array(init) for init in proto.graph.initializer}
     infos = _infos(proto)
     for info in infos.values():
@@ -102,10 +108,10 @@ def _import(model: onnx.ModelProto, file: str, opdefs: OpPackageDef | None,
 # -- normalization --------------------------------------------------------------------------------
 
 
-def _normalize(model: onnx.ModelProto, file: str,
-               input_dims: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
+def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
+    """The model, checked and at the target opset."""
     import onnx
-    from onnx import shape_inference, version_converter
+    from onnx import version_converter
 
     try:
         onnx.checker.check_model(model)
@@ -121,6 +127,14 @@ def _normalize(model: onnx.ModelProto, file: str,
         except Exception as exc:  # the converter raises bare RuntimeErrors
             raise UserError(f"cannot convert the model from opset {opset} to {TARGET_OPSET}: "
                             f"{_first_line(exc)}", file=file) from None
+    return model
+
+
+def _inferred(model: onnx.ModelProto, file: str,
+              input_dims: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
+    """The model at these input dimensions, its shapes inferred."""
+    from onnx import shape_inference
+
     if input_dims:
         model = _override_dims(model, input_dims, file)
     try:
