@@ -13,11 +13,12 @@ from udo_build.soc.target import CompileTarget
 NATIVE = {"input": [1, 3, 32, 32]}
 
 
-def row(part: str, arch: str, vtcm: float, dims: object = None, outputs: object = "default",
-        precision: str = "int8") -> dict[str, object]:
-    """A record row as the assemble step writes it into the bundle's meta."""
+def row(part: str, arch: str, vtcm: float, dims: object = None, outputs: str = "logits",
+        precision: str = "int8", level: int = 2) -> dict[str, object]:
+    """A record row as the assemble step writes it into the bundle's meta (its outputs: the
+    resolved tensor names, as the Cache Info row has them)."""
     return {"part": part, "arch": arch, "vtcm_mb": vtcm, "input_dimensions": dims or {},
-            "output_request": outputs, "precision": precision, "name": f"net/{arch}"}
+            "outputs": outputs, "precision": precision, "name": f"net/{arch}", "level": level}
 
 
 def settings(mode: str = "permissive", **target: object) -> RunSettings:
@@ -26,21 +27,21 @@ def settings(mode: str = "permissive", **target: object) -> RunSettings:
 
 
 META = {"records": [
-    row("records/a.udr", "v69", 8, NATIVE, {"tensors": ["logits"]}),
-    row("records/b.udr", "v73", 8, NATIVE, {"layers": ["head"]}),
-    row("records/c.udr", "v73", 8, NATIVE, {"tensors": ["logits"]}),
-    row("records/d.udr", "v73", 8, {"input": [4, 3, 32, 32]}, {"tensors": ["logits"]}),
-    row("records/e.udr", "v75", 8, NATIVE, {"tensors": ["logits"]}),
+    row("records/a.udr", "v69", 8, NATIVE),
+    row("records/b.udr", "v73", 8, NATIVE, "feat,logits"),
+    row("records/c.udr", "v73", 8, NATIVE),
+    row("records/d.udr", "v73", 8, {"input": [4, 3, 32, 32]}),
+    row("records/e.udr", "v75", 8, NATIVE),
 ]}
+LOGITS = ["logits"]
 
 
 def test_the_fitting_record_is_chosen_and_the_others_say_why_not() -> None:
-    choice = choose_record(META, settings(outputs={"tensors": ["logits"]}), NATIVE)
+    choice = choose_record(META, settings(), NATIVE, LOGITS)
     assert choice.part == "records/c.udr" and choice.available == 5
     assert choice.seen == (
         ("records/a.udr", "a v69 record does not run on v73 (another arch generation)"),
-        ("records/b.udr", 'prepared for outputs {"layers":["head"]}, the run wants '
-                          '{"tensors":["logits"]}'),
+        ("records/b.udr", "prepared for outputs feat,logits, the run wants logits"),
         ("records/d.udr", 'prepared for input dimensions {"input":[4,3,32,32]}, the run has '
                           '{"input":[1,3,32,32]}'),
         ("records/e.udr", "prepared for v75, newer than the device's v73"))
@@ -50,26 +51,24 @@ def test_the_fitting_record_is_chosen_and_the_others_say_why_not() -> None:
 
 
 def test_a_run_at_the_model_s_own_dims_takes_a_record_that_spells_them_out() -> None:
-    spelled = choose_record(META, settings(outputs={"layers": ["head"]}), NATIVE)
-    explicit = choose_record(META, settings(outputs={"layers": ["head"]},
-                                            input_dimensions=NATIVE), NATIVE)
+    spelled = choose_record(META, settings(), NATIVE, ["logits", "feat"])
+    explicit = choose_record(META, settings(input_dimensions=NATIVE), NATIVE, ["feat", "logits"])
     assert spelled.part == explicit.part == "records/b.udr"
 
 
 def test_when_none_fits_the_choice_says_so_and_the_caller_prepares_online() -> None:
-    choice = choose_record(META, settings("strict", vtcm_mb=4), NATIVE)
+    choice = choose_record(META, settings("strict", vtcm_mb=4), NATIVE, LOGITS)
     assert choice.part is None and len(choice.seen) == 5
     report = choice.online()
     assert report["record"] is None and report["online_prepare"] is True
     assert report["warning"] == "no record of the bundle fits (saw 5): prepared online, at " \
         "every start-up"
     assert "online_prepare_seconds" not in report  # a report holds no time: the same bytes
-    assert choose_record({}, settings(), NATIVE).online()["seen"] == []
+    assert choose_record({}, settings(), NATIVE, LOGITS).online()["seen"] == []
 
 
 def test_precision_must_match() -> None:
-    choice = choose_record(META, settings(precision="fp16", outputs={"tensors": ["logits"]}),
-                           NATIVE)
+    choice = choose_record(META, settings(precision="fp16"), NATIVE, LOGITS)
     assert choice.part is None
     assert dict(choice.seen)["records/c.udr"] == "prepared for int8, the run is fp16"
 
