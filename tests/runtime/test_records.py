@@ -89,3 +89,53 @@ def test_native_dims_are_the_static_input_shapes() -> None:
     model = SimpleNamespace(graph=SimpleNamespace(inputs=[
         TensorInfo("input", "float32", (1, 3, 32, 32)), TensorInfo("seq", "float32", ("N", 4))]))
     assert native_dims(model) == {"input": [1, 3, 32, 32]}
+
+
+LEVELS = {"records": [row("records/o2.udr", "v73", 8, NATIVE, level=2),
+                      row("records/o3.udr", "v73", 8, NATIVE, level=3),
+                      row("records/o1.udr", "v73", 8, NATIVE, level=1)]}
+
+
+def test_strict_never_gives_a_run_asking_o3_an_o2_record() -> None:
+    o2_only = {"records": LEVELS["records"][:1]}
+    choice = choose_record(o2_only, settings("strict", optimization_level=3), NATIVE, LOGITS)
+    assert choice.part is None and choice.seen == (
+        ("records/o2.udr", "prepared at O2, the run asks O3 (strict mode takes only the run's "
+                           "level)"),)
+    assert choose_record(LEVELS, settings("strict", optimization_level=3), NATIVE,
+                         LOGITS).part == "records/o3.udr"
+
+
+def test_permissive_takes_the_run_s_level_and_says_why_not_the_others() -> None:
+    choice = choose_record(LEVELS, settings(optimization_level=3), NATIVE, LOGITS)
+    assert choice.part == "records/o3.udr" and choice.note is None
+    assert choice.seen == (
+        ("records/o2.udr", "fits, but records/o3.udr is closer: this one is O2, it is at the "
+                           "run's O3"),
+        ("records/o1.udr", "fits, but records/o3.udr is closer: this one is O1, it is at the "
+                           "run's O3"))
+    assert "note" not in choice.loaded("net/v73")
+
+
+def test_permissive_takes_another_level_only_when_none_at_the_run_s_fits_and_notes_it() -> None:
+    others = {"records": [LEVELS["records"][0], LEVELS["records"][2]]}
+    choice = choose_record(others, settings(optimization_level=3), NATIVE, LOGITS)
+    assert choice.part == "records/o2.udr"  # as close as o1: the first listed wins
+    assert choice.note == ("no record at the run's O3 fits: loaded one prepared at O2 "
+                           "(permissive mode; strict mode would prepare online)")
+    assert choice.loaded("net/v73")["note"] == choice.note
+
+
+def test_a_record_of_the_run_s_level_wins_over_one_for_the_device_s_own_arch() -> None:
+    rows = {"records": [row("records/v69o2.udr", "v69", 8, NATIVE, level=2),
+                        row("records/v68o3.udr", "v68", 8, NATIVE, level=3)]}
+    choice = choose_record(rows, settings(arch="v69", optimization_level=3), NATIVE, LOGITS)
+    assert choice.part == "records/v68o3.udr" and choice.note is None
+    assert choice.seen == (("records/v69o2.udr", "fits, but records/v68o3.udr is closer: this "
+                                                 "one is O2, it is at the run's O3"),)
+
+
+def test_rows_naming_their_output_tensors_compare_as_sets() -> None:
+    rows = {"records": [{**row("records/x.udr", "v73", 8, NATIVE),
+                         "output_tensors": ["b,1", "a"]}]}
+    assert choose_record(rows, settings(), NATIVE, ["a", "b,1"]).part == "records/x.udr"
