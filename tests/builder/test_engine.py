@@ -75,11 +75,11 @@ def project(tmp_path: Path) -> Iterator[Project]:
 def test_cold_then_noop(project: Project) -> None:
     first = project.build()
     assert executed(first) == [
-        "opdef", "package:CPU", "package:HTP", "convert", "quantize",
+        "opdef", "package:CPU", "package:HTP", "convert", "quantize", "outputs:int8",
         "prepare:sm8550/O2/native/default/int8", "assemble", "run:smoke"]
-    assert (first["executed"], first["cached"], first["failed"]) == (8, 0, 0)
+    assert (first["executed"], first["cached"], first["failed"]) == (9, 0, 0)
     again = project.build()
-    assert (again["executed"], again["cached"], again["hit_rate"]) == (0, 8, 1.0)
+    assert (again["executed"], again["cached"], again["hit_rate"]) == (0, 9, 1.0)
     assert [a["key"] for a in again["actions"]] == [a["key"] for a in first["actions"]]
 
 
@@ -107,7 +107,8 @@ def test_calibration_data_reruns_quantize_and_downstream_only(project: Project) 
     data = np.fromfile(calib, "<f4")
     (data * 3).astype("<f4").tofile(calib)  # wider activations: other encodings
     assert executed(project.build()) == [
-        "quantize", "prepare:sm8550/O2/native/default/int8", "assemble", "run:smoke"]
+        "quantize", "outputs:int8", "prepare:sm8550/O2/native/default/int8", "assemble",
+        "run:smoke"]
 
 
 def test_a_calibration_change_that_keeps_the_encodings_stops_at_quantize(project: Project
@@ -156,7 +157,7 @@ def test_editing_an_op_config_reruns_its_chain_and_reverting_is_cached(project: 
     original = xml.read_text()
     xml.write_text(original.replace("<Default>1.0</Default>", "<Default>2.0</Default>"))
     assert executed(project.build()) == [
-        "opdef", "package:CPU", "package:HTP", "convert", "quantize",
+        "opdef", "package:CPU", "package:HTP", "convert", "quantize", "outputs:int8",
         "prepare:sm8550/O2/native/default/int8", "assemble", "run:smoke"]
     xml.write_text(original)
     assert project.build()["executed"] == 0
@@ -180,7 +181,8 @@ def test_changing_a_kernel_reruns_what_uses_it(project: Project) -> None:
         "quantize", "prepare:sm8550/O2/native/default/int8", "run:smoke"]
     kernels.write_text(kernels.read_text().replace("/ beta).astype", "/ (2 * beta)).astype"))
     assert executed(project.build()) == [
-        "quantize", "prepare:sm8550/O2/native/default/int8", "assemble", "run:smoke"]
+        "quantize", "outputs:int8", "prepare:sm8550/O2/native/default/int8", "assemble",
+        "run:smoke"]
 
 
 def test_a_failure_stops_the_build_and_poisons_nothing(project: Project) -> None:
@@ -198,8 +200,8 @@ def test_a_failure_stops_the_build_and_poisons_nothing(project: Project) -> None
                                              "ValueError: not tuned yet"}]
     kernels.write_text(good)
     fixed = project.build()
-    assert executed(fixed) == ["quantize", "prepare:sm8550/O2/native/default/int8",
-                               "assemble", "run:smoke"]
+    assert executed(fixed) == ["quantize", "outputs:int8",
+                               "prepare:sm8550/O2/native/default/int8", "assemble", "run:smoke"]
 
 
 def test_fail_fast_and_keep_going(project: Project) -> None:
@@ -229,7 +231,8 @@ def test_dry_run_runs_and_writes_nothing(project: Project) -> None:
 def test_selected_actions_build_with_what_they_need(project: Project) -> None:
     summary = project.build("convert")
     assert executed(summary) == ["opdef", "convert"]
-    assert project.build("prepare:*")["executed"] == 2  # quantize and the prepare
+    # quantize, the outputs it holds and the prepare
+    assert project.build("prepare:*")["executed"] == 3
     out, err = io.StringIO(), io.StringIO()
     assert main(["build", str(project.recipe), "nothing:*", "--store", str(project.store)],
                 stdout=out, stderr=err, env={}) == 2
@@ -292,5 +295,5 @@ def test_parallel_workers_build_the_same(project: Project) -> None:
                  str(project.out), "-j", "2", "--json"], stdout=out, stderr=err, env={})
     assert code == 0, err.getvalue()
     parallel = json.loads(out.getvalue())
-    assert parallel["executed"] == 8
+    assert parallel["executed"] == 9
     assert [a["key"] for a in parallel["actions"]] == [a["key"] for a in serial["actions"]]

@@ -55,9 +55,13 @@ def test_up_to_date_and_changed_inputs_and_parameters(project: Project) -> None:
     assert reasons[2].startswith("input input_list.files[0] (")
     assert "ex/data/calib/input_00.raw) changed: " in reasons[2]
     assert found["convert"]["status"] == "cached"
-    assert found["prepare:sm8550/O2/native/default/int8"]["reasons"] == [
+    assert found["outputs:int8"]["reasons"] == [
         "after quantize, if its output changes",
         "input bundle comes from quantize, which would run first"]
+    assert found["prepare:sm8550/O2/native/default/int8"]["reasons"] == [
+        "after outputs:int8, if its output changes",
+        "input bundle comes from quantize, which would run first",
+        "input outputs comes from outputs:int8, which would run first"]
 
 
 def test_plain_output_lists_what_would_run(project: Project) -> None:
@@ -70,4 +74,4 @@ def test_plain_output_lists_what_would_run(project: Project) -> None:
     text = out.getvalue()
     assert "quantize: would run\n" in text
     assert "  - input kernels[0] (" in text
-    assert text.strip().endswith("demo: 4 would run, 4 up to date, 0 not available yet")
+    assert text.strip().endswith("demo: 5 would run, 4 up to date, 0 not available yet")

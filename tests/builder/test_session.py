@@ -51,14 +51,14 @@ class Recorded:
 def test_a_build_reports_every_action_and_fills_the_output_folder(project: Project) -> None:
     events = Recorded()
     first = run_build(request(project), events)
-    assert (first.counts["built"], first.counts["cached"], first.exit_code) == (8, 0, 0)
+    assert (first.counts["built"], first.counts["cached"], first.exit_code) == (9, 0, 0)
     assert first.out == project.out and (project.out / ".udo-build-manifest.json").is_file()
     assert first.recipe == "demo" and first.file == project.recipe and first.remote is None
-    assert events.totals == [8] and events.warnings == []
+    assert events.totals == [9] and events.warnings == []
     assert [e for e in events.events if e[0] == "start"] == [
         ("start", a.id) for a in first.actions]
     again = run_build(request(project), Quiet())
-    assert (again.counts["built"], again.counts["cached"], again.hit_rate) == (0, 8, 1.0)
+    assert (again.counts["built"], again.counts["cached"], again.hit_rate) == (0, 9, 1.0)
     assert {a.origin for a in again.actions} == {"local"}
     assert [a.key for a in again.actions] == [a.key for a in first.actions]
     cli, lib = project.build(), again.to_json()
@@ -84,7 +84,7 @@ def test_a_failed_step_is_an_outcome_with_its_problems_and_exit_code(project: Pr
 def test_a_dry_run_writes_nothing_and_says_what_would_run(project: Project) -> None:
     report = run_build(request(project, dry_run=True), Quiet())
     assert report.out is None and not project.out.exists()
-    assert [a.would_run for a in report.actions] == [True] * 8
+    assert [a.would_run for a in report.actions] == [True] * 9
     assert report.actions[0].reason == "no cache entry for its key"
     assert report.to_json()["out"] is None
 

@@ -68,21 +68,21 @@ def test_push_then_pull_moves_a_recipes_artifacts(nginx_server: Nginx, keys: Key
         source = Project(tmp_path / "a")
         built, _ = build(source)  # no remote: a local build
         code, pushed, err = _push(source, nginx_server, keys)
-        assert (code, err, pushed["ok"], pushed["counts"]) == (0, "", True, {"pushed": 8})
+        assert (code, err, pushed["ok"], pushed["counts"]) == (0, "", True, {"pushed": 9})
         assert set(entry_files(nginx_server)) == {a["key"] for a in built["actions"]}
         other = Project(tmp_path / "b")
         code, pulled, err = _pull(other, nginx_server, keys)
-        assert (code, err, pulled["counts"]) == (0, "", {"pulled": 8})
+        assert (code, err, pulled["counts"]) == (0, "", {"pulled": 9})
         assert pulled["remote"]["bytes_downloaded"] > 0
         calls.clear()
         summary, _ = build(other)  # no remote: everything is in the local store now
         assert (summary["executed"], calls) == (0, [])
         code, again, _ = _pull(other, nginx_server, keys)
-        assert (code, again["counts"]) == (0, {"local": 8})
+        assert (code, again["counts"]) == (0, {"local": 9})
         code, out, _ = cli("cache", "pull", str(other.recipe), "--store", str(other.store),
                            "--remote", nginx_server.url, "--trusted-key", keys.public)
     assert code == 0
-    assert out.startswith(f"demo: pulled 0 actions from {nginx_server.url} (0 B); 8 were "
+    assert out.startswith(f"demo: pulled 0 actions from {nginx_server.url} (0 B); 9 were "
                           "already here\n")
 
 
@@ -96,7 +96,7 @@ def test_pull_lists_what_the_remote_lacks(nginx_server: Nginx, keys: Keys,
         other = Project(tmp_path / "b")
         code, pulled, _ = _pull(other, nginx_server, keys)
         rows = {r["id"]: r for r in pulled["actions"]}
-        assert code == 0 and pulled["counts"] == {"pulled": 2, "missing": 6}
+        assert code == 0 and pulled["counts"] == {"pulled": 2, "missing": 7}
         assert rows["quantize"]["reason"] == "not in the remote cache"
         assert rows["assemble"]["reason"].startswith("needs prepare:")
         code, out, _ = cli("cache", "push", str(other.recipe), "--store", str(other.store),
@@ -137,13 +137,13 @@ def test_settings_from_a_config_file_the_environment_and_ci(
         assert summary["remote"] is None
         (writer.root / "ex/data/calib/input_03.raw").write_bytes(b"\0" * 12288)
         summary, _ = build(writer, "--ci")
-        assert summary["remote"]["entries_uploaded"] == summary["executed"] == 4
+        assert summary["remote"]["entries_uploaded"] == summary["executed"] == 5
         monkeypatch.setenv("UDO_BUILD_REMOTE", nginx_server.url)
         monkeypatch.setenv("UDO_BUILD_TRUSTED_KEYS", f"  {keys.public}, ")
         reader = Project(tmp_path / "b")
         (reader.root / "ex/data/calib/input_03.raw").write_bytes(b"\0" * 12288)
-        summary, err = build(reader)  # what the writer built since it uploads: 4 hits
-        assert (summary["remote"]["hits"], summary["executed"], err) == (4, 4, "")
+        summary, err = build(reader)  # what the writer built since it uploads: 5 hits
+        assert (summary["remote"]["hits"], summary["executed"], err) == (5, 4, "")
         monkeypatch.setenv("UDO_BUILD_REMOTE_UPLOAD", "1")
         summary, err = build(Project(tmp_path / "c"))
         assert "uploads are on, but no signing key is set: not uploading" in err
@@ -175,7 +175,7 @@ def test_store_stats_shows_the_cache_counters(nginx_server: Nginx, keys: Keys,
         code, out, _ = cli("store", "stats", "--store", str(project.store))
     assert code == 0
     assert "  builds counted        3 since " in out
-    assert "  local cache           16 hits, 8 misses\n" in out
-    assert "  remote cache          0 hits, 8 misses; 0 B downloaded in 0 blobs\n" in out
-    assert "  uploaded              8 entries, " in out
+    assert "  local cache           18 hits, 9 misses\n" in out
+    assert "  remote cache          0 hits, 9 misses; 0 B downloaded in 0 blobs\n" in out
+    assert "  uploaded              9 entries, " in out
     assert "  refused from remote   0\n" in out

@@ -47,11 +47,11 @@ def test_a_cold_dry_run_says_everything_would_run_and_why(project: Project) -> N
     assert (code, err) == (0, "")
     assert lines[:2] == ["would run  opdef: no cache entry for its key",
                          "would run  package:CPU: after opdef, if its output changes"]
-    assert lines[-1].startswith("demo (dry run, nothing ran): would run 8 (7 of them only if an "
+    assert lines[-1].startswith("demo (dry run, nothing ran): would run 9 (8 of them only if an "
                                 "input changes), cached 0 in ")
     assert "hit rate" not in out and "skipped" not in out and "built" not in out
     doc = as_json(project, "-n")
-    assert (doc["would_run"], doc["cached"], doc["executed"], doc["skipped"]) == (8, 0, 0, 0)
+    assert (doc["would_run"], doc["cached"], doc["executed"], doc["skipped"]) == (9, 0, 0, 0)
     assert doc["hit_rate"] is None and doc["dry_run"] is True
     assert CALLS == [] and not project.out.exists() and not (project.store / "history").exists()
 
@@ -62,10 +62,10 @@ def test_a_dry_run_after_a_change_counts_what_is_cached(project: Project) -> Non
     doc = as_json(project, "-n")
     would = [a["id"] for a in doc["actions"] if a["would_run"]]
     assert would == ["package:HTP", NEW, "assemble", "run:smoke"]  # sm8650: a new arch
-    assert (doc["would_run"], doc["cached"], doc["skipped"], doc["hit_rate"]) == (4, 5, 0, None)
+    assert (doc["would_run"], doc["cached"], doc["skipped"], doc["hit_rate"]) == (4, 6, 0, None)
     _, out, _ = udo(project, "-n")
     assert f"would run  {NEW}: no cache entry for its key" in out.splitlines()
-    assert "would run 4 (2 of them only if an input changes), cached 5 in " in out
+    assert "would run 4 (2 of them only if an input changes), cached 6 in " in out
 
 
 def test_check_exits_1_while_anything_would_run_and_0_when_all_is_cached(
@@ -73,7 +73,7 @@ def test_check_exits_1_while_anything_would_run_and_0_when_all_is_cached(
     cold = as_json(project, "--check", code=1)
     assert cold == as_json(project, "-n")  # the same object as a dry run
     code, out, _ = udo(project, "--check")
-    assert code == 1 and out.splitlines()[-1] == "  not up to date: 8 actions would run"
+    assert code == 1 and out.splitlines()[-1] == "  not up to date: 9 actions would run"
     assert CALLS == [] and not project.out.exists()
     project.build()
     code, out, _ = udo(project, "--check")
@@ -86,7 +86,7 @@ def test_check_exits_1_while_anything_would_run_and_0_when_all_is_cached(
 
 def test_a_real_build_keeps_its_summary_and_has_no_would_run_count(project: Project) -> None:
     code, out, _ = udo(project)
-    assert code == 0 and "demo: 8 built, 0 cached, 0 failed, 0 skipped in " in out
+    assert code == 0 and "demo: 9 built, 0 cached, 0 failed, 0 skipped in " in out
     assert "would_run" not in as_json(project)
 
 

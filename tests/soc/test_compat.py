@@ -48,9 +48,13 @@ def test_choose_prefers_the_same_arch_then_the_largest_vtcm() -> None:
     records = [Prepared("v73", 2, name="a"), Prepared("v73", 8, name="b"),
                Prepared("v75", 8, name="c"), Prepared("v69", 8, name="d")]
     best, rejected = choose(records, device("sm8650"))
-    assert best.name == "c" and [r.name for r, _ in rejected] == ["d"]
-    best, _ = choose(records, device("sm8550"))
-    assert best.name == "b"
+    assert best.name == "c" and [(r.name, why) for r, why in rejected] == [
+        ("a", "fits, but c is closer: it is for the device's arch v75"),
+        ("b", "fits, but c is closer: it is for the device's arch v75"),
+        ("d", "a v69 record does not run on v75 (another arch generation)")]
+    best, rejected = choose(records, device("sm8550"))
+    assert best.name == "b" and dict((r.name, why) for r, why in rejected)["a"] == (
+        "fits, but b is closer: it uses more VTCM (8 MB against 2 MB)")
     best, rejected = choose(records, device("sm8350"))
     assert best is None and len(rejected) == 4
 

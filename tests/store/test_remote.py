@@ -108,10 +108,10 @@ def clone(tmp_path: Path) -> Project:
 def test_a_build_with_uploads_fills_the_remote_with_signed_entries_and_raw_blobs(
         warm: Warm) -> None:
     warm.restore()
-    assert warm.summary["executed"] == 8
+    assert warm.summary["executed"] == 9
     keys = {a["key"] for a in warm.summary["actions"]}
     entries = entry_files(warm.server)
-    assert set(entries) == keys and warm.summary["remote"]["entries_uploaded"] == 8
+    assert set(entries) == keys and warm.summary["remote"]["entries_uploaded"] == 9
     for name, path in entries.items():
         doc = json.loads(path.read_bytes())
         assert doc["signer"] == warm.keys.public and doc["result"]["key"] == name
@@ -125,10 +125,10 @@ def test_a_clean_checkout_with_an_empty_store_gets_every_action_from_the_remote(
         shared: Warm, tmp_path: Path) -> None:
     other = clone(tmp_path)
     summary, err = build(other, *shared.read)
-    assert (summary["executed"], summary["cached"], summary["hit_rate"]) == (0, 8, 1.0)
+    assert (summary["executed"], summary["cached"], summary["hit_rate"]) == (0, 9, 1.0)
     assert {a["source"] for a in summary["actions"]} == {"remote"}
     assert [a["key"] for a in summary["actions"]] == [a["key"] for a in shared.summary["actions"]]
-    assert summary["remote"]["hits"] == 8 and summary["remote"]["rejected"] == {}
+    assert summary["remote"]["hits"] == 9 and summary["remote"]["rejected"] == {}
     assert out_files(other.out) == out_files(shared.source.out)
     assert err == ""
     again, _ = build(other, *shared.read)  # now everything is local: the remote is not asked
@@ -137,14 +137,14 @@ def test_a_clean_checkout_with_an_empty_store_gets_every_action_from_the_remote(
     code, out, _ = cli("store", "verify", "--store", str(other.store), "--json")
     assert code == 0 and json.loads(out)["problems"] == 0
     cache = json.loads(cli("store", "stats", "--store", str(other.store), "--json")[1])["cache"]
-    assert (cache["builds"], cache["remote_hits"], cache["local_hits"]) == (2, 8, 8)
+    assert (cache["builds"], cache["remote_hits"], cache["local_hits"]) == (2, 9, 9)
     assert cache["bytes_downloaded"] == summary["remote"]["bytes_downloaded"] > 0
 
 
 def test_a_dry_run_reads_the_entries_and_writes_nothing(shared: Warm, tmp_path: Path) -> None:
     other = clone(tmp_path)
     summary, _ = build(other, "--dry-run", *shared.read)
-    assert summary["cached"] == 8 and {a["source"] for a in summary["actions"]} == {"remote"}
+    assert summary["cached"] == 9 and {a["source"] for a in summary["actions"]} == {"remote"}
     assert summary["remote"]["bytes_downloaded"] == 0
     assert not list((other.store / "ac").rglob("*.json"))
     assert not (other.store / "stats.json").exists()
@@ -154,7 +154,7 @@ def test_without_trusted_keys_the_remote_is_not_used(shared: Warm, tmp_path: Pat
     log = shared.server.prefix / "access.log"
     requests = len(log.read_text().splitlines())
     summary, err = build(clone(tmp_path), "--remote", shared.server.url)
-    assert summary["executed"] == 8 and summary["remote"] is None
+    assert summary["executed"] == 9 and summary["remote"] is None
     assert err.count("warning:") == 1 and "no trusted keys" in err
     assert len(log.read_text().splitlines()) == requests
 
@@ -312,7 +312,7 @@ def test_killing_the_server_mid_build_degrades_to_local_building(
         shared.server.start()
     cached = [a for a in summary["actions"] if a["status"] == "cached"]
     assert len(cached) == summary["remote"]["hits"] <= 1 and len(looked_up) >= 2
-    assert len(executed(summary)) == 8 - len(cached) and summary["failed"] == 0
+    assert len(executed(summary)) == 9 - len(cached) and summary["failed"] == 0
     assert all(a["source"] == "remote" for a in cached)
     assert err.count("warning:") == 1 and err.count("remote cache unreachable") == 1
     assert "building locally" in err and summary["remote"]["disabled"]
@@ -333,7 +333,7 @@ def test_an_unresponsive_server_costs_a_few_short_timeouts(shared: Warm, tmp_pat
         started = time.perf_counter()
         summary, err = build(other)
         seconds = time.perf_counter() - started
-    assert summary["executed"] == 8 and summary["remote"]["disabled"]
+    assert summary["executed"] == 9 and summary["remote"]["disabled"]
     assert err.count("warning:") == 1 and "remote cache: reads failed" in err
     assert "stalled: no answer" in err or "timed out" in err
     assert seconds < 3.0
@@ -400,13 +400,13 @@ def test_a_server_killed_between_blobs_and_entry_shows_no_entry(
     with fake_kinds():
         summary, err = build(Project(tmp_path / "a"), "--remote", nginx_server.url,
                              "--remote-upload", "--signing-key", str(keys.writer_file))
-        assert summary["executed"] == 8 and err.count("remote cache unreachable") == 1
+        assert summary["executed"] == 9 and err.count("remote cache unreachable") == 1
         monkeypatch.setattr(HttpCache, "put", put)
         nginx_server.start()
         assert nginx_server.files("cas") and not nginx_server.files("ac")
         reader, err = build(clone(tmp_path), "--remote", nginx_server.url, "--trusted-key",
                             keys.public)
-    assert reader["executed"] == 8 and reader["remote"]["rejected"] == {} and err == ""
+    assert reader["executed"] == 9 and reader["remote"]["rejected"] == {} and err == ""
 
 
 # -- settings -------------------------------------------------------------------------------------

@@ -154,7 +154,7 @@ def test_a_hanging_or_trickling_remote_is_dropped_with_one_warning(
             summary, err, seconds = timed_build(project)
     finally:
         server.close()
-    assert summary["executed"] == 8 and summary["failed"] == 0
+    assert summary["executed"] == 9 and summary["failed"] == 0
     assert err.count("warning:") == 1 and "stalled" in err, err
     assert "remote cache too slow" in err or "reads failed" in err
     assert summary["remote"]["disabled"] and summary["remote"]["hits"] == 0
@@ -181,7 +181,7 @@ def test_a_refusing_remote_is_unreachable_at_once(filled: Filled, tmp_path: Path
         project = Project(tmp_path / "p")
         configure(project, f"http://127.0.0.1:{free_port()}", filled.keys)
         summary, err, seconds = timed_build(project)
-    assert summary["executed"] == 8 and err.count("warning:") == 1
+    assert summary["executed"] == 9 and err.count("warning:") == 1
     assert "remote cache unreachable" in err and "connection refused" in err
 
 
@@ -195,7 +195,7 @@ def test_a_remote_that_dies_mid_download_leaves_no_partial_blob(
             summary, err, _ = timed_build(project)
     finally:
         server.close()
-    assert summary["executed"] == 8 and summary["remote"]["blobs_downloaded"] == 0
+    assert summary["executed"] == 9 and summary["remote"]["blobs_downloaded"] == 0
     assert err.count("warning:") == 1 and "reads failed" in err
     assert not [p for p in project.store.rglob(".tmp-*")]
     code, out, _ = cli("store", "verify", "--store", str(project.store), "--json")

@@ -6,7 +6,8 @@ cut-off for free: an upstream action that rebuilds to the same bytes leaves its 
 
 Actions run in worker processes (`-j N`), or in this process for `-j 1`. Fail-fast by default:
 after a failure nothing new starts, and what was running finishes; `keep_going` builds everything
-that does not depend on a failure. Actions with equal keys in one build run once.
+that does not depend on a failure. Actions with equal keys in one build run once: the others
+are cached, with the reason naming the action that ran (two spellings of one target).
 
 With a remote tier, a local miss is looked up there in the background; a hit counts at once while
 its blobs download (`_settle`); an action whose blobs could not be had runs here, and what follows.
@@ -94,6 +95,7 @@ class Engine:
         self._downloads: dict[cf.Future[Any], list[ActionState]] = {}  # blobs of remote hits
         self._waiting: list[list[ActionState]] = []  # misses that run once those are stored
         self._local_only: set[str] = set()  # keys whose remote blobs could not be had
+        self._built: dict[str, str] = {}  # key -> the action of this build that ran it
 
     # -- resolving keys ---------------------------------------------------------------------------
 
@@ -201,7 +203,7 @@ class Engine:
         hit, state.origin = self.store.lookup(key)
         if hit is not None:
             state.result = hit
-            self._finish(state, "cached")
+            self._finish(state, "cached", reason=self._same_key(key))
             return
         state.healed = state.healed or self.store.ac.damage(key)
         if key in self._by_key:
@@ -343,11 +345,19 @@ class Engine:
             if executed and result is not None:
                 self.store.publish(result)
             ran = result.seconds if executed and result is not None else 0.0
+            if executed:
+                self._built[states[0].key or ""] = states[0].id
             for i, state in enumerate(states):
                 state.result = result
                 status = "built" if executed and i == 0 else "cached"
                 self._finish(state, status, seconds=ran if status == "built" else 0.0,
-                             queued=max(0.0, elapsed - ran) if i == 0 else 0.0)
+                             queued=max(0.0, elapsed - ran) if i == 0 else 0.0,
+                             reason=self._same_key(state.key or "") if i else "")
+
+    def _same_key(self, key: str) -> str:
+        """The reason of a cached action whose key an action of this build ran."""
+        ran = self._built.get(key)
+        return f"the same key as {ran}, which ran in this build" if ran else ""
 
     def _failed(self, states: list[ActionState], error: BaseException, ran: float,
                 elapsed: float) -> None:

@@ -4,13 +4,16 @@
     package:<BACKEND>        definitions of one backend -> op package source tree
     convert                  ONNX model (+ definitions) -> float bundle
     quantize                 float bundle + calibration list and files (+ kernels) -> int8 bundle
-    prepare:<target id>      bundle + SoC arch/VTCM, level, dims, outputs, precision -> record
+    outputs:<precision>      bundle + the targets' output requests -> each as tensor names
+    prepare:<target id>      bundle + SoC arch/VTCM, level, dims, precision + tensor names
+                             -> record
     assemble                 bundle + every record -> deployable bundle
     run:<name>               deployable bundle + inputs (+ kernels) -> outputs, checked
 
 An input is a source file of the project or an output of another action. Parameters are plain
 JSON, each kind's the `to_params()` of one typed value that the kind reads back with
-`from_params` (OpdefParams, PackageParams, QuantizeSettings, CompileTarget, RunSettings); only
+`from_params` (OpdefParams, PackageParams, QuantizeSettings, OutputRequests, CompileTarget,
+RunSettings); only
 those an action kind lists enter its key (a SoC's name is a parameter for messages, its arch and
 VTCM are the ones that count).
 """
@@ -26,8 +29,9 @@ from ..errors import UserError
 from ..opdef.params import OpdefParams
 from ..package.params import PackageParams
 from ..quant.settings import QuantizeSettings
-from ..recipe import Recipe, RecordTarget
-from ..recipe.model import RunSpec
+from ..recipe import Outputs, Recipe, RecordTarget
+from ..recipe.model import OutputRequests, RunSpec
+from ..source import format_path
 
 BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
 
@@ -115,8 +119,9 @@ def plan_recipe(recipe: Recipe) -> Plan:
                                {f"model/{stem}{BUNDLE_EXTENSION}": "bundle"}))
     if recipe.quantize is not None:
         _plan_quantize(plan, recipe, kernels)
+    resolved = _plan_outputs(plan, recipe)
     for target in recipe.targets:
-        plan.add(_prepare(target, kernels))
+        plan.add(_prepare(target, kernels, resolved[target.precision, target.outputs]))
     if recipe.targets:  # records by position: a SoC's name enters no key
         records: dict[str, Input] = {f"record[{i}]": Dep(f"prepare:{t.id}", "record")
                                      for i, t in enumerate(recipe.targets)}
@@ -193,14 +198,47 @@ def _bundle(recipe: Recipe, precision: str) -> Dep:
     return Dep("convert", "bundle")
 
 
-def _prepare(target: RecordTarget, kernels: dict[str, Input]) -> PlannedAction:
+def _plan_outputs(plan: Plan, recipe: Recipe) -> dict[tuple[str, Outputs], Dep]:
+    """One `outputs` action per bundle the targets prepare from, resolving their distinct
+    output requests to tensor names: (precision, request) -> its resolved names."""
+    requests: dict[str, dict[Outputs, RecordTarget]] = {}
+    for target in recipe.targets:  # the first target writing a request says where it is
+        requests.setdefault(target.precision, {}).setdefault(target.outputs, target)
+    found: dict[tuple[str, Outputs], Dep] = {}
+    for precision, firsts in requests.items():
+        aid = f"outputs:{precision}"
+        places = tuple(_place(recipe, t.outputs_at) for t in firsts.values())
+        params = OutputRequests(tuple(firsts), places).to_params()
+        plan.add(PlannedAction(aid, "outputs", params, {"bundle": _bundle_for(precision)},
+                               f"resolve {len(firsts)} output request"
+                               f"{'s' * (len(firsts) != 1)} on the {precision} bundle"))
+        found.update({(precision, r): Dep(aid, f"tensors[{i}]") for i, r in enumerate(firsts)})
+    return found
+
+
+def _place(recipe: Recipe, path: tuple[str | int, ...]) -> tuple[str | None, int | None,
+                                                                 int | None, str]:
+    """(file, line, column, field path) of a recipe field, for messages."""
+    if recipe.positions is None:
+        return (str(recipe.path), None, None, format_path(path))
+    line, column = recipe.positions.of(path)
+    return (recipe.positions.file, line, column, format_path(path))
+
+
+def _prepare(target: RecordTarget, kernels: dict[str, Input], outputs: Dep) -> PlannedAction:
     """A cache record; the kernels count (their module may add optimization rules, and shapes
-    of custom ops at other input dimensions come from running them)."""
+    of custom ops at other input dimensions come from running them). Its outputs enter as the
+    resolved tensor names (`outputs`); the request stays in the params for messages."""
     params = {"soc": target.soc.name, **target.compile_target().to_params()}
-    inputs: dict[str, Input] = {"bundle": Dep(
-        "quantize" if target.precision == "int8" else "convert", "bundle"), **kernels}
+    inputs: dict[str, Input] = {"bundle": _bundle_for(target.precision), "outputs": outputs,
+                                **kernels}
     return PlannedAction(f"prepare:{target.id}", "prepare", params, inputs,
                          f"prepare {target.id}")
+
+
+def _bundle_for(precision: str) -> Dep:
+    """The bundle a target of `precision` prepares from (int8 needs a quantize section)."""
+    return Dep("quantize" if precision == "int8" else "convert", "bundle")
 
 
 def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input]) -> None:

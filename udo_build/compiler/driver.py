@@ -58,7 +58,7 @@ class Compiled:
                          t.precision])
         return {"name": name, "identifier": self.graph.name, "arch": t.arch,
                 "vtcm_mb": _mb(t.vtcm_mb), "optimization_level": t.optimization_level,
-                "input_dimensions": self.dims, "outputs": t.outputs,
+                "input_dimensions": self.dims, "outputs": {"tensors": self.output_tensors},
                 "output_tensors": self.output_tensors, "precision": t.precision,
                 "compiler": COMPILER_VERSION}
 

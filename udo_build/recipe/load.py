@@ -177,6 +177,7 @@ class _Builder:
         self._check_precisions(recipe)
         self._check_dims()
         raise_if_any(_unique(self.problems))
+        self._check_served(recipe)
         return recipe
 
     def _socs(self) -> dict[str, Soc]:
@@ -301,6 +302,19 @@ class _Builder:
             if value == "int8":
                 self.error(path, "int8 needs a quantized model", hint)
 
+
+    def _check_served(self, recipe: Recipe) -> None:
+        from .serve import unserved
+
+        for i, reasons in unserved(recipe):
+            run = recipe.runs[i]
+            shown = "; ".join(reasons[:3]) + (f"; +{len(reasons) - 3} more"
+                                              if len(reasons) > 3 else "")
+            self.warn(("run", i), f"run {run.name} can never be served by the prepared matrix: "
+                      "it will prepare online, at every start-up",
+                      f"every target is rejected ({shown}); prepare a target for "
+                      f"{run.soc.name} at O{run.optimization_level} {run.precision} with its "
+                      "input dimensions and outputs")
 
     def _check_dims(self) -> None:
         for path, dims in _dims_fields(self.data):

@@ -99,4 +99,5 @@ def _target(cell: Cell, soc_of: SocLookup) -> RecordTarget | None:
         input_dimensions=Dims.of(cell["input_dimensions"][1]),
         outputs=Outputs.of(cell["outputs"][1]),
         precision=cell["precision"][1],
+        outputs_at=cell["outputs"][0],
     )

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..runtime.metrics import RunCheck
 from ..runtime.records import RunSettings
 from ..soc.table import Soc
 from ..soc.target import CompileTarget
-from ..source import Positions
+from ..source import FieldPath, Positions
 
 DEFAULT_BACKENDS = ("CPU", "HTP")
 DEFAULT_LEVEL = 2
@@ -89,6 +89,8 @@ class RecordTarget:
     input_dimensions: Dims
     outputs: Outputs
     precision: str
+    # where the recipe writes this target's outputs (for messages; not part of the target)
+    outputs_at: FieldPath = field(default=(), compare=False)
 
     @property
     def id(self) -> str:
@@ -109,6 +111,27 @@ def _compile_target(soc: Soc, level: int, dims: Dims, outputs: Outputs,
     arch and VTCM share their records)."""
     vtcm_mb: Any = soc.vtcm_mb  # known: the loader rejects SoCs without a VTCM size
     return CompileTarget(soc.arch, vtcm_mb, level, dims.to_json(), outputs.to_json(), precision)
+
+
+@dataclass(frozen=True)
+class OutputRequests:
+    """The parameters of an `outputs` action: the distinct output requests of the targets
+    prepared from one bundle, each resolved to its sorted tensor names, and where the recipe
+    writes each (`places`: file, line, column, field path; for messages only)."""
+
+    requests: tuple[Outputs, ...]
+    places: tuple[tuple[str | None, int | None, int | None, str], ...] = ()
+
+    KEY_PARAMS: ClassVar[tuple[str, ...]] = ("requests",)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> OutputRequests:
+        return cls(tuple(Outputs.of(r) for r in params["requests"]),
+                   tuple(tuple(p) for p in params.get("places") or ()))  # type: ignore[misc]
+
+    def to_params(self) -> dict[str, Any]:
+        return {"requests": [r.to_json() for r in self.requests],
+                "places": [list(p) for p in self.places]}
 
 
 @dataclass(frozen=True)

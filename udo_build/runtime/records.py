@@ -1,14 +1,17 @@
 """Which record of a deployable bundle a run loads.
 
 A deployable bundle lists its records in its meta `records` (rows written by the assemble step:
-arch, VTCM, precision, input dimensions, requested outputs and the part holding each record), so
-the choice decompresses none. The run's device, input dimensions, outputs, precision and mode
-decide, by the compatibility rules of udo_build.soc.compat:
+arch, VTCM, level, precision, input dimensions, output tensors and the part holding each
+record), so the choice decompresses none. The run's device, input dimensions, outputs (resolved
+to tensor names against the bundle's model, as the prepare step resolves a target's), level,
+precision and mode decide, by the compatibility rules of udo_build.soc.compat:
 
     settings = RunSettings.from_params(ctx.params)
-    choice = choose_record(bundle.meta, settings, native_dims(bundle.model))
+    outputs = resolve_outputs(bundle.model, settings.target.outputs)   # udo_build.compiler
+    choice = choose_record(bundle.meta, settings, native_dims(bundle.model), outputs)
     choice.part            # the bundle part holding the record to load, or None: none fits
-    choice.seen            # every rejected record with the reason
+    choice.seen            # every other record with why it was not taken
+    choice.note            # permissive mode took a record of another level: says so
 
 When none fits the runtime prepares online, as the vendor runtime does. Preparing needs the
 compiler, which sits above the runtime: the caller prepares `settings.target` and reports
@@ -19,7 +22,7 @@ where times belong (the step's description).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,8 +36,8 @@ if TYPE_CHECKING:  # the compatibility rules load when a record is chosen, not w
 @dataclass(frozen=True)
 class RunSettings:
     """A run entry: its name, the device (by SoC name, arch and VTCM), what it asks of a record
-    (`target`: input dimensions, outputs, precision; its level is the one an online
-    preparation uses), the runtime's mode and the checks."""
+    (`target`: level, input dimensions, outputs, precision; an online preparation prepares
+    it), the runtime's mode and the checks."""
 
     name: str | None
     soc: str | None  # the device's name, for messages: its arch and VTCM are in `target`
@@ -70,15 +73,17 @@ class RunSettings:
 @dataclass(frozen=True)
 class RecordChoice:
     part: str | None  # the bundle part of the record to load; None: none fits
-    seen: tuple[tuple[str, str], ...]  # (part, why it was rejected), in the bundle's order
+    seen: tuple[tuple[str, str], ...]  # (part, why it was not taken), in the bundle's order
     available: int  # how many records the bundle holds
+    note: str | None = None  # permissive mode loads a record of another level: why
 
     def _seen(self) -> list[dict[str, str]]:
         return [{"record": part, "rejected": why} for part, why in self.seen]
 
     def loaded(self, name: str | None) -> dict[str, Any]:
         """The run report's fields for the chosen record, named as its key names it."""
-        return {"record": name, "online_prepare": False, "seen": self._seen()}
+        fields = {"record": name, "online_prepare": False, "seen": self._seen()}
+        return {**fields, "note": self.note} if self.note else fields
 
     def online(self) -> dict[str, Any]:
         """The run report's fields when the runtime prepared online instead."""
@@ -88,17 +93,19 @@ class RecordChoice:
 
 
 def choose_record(meta: Mapping[str, Any], settings: RunSettings,
-                  native: Mapping[str, Any]) -> RecordChoice:
+                  native: Mapping[str, Any], outputs: Sequence[str]) -> RecordChoice:
     """The record of the bundle (by its meta) that serves the run, or why none does. `native`:
-    the model's own input dimensions, which a run without input_dimensions has."""
-    from ..soc.compat import Prepared, choose
+    the model's own input dimensions, which a run without input_dimensions has; `outputs`: the
+    tensors the run's outputs resolve to (compared as a set with each record's)."""
+    from ..soc.compat import Prepared, choose, level_note
 
     rows = meta.get("records") or []
     records = [_prepared(row) for row in rows]
-    want = Prepared.of(settings.target, dict(native))
+    want = replace(Prepared.of(settings.target, dict(native)), outputs=tuple(sorted(outputs)))
     best, rejected = choose(records, settings.device, settings.mode, want)
     return RecordChoice(best.name if best is not None else None,
-                        tuple((r.name, why) for r, why in rejected), len(rows))
+                        tuple((r.name, why) for r, why in rejected), len(rows),
+                        level_note(best, want) if best is not None else None)
 
 
 def _prepared(row: Mapping[str, Any]) -> Prepared:
@@ -106,7 +113,16 @@ def _prepared(row: Mapping[str, Any]) -> Prepared:
     from ..soc.compat import Prepared
 
     return Prepared(row["arch"], row["vtcm_mb"], row.get("input_dimensions") or {},
-                    row.get("output_request", "default"), row["part"], row.get("precision", ""))
+                    row_outputs(row), row["part"], row.get("precision", ""), row.get("level"))
+
+
+def row_outputs(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """The output tensors of a record row, sorted: its `output_tensors`, else its Cache Info
+    `outputs` (the names joined by commas)."""
+    names = row.get("output_tensors")
+    if names is None:
+        names = [n for n in str(row.get("outputs") or "").split(",") if n]
+    return tuple(sorted(names))
 
 
 def native_dims(model: Any) -> dict[str, list[int]]:

@@ -6,12 +6,18 @@ A record is prepared for a hexagon arch and a VTCM size; a device has its own. T
 - a record for a newer arch never runs on an older one;
 - on the same arch, a record runs where its prepared VTCM <= the device's VTCM;
 - a v68 or v69 record does not run on v73 or later (the arch generations break there);
-- the run's outputs and input dimensions must equal the record's.
+- the run's precision, outputs and input dimensions must equal the record's (the vendor runtime
+  loads a record only if its graph config matches);
+- the run's optimization level: in `strict` mode it must equal the record's; in `permissive`
+  mode a record of another level is taken only when none at the run's level fits, and the
+  choice says so (`level_note`).
 
 Modes, as in the vendor runtime: `permissive` (the default) accepts any record the rules allow;
-`strict` also requires the record to use the device fully (the same arch and equal VTCM);
-`always_generate_new` uses no record (the runtime prepares online). Among acceptable records the
-closest one wins: the same arch first, then the newest older arch, then the largest VTCM.
+`strict` also requires the record to use the device fully (the same arch and equal VTCM) and to
+be at the run's level; `always_generate_new` uses no record (the runtime prepares online). Among
+acceptable records the closest one wins: the run's level first, then the same arch, then the
+newest older arch, then the largest VTCM. Every other record is listed with why it was not
+taken: a rule it breaks, or the closer record that won.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class Prepared:
     outputs: Any = "default"
     name: str = ""
     precision: str = ""  # int8 | fp16 ("" for a run that takes either)
+    level: int | None = None  # the optimization level (None: any)
 
     @property
     def arch_number(self) -> int:
@@ -51,7 +58,7 @@ class Prepared:
         """What `target` prepares (or asks of a record), its default input dimensions
         spelled out as `native` (the model's own) so that both spellings compare equal."""
         return Prepared(target.arch, target.vtcm_mb, dict(target.input_dimensions) or native,
-                        target.outputs, name, target.precision)
+                        target.outputs, name, target.precision, target.optimization_level)
 
 
 @dataclass(frozen=True)
@@ -108,15 +115,9 @@ def rejection(record: Prepared, device: Device, mode: str = "permissive",
         raise ValueError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
     if mode == "always_generate_new":
         return "mode always_generate_new uses no record"
-    if want is not None:
-        if want.precision and record.precision and want.precision != record.precision:
-            return f"prepared for {record.precision}, the run is {want.precision}"
-        if _norm(record.outputs) != _norm(want.outputs):
-            return f"prepared for outputs {_show(record.outputs)}, the run wants " \
-                   f"{_show(want.outputs)}"
-        if _norm(record.dims) != _norm(want.dims):
-            return f"prepared for input dimensions {_show(record.dims)}, the run has " \
-                   f"{_show(want.dims)}"
+    reason = _graph_config(record, want, mode) if want is not None else None
+    if reason is not None:
+        return reason
     for _, rule in RULES:
         reason = rule(record, device, mode)
         if reason is not None:
@@ -124,21 +125,76 @@ def rejection(record: Prepared, device: Device, mode: str = "permissive",
     return None
 
 
+def _graph_config(record: Prepared, want: Prepared, mode: str) -> str | None:
+    """Why the record's graph config (precision, outputs, dims, level) does not fit the run."""
+    if want.precision and record.precision and want.precision != record.precision:
+        return f"prepared for {record.precision}, the run is {want.precision}"
+    if _norm(record.outputs) != _norm(want.outputs):
+        return f"prepared for outputs {_show(record.outputs)}, the run wants " \
+               f"{_show(want.outputs)}"
+    if _norm(record.dims) != _norm(want.dims):
+        return f"prepared for input dimensions {_show(record.dims)}, the run has " \
+               f"{_show(want.dims)}"
+    if mode == "strict" and _other_level(record, want):
+        return (f"prepared at O{record.level}, the run asks O{want.level} (strict mode takes "
+                "only the run's level)")
+    return None
+
+
+def _other_level(record: Prepared, want: Prepared | None) -> bool:
+    return (want is not None and want.level is not None and record.level is not None
+            and record.level != want.level)
+
+
 def choose(records: Sequence[Prepared], device: Device, mode: str = "permissive",
            want: Prepared | None = None) -> tuple[Prepared | None, list[tuple[Prepared, str]]]:
-    """(the record to load or None, every rejected record with its reason)."""
-    rejected: list[tuple[Prepared, str]] = []
-    fitting: list[Prepared] = []
-    for record in records:
+    """(the record to load or None, every other record with why it was not taken), the others
+    in the order given."""
+    reasons: dict[int, str] = {}
+    fitting: list[int] = []
+    for i, record in enumerate(records):
         reason = rejection(record, device, mode, want)
         if reason is None:
-            fitting.append(record)
+            fitting.append(i)
         else:
-            rejected.append((record, reason))
+            reasons[i] = reason
     if not fitting:
-        return None, rejected
-    best = max(fitting, key=lambda r: (r.arch == device.arch, r.arch_number, r.vtcm_mb))
-    return best, rejected
+        return None, [(records[i], reasons[i]) for i in sorted(reasons)]
+
+    def rank(r: Prepared) -> tuple[bool, bool, int, float]:
+        return (not _other_level(r, want), r.arch == device.arch, r.arch_number,
+                float(r.vtcm_mb))
+
+    best_index = max(fitting, key=lambda i: rank(records[i]))
+    best = records[best_index]
+    for i in fitting:
+        if i != best_index:
+            reasons[i] = _lost(records[i], best, device, want)
+    return best, [(records[i], reasons[i]) for i in sorted(reasons)]
+
+
+def _lost(record: Prepared, best: Prepared, device: Device, want: Prepared | None) -> str:
+    """Why a record that fits was not taken: the closer one that won, and what made it closer."""
+    if _other_level(record, want) and not _other_level(best, want):
+        assert want is not None
+        why = f"this one is O{record.level}, it is at the run's O{want.level}"
+    elif record.arch != best.arch:
+        why = (f"it is for the device's arch {device.arch}" if best.arch == device.arch
+               else f"it is for the newer arch {best.arch}")
+    elif record.vtcm_mb != best.vtcm_mb:
+        why = f"it uses more VTCM ({best.vtcm_mb:g} MB against {record.vtcm_mb:g} MB)"
+    else:
+        why = "it is as close and comes first"
+    return f"fits, but {best.name or 'another record'} is closer: {why}"
+
+
+def level_note(record: Prepared, want: Prepared | None) -> str | None:
+    """What to tell a run that loads `record` at a level other than its own (permissive)."""
+    if not _other_level(record, want):
+        return None
+    assert want is not None
+    return (f"no record at the run's O{want.level} fits: loaded one prepared at O{record.level} "
+            "(permissive mode; strict mode would prepare online)")
 
 
 def cover(devices: Iterable[Device], mode: str = "permissive",
@@ -178,6 +234,8 @@ def _norm(value: Any) -> Any:
 def _show(value: Any) -> str:
     if _norm(value) is None:
         return "default"
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return ",".join(value)  # resolved tensor names
     import json
 
     return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -1,10 +1,13 @@
 """`prepare`: a bundle (quantize's for int8, convert's for fp16) and a target -> one HTP cache
 record (output `record`).
 
-Parameters: a CompileTarget (udo_build.soc.target), all of it in the key: arch, vtcm_mb,
-optimization_level, input_dimensions ({} for the model's own), outputs ("default",
-{"layers": [...]}, {"tensors": [...]}) and precision. The plan adds the SoC's name, for messages
-only: two SoCs with equal arch and VTCM share one record. Inputs named `kernels[i]` (the recipe's
+Parameters: a CompileTarget (udo_build.soc.target), in the key but for its outputs: arch,
+vtcm_mb, optimization_level, input_dimensions ({} for the model's own) and precision. The
+outputs are the input `outputs`, the request's tensor names resolved by the `outputs` action
+(sorted JSON): equal tensor sets key equally however the recipe wrote them, and the record's
+header holds the names, never the written request (kept in the params for messages only). The
+plan adds the SoC's name, for messages only: two SoCs with equal arch and VTCM share one
+record. Inputs named `kernels[i]` (the recipe's
 numpy kernels, when the plan gives them) provide the custom ops' implementations and
 optimization rules; without them custom ops keep the bundle's shapes (see
 udo_build.compiler.shapes).
@@ -15,23 +18,29 @@ record into the deployable bundle.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 from ...soc.target import CompileTarget
 from ..actions import ActionContext, Produced, action_kind
 from .inputs import kernel_files
 
-
 # version 2: COMPILER_VERSION 2 (the one rewrite engine's folds; every record names it)
 # version 3: a custom op's kernel is named by its op package, not by a hash of the kernels
 # file's path (udo_build.kernels.load): records made before were not reproducible
-@action_kind("prepare", version=3, params=CompileTarget.KEY_PARAMS)
+# version 4: the outputs are the resolved tensor names of the input `outputs`, not the request
+KEY_PARAMS = tuple(p for p in CompileTarget.KEY_PARAMS if p != "outputs")
+
+
+@action_kind("prepare", version=4, params=KEY_PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
     from ...compiler import RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
 
     bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
-    target = CompileTarget.from_params(ctx.params)
+    tensors = json.loads(ctx.input_bytes("outputs"))
+    target = replace(CompileTarget.from_params(ctx.params), outputs={"tensors": tensors})
     try:
         compiled = compile_bundle(bundle, target, _packages(ctx, bundle))
     except RuleLoopError as exc:  # the default package's rules looping: a bug of udo-build

@@ -27,7 +27,9 @@ Reference = Callable[[dict[str, Any], list[str]], dict[str, Any]]
 
 # version 2: report.json holds no time (the online prepare's cost is in the description), and
 # max_abs_error has 4 significant digits (udo_build.runtime.metrics)
-@action_kind("run", version=2, params=RunSettings.KEY_PARAMS)
+# version 3: records are chosen by their resolved output tensors, level and precision (strict:
+# the run's level only), and `seen` lists every record not taken with why
+@action_kind("run", version=3, params=RunSettings.KEY_PARAMS)
 def run(ctx: ActionContext) -> Produced:
     from ...errors import StepFailed
     from ...ir.bundle import read_bundle
@@ -70,10 +72,12 @@ def _record(bundle: Any, settings: RunSettings,
     here, the runtime does not compile) and the seconds an online preparation took (for the
     description only: the report is an artifact and holds no time)."""
     from ...compiler import compile_bundle
+    from ...compiler.lower import resolve_outputs
     from ...compiler.record import read_record
     from ...runtime.records import choose_record, native_dims
 
-    choice = choose_record(bundle.meta, settings, native_dims(bundle.model))
+    outputs = resolve_outputs(bundle.model, settings.target.outputs)
+    choice = choose_record(bundle.meta, settings, native_dims(bundle.model), outputs)
     if choice.part is not None:
         record = read_record(bundle.parts[choice.part], choice.part)
         return record, choice.loaded(record.key.get("name")), None
