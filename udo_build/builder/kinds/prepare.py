@@ -25,7 +25,8 @@ from .inputs import kernel_files
 # version 2: COMPILER_VERSION 2 (the one rewrite engine's folds; every record names it)
 # version 3: a custom op's kernel is named by its op package, not by a hash of the kernels
 # file's path (udo_build.kernels.load): records made before were not reproducible
-@action_kind("prepare", version=3, params=CompileTarget.KEY_PARAMS)
+# version 4: records hold constants as the device does (record format 2, COMPILER_VERSION 3)
+@action_kind("prepare", version=4, params=CompileTarget.KEY_PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
     from ...compiler import RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
