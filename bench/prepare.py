@@ -12,12 +12,16 @@
    bytes.
 2. The nine light CNNs of the onnx wheel (random weights by role, bench/_light_models.py), at
    levels 1-3, fp16 for the SoC sm8550 (v73, 8 MB): prepare time, ops before and after,
-   transposes left, constants and record bytes, peak VTCM, ops still over the VTCM, and the
-   prepared graph's outputs against the unprepared model's on the float runtime (max |diff| /
-   max |reference|; target 1e-5). For scale, the float runtime's and the prepared graph's
-   errors against a float64 run of the same model are printed beside it.
-3. --int8 models, quantized (tf, per channel, 2 calibration inputs): each level's record run
-   by the integer path, bit for bit against the integer path on the unprepared quantized model.
+   transposes left, record bytes, peak VTCM, ops still over the VTCM; the compiler's rewrites
+   checked on a float32 preparation (the internal precision fp32): its outputs against the
+   unprepared model's on the float runtime (max |diff| / max |reference|; target 1e-5); and
+   the fp16 record itself, read back and run with float16 rounding after every op, against the
+   same reference (target FP16_ACCURACY: float16 carries 11 significant bits). For scale, the
+   float runtime's and the fp32 preparation's errors against a float64 run of the same model
+   are printed beside them.
+3. --int8 models, quantized (tf, per channel, 2 calibration inputs): each level's record, read
+   back (its weights and biases the integers it stores), run by the integer path, bit for bit
+   against the integer path on the unprepared quantized model.
 
 Prints tables and PASS/FAIL per target; exits 1 if one is missed.
 """
@@ -38,6 +42,7 @@ import _light_models as light  # noqa: E402
 
 RATIO = 12.0
 ACCURACY = 1e-5
+FP16_ACCURACY = 1e-2
 
 
 def chain(n: int, c: int = 8, hw: int = 8):  # type: ignore[no-untyped-def]
@@ -99,11 +104,12 @@ def dense(n: int, growth: int = 4, hw: int = 4, block: int = 8):  # type: ignore
                  weights)
 
 
-def prepare_once(bundle, level: int) -> tuple[float, bytes, object]:  # type: ignore
+def prepare_once(bundle, level: int, precision: str = "fp16"  # type: ignore[no-untyped-def]
+                 ) -> tuple[float, bytes, object]:
     from udo_build.compiler import CompileTarget, compile_bundle
 
     start = time.process_time()
-    compiled = compile_bundle(bundle, CompileTarget("v73", 8, level, {}, "default", "fp16"))
+    compiled = compile_bundle(bundle, CompileTarget("v73", 8, level, {}, "default", precision))
     data = compiled.record()
     return time.process_time() - start, data, compiled
 
@@ -154,15 +160,16 @@ def _error(got: dict, want: dict) -> float:  # type: ignore[type-arg]
 
 
 def light_models(names: list[str], levels: list[int]) -> bool:
-    from udo_build.compiler import Runner
+    from udo_build.compiler import Runner, read_record
     from udo_build.ir.bundle import Bundle
     from udo_build.model.onnx_import import import_onnx
     from udo_build.runtime.float_session import Session
 
     ok = True
     print("| model | level | prepare | ops in -> out | transposes | record | peak VTCM "
-          "| over VTCM | error vs runtime | runtime vs float64 | prepared vs float64 |")
-    print("| --- " * 11 + "|")
+          "| over VTCM | fp32 error vs runtime | fp16 record vs runtime | runtime vs float64 "
+          "| fp32 vs float64 |")
+    print("| --- " * 12 + "|")
     for name in names:
         model = import_onnx(light.randomized(name, 0, import_onnx))
         x = {model.graph.inputs[0].name: np.random.default_rng(1).standard_normal(
@@ -171,25 +178,28 @@ def light_models(names: list[str], levels: list[int]) -> bool:
         wide = Session(_float64(model)).run({k: v.astype(np.float64) for k, v in x.items()})
         base = _error(want, wide)
         for level in levels:
-            seconds, data, compiled = prepare_once(Bundle(model, None, {}), level)
-            got = Runner(compiled.graph, compiled.io, "fp16").run(x)  # type: ignore[attr-defined]
+            _, _, exact = prepare_once(Bundle(model, None, {}), level, "fp32")
+            got = Runner(exact.graph, exact.io, "fp32").run(x)  # type: ignore[attr-defined]
             err = _error(got, want)
-            ok &= err <= ACCURACY
+            seconds, data, compiled = prepare_once(Bundle(model, None, {}), level)
+            half = _error(read_record(data).runner().run(x), want)
+            ok &= err <= ACCURACY and half <= FP16_ACCURACY
             counts = compiled.graph.op_counts()  # type: ignore[attr-defined]
             print(f"| {name} | {level} | {seconds * 1000:.0f} ms | {len(model.graph.nodes)} -> "
                   f"{sum(counts.values())} | {counts.get('Transpose', 0)} | "
                   f"{len(data) / 2 ** 20:.1f} MB | "
                   f"{compiled.memory.peak / 2 ** 20:.2f} MB | "  # type: ignore[attr-defined]
                   f"{len(compiled.memory.over_budget)} | "  # type: ignore[attr-defined]
-                  f"{err:.1e}{'' if err <= ACCURACY else ' FAIL'} | {base:.1e} | "
+                  f"{err:.1e}{'' if err <= ACCURACY else ' FAIL'} | "
+                  f"{half:.1e}{'' if half <= FP16_ACCURACY else ' FAIL'} | {base:.1e} | "
                   f"{_error(got, wide):.1e} |", flush=True)
     return ok
 
 
 def int8_models(names: list[str], levels: list[int]) -> bool:
     """Quantized light models (tf quantizer, per channel, 2 calibration inputs): every level's
-    record bit-exact against the integer path on the unprepared quantized model."""
-    from udo_build.compiler import CompileTarget, Runner, compile_bundle
+    record, read back, bit-exact against the integer path on the unprepared quantized model."""
+    from udo_build.compiler import CompileTarget, compile_bundle, read_record
     from udo_build.ir.qmodel import from_bundle, to_bundle
     from udo_build.model.onnx_import import import_onnx
     from udo_build.quant.pipeline import quantize_model
@@ -210,10 +220,9 @@ def int8_models(names: list[str], levels: list[int]) -> bool:
         for level in levels:
             start = time.process_time()
             compiled = compile_bundle(bundle, CompileTarget("v73", 8, level, {}, "default", "int8"))
-            compiled.record()
+            data = compiled.record()
             seconds = time.process_time() - start
-            got = Runner(compiled.graph, compiled.io, "int8", None,
-                         compiled.settings).run(samples[2], raw=True)
+            got = read_record(data).runner().run(samples[2], raw=True)  # its stored integers
             same = all(np.array_equal(got[k], want[k].reshape(got[k].shape)) for k in want)
             ok &= same
             kinds = [sum(c.kind == k for c in compiled.choices.values())

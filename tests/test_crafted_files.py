@@ -25,6 +25,7 @@ import zstandard
 from udo_build.compiler import read_header, read_record
 from udo_build.compiler.record import FORMAT as RECORD_FORMAT
 from udo_build.compiler.record import MAGIC as RECORD_MAGIC
+from udo_build.compiler.record import VERSION as RECORD_VERSION
 from udo_build.errors import UserError
 from udo_build.ir import encodings, qmodel
 from udo_build.ir.bundle import FORMAT as BUNDLE_FORMAT
@@ -67,13 +68,13 @@ def craft_record(body: Any, constants: bytes = b"", *, key: Any = None,
         chunks.append(compressor.compress(piece))
     chunks.append(compressor.flush())
     compressed = b"".join(chunks)
-    header = {"format": RECORD_FORMAT, "version": 1,
+    header = {"format": RECORD_FORMAT, "version": RECORD_VERSION,
               "key": {"name": "crafted", "precision": "fp16"} if key is None else key,
               "sizes": {"graph_json": len(text), "payload": length,
                         "compressed": len(compressed), **(sizes or {})},
               "payload": {"sha256": digest.hexdigest(), "codec": "zstd"}}
     raw = json.dumps(header).encode()
-    return RECORD_MAGIC + struct.pack("<II", 1, len(raw)) + raw + compressed
+    return RECORD_MAGIC + struct.pack("<II", RECORD_VERSION, len(raw)) + raw + compressed
 
 
 def craft_bundle(parts: list[tuple[dict[str, Any], bytes]], meta: Any = None,

@@ -1,6 +1,7 @@
 """Small models for the compiler's tests, and the oracle: a prepared graph's outputs against the
 unprepared model's (the float runtime within 1e-5 relative to the output's magnitude; the
-integer path bit for bit)."""
+integer path bit for bit). Float preparations default to the internal precision fp32, which
+tests the compiler's rewrites; fp16's own rounding is tested apart (test_precision.py)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def feeds(model: Model, shapes: Mapping[str, Sequence[int]] | None = None,
 
 def prepare(model_or_bundle: Model | Bundle, level: int = 2, vtcm_mb: float = 8,
             outputs: Any = "default", dims: Mapping[str, Sequence[int]] | None = None,
-            precision: str = "fp16", packages: Mapping[str, OpPackage] | None = None,
+            precision: str = "fp32", packages: Mapping[str, OpPackage] | None = None,
             why: Sequence[str] = ()) -> Compiled:
     bundle = model_or_bundle if isinstance(model_or_bundle, Bundle) \
         else Bundle(model_or_bundle, None, {})
@@ -107,7 +108,7 @@ def check_float(model: Model, compiled: Compiled, packages: Mapping[str, OpPacka
     x = feeds(model, compiled.dims, seed)
     names = list(compiled.io.outputs)
     want = Session(reshaped(model, compiled, packages), packages).run(x, names)
-    got = Runner(compiled.graph, compiled.io, "fp16", packages).run(x)
+    got = Runner(compiled.graph, compiled.io, compiled.target.precision, packages).run(x)
     for name in names:
         scale = max(float(np.abs(want[name]).max()), 1e-6)
         assert got[name].shape == want[name].shape, name

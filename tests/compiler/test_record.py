@@ -68,13 +68,13 @@ def test_the_reader_refuses_bad_records() -> None:
     header, end = read_header(data)
     bad = {
         "wrong magic": b"NOTAREC\0" + data[8:],
-        "version 2": data[:8] + (2).to_bytes(4, "little") + data[12:],
+        "version 1": data[:8] + (1).to_bytes(4, "little") + data[12:],
         "truncated": data[:-10],
         "corrupt": corrupt(data, len(data) - 40),
         "header": corrupt(data, 20),
     }
     messages = {"wrong magic": "not a udo-build cache record",
-                "version 2": "format version 2 is not supported",
+                "version 1": "format version 1 is not supported",
                 "truncated": "truncated", "corrupt": "corrupt", "header": "header"}
     for name, blob in bad.items():
         with pytest.raises(UserError, match=messages[name]):
@@ -85,7 +85,7 @@ def test_the_reader_refuses_bad_records() -> None:
 def test_summary_and_info(tmp_path: Path) -> None:
     bundle, _ = softplus_bundle()
     data = prepare(bundle, level=3, outputs={"layers": ["head"]},
-                   dims={"input": (4, 3, 32, 32)}).record()
+                   dims={"input": (4, 3, 32, 32)}, precision="fp16").record()
     assert data[:8] == MAGIC
     header, _ = read_header(data)
     row = summary(header, len(data))

@@ -82,7 +82,7 @@ def test_run_settings_round_trip_through_action_params() -> None:
     assert run.to_params() == params
     assert set(RunSettings.KEY_PARAMS) == set(params) - {"name", "soc"}
     assert run.device == Device("sm8550", "v73", 8)
-    assert run.reference_target == CompileTarget("v73", 8, 1, {}, "default", "fp16")
+    assert run.reference_target == CompileTarget("v73", 8, 1, {}, "default", "fp32")
 
 
 def test_native_dims_are_the_static_input_shapes() -> None:

@@ -22,7 +22,7 @@ from ..kernels.oppkg import OpPackage
 from ..rewrite.engine import RuleLoopError, Trace
 from ..rewrite.graph import OpGraph
 from ..rewrite.rules import Rule, qualify
-from ..soc.target import CompileTarget
+from ..soc.target import FLOAT_REFERENCE, PRECISIONS, CompileTarget
 from .execute import IO, Runner
 from .lower import lower, resolve_outputs
 from .memory import MemoryPlan, plan_memory
@@ -32,9 +32,10 @@ from .shapes import infer
 
 # 2: float records fold batch norms as the runtime and quantization do (one rule definition:
 # weights w * float32(m), the folded op keeps the convolution's layer and names its constants)
-COMPILER_VERSION = "udo-build htp compiler 2"
+# 3: records hold constants as the device does (int8 weights, int32 biases, fp16 floats) and
+# fp16 records compute with every op's float outputs rounded to float16
+COMPILER_VERSION = "udo-build htp compiler 3"
 LEVELS = (1, 2, 3)
-PRECISIONS = ("int8", "fp16")
 
 
 @dataclass
@@ -76,7 +77,6 @@ class Compiled:
                 "quantization": self.settings,
                 "log": {"passes": self.ctx.log, "rules": self.ctx.trace.counts()}}
         sizes = {"ops": len(self.graph.ops), "constants": len(self.graph.consts),
-                 "constant_bytes": sum(a.nbytes for a in self.graph.consts.values()),
                  "peak_vtcm_bytes": self.memory.peak}
         return write_record(self.key(), self.graph, body, sizes)
 
@@ -136,7 +136,7 @@ def _check(target: CompileTarget) -> None:
     if target.optimization_level not in LEVELS:
         raise UserError(f"optimization level {target.optimization_level} is not one of 1, 2, 3",
                         field="optimization_level")
-    if target.precision not in PRECISIONS:
+    if target.precision not in (*PRECISIONS, FLOAT_REFERENCE):
         raise UserError(f"precision {target.precision!r} is not int8 or fp16",
                         field="precision")
     if not target.vtcm_mb or float(target.vtcm_mb) <= 0:

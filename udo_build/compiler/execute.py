@@ -5,9 +5,17 @@
     raw = runner.run({"input": x}, raw=True)    # int8: the quantized integers themselves
 
 The graph is expanded into the kernel calls that implement its ops (`expand.py`) and run by the
-float runtime (fp16 records compute in float32 in the emulator) or, for int8, by the integer
-path (`QuantizedSession`) with the encodings the record carries. Feeds come in the model's
+float runtime or, for int8, by the integer path (`QuantizedSession`) with the encodings the
+record carries (its quantized constants as the integers it stores). Feeds come in the model's
 shapes and are backfilled to 4-D; outputs are reshaped back to the model's shapes.
+
+fp16 computes as the device's float16 units do, to within their arithmetic: float constants are
+rounded to float16, every op's kernels compute in float32, and each float output of an op is
+rounded to float16 when the op ends (`expand.py`). Rounding after each op, rather than numpy
+float16 arithmetic throughout, keeps the emulator's float32 kernels (numpy has no fast float16
+BLAS or im2col, and float16 accumulation would be a different, worse error than the device's,
+which accumulates wider); the error it adds is the device's kind, of order 1e-3 relative.
+The internal precision fp32 (soc.target.FLOAT_REFERENCE) runs in float32 throughout.
 
 `evaluate(graph, op, packages)` runs one op on constants (constant propagation).
 """
@@ -43,7 +51,8 @@ class Runner:
         self.io = io
         self.precision = precision
         self.values = {name: graph.names[vid] for name, vid in graph.outputs}
-        model, ex = expand(graph, list(dict.fromkeys(self.values.values())))
+        model, ex = expand(graph, list(dict.fromkeys(self.values.values())),
+                           fp16=precision == "fp16")
         self.model = model
         if precision == "int8":
             from ..ir.qmodel import QuantizedModel

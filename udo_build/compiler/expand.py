@@ -11,7 +11,14 @@ emulator), and the whole prepared graph as a runnable model.
 
 For an int8 graph every tensor of the expansion has the encoding of the value it carries, and
 the result before a fused activation has none: the integer path then absorbs the activation
-into the op's requantization exactly as it does in the unprepared quantized model.
+into the op's requantization exactly as it does in the unprepared quantized model. A record's
+quantized constants come as the integers it stores; `param_axes` says along which axis of its
+own shape each per-channel constant is quantized (the axis the integer path's kernel calls
+index, `registry.channel_axis`).
+
+With `fp16` (an fp16 record, see execute.Runner), float constants are rounded to float16 and
+every float output of an op is rounded to float16 after the op's last kernel call (a Cast to
+float16 and one back to float32): the kernels compute in float32 between.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from ..rewrite.graph import BHWC, MODEL, NONE, Op, OpGraph, TType
 from .ops import ONNX_OF, TO_BHWC, TO_NCHW
 
 HTP_ATTRS = ("activation", "clip")
+FLOAT16, FLOAT = 10, 1  # ONNX element types (Cast's `to`)
 
 
 @dataclass
@@ -37,11 +45,13 @@ class Expanded:
     infos: dict[str, TensorInfo] = field(default_factory=dict)
     activations: dict[str, Encoding] = field(default_factory=dict)
     params: dict[str, list[Encoding]] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)  # weight -> the constant it holds
 
 
 class Expander:
-    def __init__(self, graph: OpGraph) -> None:
+    def __init__(self, graph: OpGraph, fp16: bool = False) -> None:
         self.g = graph
+        self.fp16 = fp16
         self.out = Expanded()
 
     def name(self, vid: int) -> str:
@@ -50,12 +60,22 @@ class Expander:
         name = self.g.names[vid]
         if vid in self.g.consts and name not in self.out.weights:
             t = self.g.types[vid]
-            self.out.weights[name] = self.g.consts[vid]
+            self.out.weights[name] = self._float(self.g.consts[vid], t)
+            self.out.sources[name] = vid
             if t.enc:
                 self.out.params[name] = list(t.enc)
         elif vid not in self.g.consts:
             self.tensor(name, self.g.types[vid])
         return name
+
+    def _float(self, array: np.ndarray, t: TType) -> np.ndarray:
+        """A float constant as the kernels take it: float32 (a record's fp16 constants are
+        widened), rounded to float16 first with `fp16`."""
+        if t.dtype != "float32" or t.enc or array.dtype.kind != "f":
+            return array
+        if self.fp16 and array.dtype != np.float16:
+            array = array.astype(np.float16)
+        return array.astype(np.float32, copy=False)
 
     def tensor(self, name: str, t: TType, enc: bool = True) -> str:
         dtype = "float32" if t.enc else t.dtype
@@ -65,6 +85,8 @@ class Expander:
         return name
 
     def const(self, name: str, array: np.ndarray) -> str:
+        if self.fp16 and array.dtype == np.float32:
+            array = array.astype(np.float16).astype(np.float32)
         self.out.weights[name] = array
         return name
 
@@ -76,7 +98,26 @@ class Expander:
 
     def emit(self, op: Op) -> None:
         ins = [self.name(v) for v in op.inputs]
-        outs = [self.name(v) for v in op.outputs]
+        names = [self.name(v) for v in op.outputs]
+        rounded = self._rounded(op) if self.fp16 else []
+        exact = {name: f"{name}@fp32" for _, name in rounded}
+        self._emit(op, ins, [exact.get(name, name) for name in names])
+        for k, (t, name) in enumerate(rounded):
+            half = self.tensor(f"{name}@fp16", TType(t.shape, "float16"))
+            self.node(f"op{op.id}.fp16.{k}", "Cast", [exact[name]], [half], {"to": FLOAT16})
+            self.node(f"op{op.id}.fp32.{k}", "Cast", [half], [name], {"to": FLOAT})
+
+    def _rounded(self, op: Op) -> list[tuple[TType, str]]:
+        """The op's float outputs (their kernels write them as `<name>@fp32`)."""
+        out = []
+        for vid in op.outputs:
+            t, name = self.g.types[vid], self.g.names[vid]
+            if t.dtype == "float32" and ":unused" not in name:
+                self.tensor(f"{name}@fp32", t)
+                out.append((t, name))
+        return out
+
+    def _emit(self, op: Op, ins: list[str], outs: list[str]) -> None:
         if op.layout == BHWC:
             self._bhwc(op, ins, outs)
         elif op.layout == MODEL:
@@ -143,7 +184,8 @@ class Expander:
     def _reshaped(self, op: Op, vid: int, name: str, model: tuple[int, ...], tag: str) -> str:
         if vid == NONE or vid in self.g.consts or tuple(model) == self.g.types[vid].shape:
             if vid in self.g.consts and tuple(model) != self.g.types[vid].shape:
-                out = self.const(f"{name}@{tag}.{op.id}", self.g.consts[vid].reshape(model))
+                out = self.const(f"{name}@{tag}.{op.id}", self.out.weights[name].reshape(model))
+                self.out.sources[out] = vid
                 if self.g.types[vid].enc:
                     self.out.params[out] = list(self.g.types[vid].enc)
                 return out
@@ -176,9 +218,10 @@ class Expander:
         self.node(f"op{op.id}.join", "Reshape", [b, s2], outs)
 
 
-def expand(graph: OpGraph, outputs: list[str]) -> tuple[Model, Expanded]:
-    """The prepared graph as a model of ONNX-vocabulary nodes (outputs: value names)."""
-    ex = Expander(graph)
+def expand(graph: OpGraph, outputs: list[str], fp16: bool = False) -> tuple[Model, Expanded]:
+    """The prepared graph as a model of ONNX-vocabulary nodes (outputs: value names; `fp16`:
+    rounded as the module docstring says)."""
+    ex = Expander(graph, fp16)
     inputs = [TensorInfo(graph.names[v], *_info(graph.types[v])) for v in graph.inputs]
     for vid in graph.inputs:
         ex.name(vid)
@@ -192,3 +235,33 @@ def expand(graph: OpGraph, outputs: list[str]) -> tuple[Model, Expanded]:
 
 def _info(t: TType) -> tuple[str, tuple[int, ...]]:
     return ("float32" if t.enc else t.dtype), tuple(t.shape)
+
+
+def param_axes(graph: OpGraph) -> dict[int, int | None]:
+    """Each constant with per-channel encodings -> the axis of its own shape they index, as the
+    integer path quantizes it (None: its readers disagree, or none says)."""
+    from ..runtime.integer.registry import channel_axis
+
+    if not any(len(graph.types[v].enc) > 1 for v in graph.consts):
+        return {}
+    _, ex = expand(graph, [graph.names[v] for _, v in graph.outputs])
+    axes: dict[int, set[int | None]] = {}
+    for node in ex.nodes:
+        for i, name in enumerate(node.inputs):
+            vid = ex.sources.get(name)
+            if vid is None or len(graph.types[vid].enc) < 2:
+                continue
+            shape = ex.weights[name].shape
+            axis = channel_axis(node, i, len(shape), len(graph.types[vid].enc), shape)
+            axes.setdefault(vid, set()).add(_axis_in(graph.consts[vid].shape, shape, axis))
+    return {vid: next(iter(found)) if len(found) == 1 else None for vid, found in axes.items()}
+
+
+def _axis_in(own: tuple[int, ...], shape: tuple[int, ...], axis: int) -> int | None:
+    """The axis of `own` that is `axis` of the same array reshaped to `shape` (same length and
+    as many elements after it), if any."""
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    for k, n in enumerate(own):
+        if n == shape[axis] and int(np.prod(own[k + 1:], dtype=np.int64)) == inner:
+            return k
+    return None

@@ -11,6 +11,15 @@ dimensions, outputs, precision, compiler version) and the sizes, so that listing
 no payload. The payload is the prepared graph as canonical JSON (values, ops with their chosen
 implementations, the memory plan, the rules that fired) followed by the constants (raw
 little-endian arrays at 64-byte aligned offsets); the header names its size and sha256.
+
+Constants are held as the device holds them. In an int8 record a constant with parameter
+encodings (the value's "enc": [bitwidth, scale, offset, signed], one or one per channel) is
+stored quantized with them: int8 weights (int16 for 16-bit ones), int32 biases (or their
+bias_bitwidth's type), 4-bit weights packed two per byte, low nibble first (const "bits": 4);
+a per-channel constant's "axis" names the axis of its shape the encodings index (the one the
+integer path's kernels quantize along, expand.param_axes). Other constants (float fallback,
+shapes, indices) stay as they are. In an fp16 record float32 constants are stored as float16
+(and computed as execute.Runner says); the internal fp32 keeps float32.
 Values and ops are numbered in topological order, JSON is canonical, the compression level
 fixed: equal content, equal bytes. `read_record` checks magic, version, header, sizes, every
 field of the payload and its digest in bounded memory (record_read.py), and refuses a bad file
@@ -38,12 +47,14 @@ from .record_read import (
     align,
     build_graph,
     check_header,
+    pack4,
     read_body,
 )
 
 MAGIC = b"UDOHTPR\x00"
 FORMAT = "udo-build/htp-record"
-VERSION = 1
+# 2: constants as the device holds them (quantized with their encodings, fp16 in fp16 records)
+VERSION = 2
 EXTENSION = ".udr"
 LEVEL = 3
 _PREFIX = struct.Struct("<8sII")
@@ -86,7 +97,7 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
     value id / op id of `graph`; they are renumbered with the graph."""
     import zstandard
 
-    doc, arrays = _payload(graph, body)
+    doc, arrays = _payload(graph, body, str(key["precision"]))
     text = canonical_json(doc)
     chunks: list[Any] = [struct.pack("<Q", len(text)), text]
     length = 8 + len(text)
@@ -106,6 +117,7 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
     header = canonical_json({
         "format": FORMAT, "version": VERSION, "key": key,
         "sizes": {**sizes, "graph_json": len(text), "constants": constants,
+                  "constant_bytes": sum(a.nbytes for a in arrays),
                   "payload": length, "compressed": len(compressed)},
         "payload": {"sha256": digest.hexdigest(), "codec": "zstd"},
     })
@@ -126,10 +138,14 @@ def _numbering(graph: OpGraph) -> tuple[list[Op], dict[int, int], dict[int, int]
     return order, values, {op.id: i for i, op in enumerate(order)}
 
 
-def _payload(graph: OpGraph, body: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray]]:
+def _payload(graph: OpGraph, body: dict[str, Any], precision: str
+             ) -> tuple[dict[str, Any], list[np.ndarray]]:
     """The payload's JSON and its constants (little-endian, C order), offsets relative to the
     first constant."""
+    from .expand import param_axes
+
     order, vnum, onum = _numbering(graph)
+    axes = param_axes(graph) if precision == "int8" else {}
     arrays: list[np.ndarray] = []
     offset = 0
     values = []
@@ -137,10 +153,10 @@ def _payload(graph: OpGraph, body: dict[str, Any]) -> tuple[dict[str, Any], list
         entry: dict[str, Any] = {"id": n, "name": graph.names[vid],
                                  **graph.types[vid].to_json()}
         if vid in graph.consts:
-            a = np.ascontiguousarray(graph.consts[vid])
+            a, entry["const"] = stored(graph, vid, precision, axes)
             a = a.astype(a.dtype.newbyteorder("<"), copy=False)
             offset = align(offset)
-            entry["const"] = {"offset": offset, "dtype": a.dtype.name, "shape": list(a.shape)}
+            entry["const"]["offset"] = offset
             arrays.append(a)
             offset += a.nbytes
         values.append(entry)
@@ -158,6 +174,28 @@ def _payload(graph: OpGraph, body: dict[str, Any]) -> tuple[dict[str, Any], list
            "values": values, "ops": ops,
            "tensors": [{"value": k, **v} for k, v in sorted(memory.items())]}
     return doc, arrays
+
+
+def stored(graph: OpGraph, vid: int, precision: str, axes: dict[int, int | None]
+           ) -> tuple[np.ndarray, dict[str, Any]]:
+    """A constant as the record holds it (see the module docstring), and its JSON entry."""
+    from ..runtime.integer.fixed import quantize_along
+
+    a = np.ascontiguousarray(graph.consts[vid])
+    encs = graph.types[vid].enc
+    axis = axes.get(vid) if len(encs) > 1 else 0
+    if encs and a.dtype.kind == "f" and axis is not None and (
+            len(encs) == 1 or a.shape[axis] == len(encs)):
+        q = quantize_along(a, encs, axis)
+        entry: dict[str, Any] = {"dtype": q.dtype.name, "shape": list(q.shape)}
+        if len(encs) > 1:
+            entry["axis"] = axis
+        if encs[0].bitwidth == 4:
+            return pack4(q), {**entry, "bits": 4}
+        return q, entry
+    if precision == "fp16" and a.dtype == np.float32:
+        a = a.astype(np.float16)
+    return a, {"dtype": a.dtype.name, "shape": list(a.shape)}
 
 
 def read_header(data: bytes, file: str = "record") -> tuple[dict[str, Any], int]:

@@ -7,6 +7,10 @@ references, the constants' layout, which must fill the payload exactly. Only the
 constants read: kept when they total at most `KEEP` bytes, otherwise hashed and dropped, and
 read again into their arrays when the graph is first asked for. A crafted record thus costs at
 most the JSON plus `KEEP` plus the zstd window, whatever sizes it declares.
+
+A constant is read as it is stored (record.py): quantized ones as their integers (4-bit ones
+unpacked, `unpack4`), fp16 ones as float16; a packed constant must have 4-bit encodings and a
+per-channel one as many encodings as its axis has indices.
 """
 
 from __future__ import annotations
@@ -133,6 +137,38 @@ class Const:
     shape: tuple[int, ...]
     offset: int  # from the first constant
     nbytes: int
+    bits: int = 0  # 4: packed two per byte (low nibble first)
+
+    def array(self, raw: np.ndarray) -> np.ndarray:
+        """The constant from its stored bytes (uint8) or elements (little-endian)."""
+        if self.bits:
+            count = int(np.prod(self.shape, dtype=np.int64))
+            return unpack4(raw.view(np.uint8), count, self.dtype).reshape(self.shape)
+        return raw.reshape(self.shape).astype(self.dtype.newbyteorder("="), copy=False)
+
+    @property
+    def stored(self) -> np.dtype[Any]:
+        return np.dtype(np.uint8) if self.bits else self.dtype.newbyteorder("<")
+
+
+def pack4(q: np.ndarray) -> np.ndarray:
+    """4-bit integers (int8 or uint8 holding -8..7 or 0..15), two per byte, low nibble first;
+    an odd count ends with a zero high nibble."""
+    flat = q.reshape(-1).astype(np.uint8) & 0x0F
+    if flat.size % 2:
+        flat = np.append(flat, np.uint8(0))
+    return flat[0::2] | (flat[1::2] << 4)
+
+
+def unpack4(packed: np.ndarray, count: int, dtype: np.dtype[Any]) -> np.ndarray:
+    """`count` 4-bit integers of `pack4`'s bytes, as int8 (sign-extended) or uint8."""
+    out = np.empty(packed.size * 2, np.uint8)
+    out[0::2] = packed & 0x0F
+    out[1::2] = packed >> 4
+    out = out[:count]
+    if np.dtype(dtype).kind == "i":
+        return (out.view(np.int8) << 4) >> 4
+    return out
 
 
 @dataclass(frozen=True)
@@ -208,8 +244,28 @@ def _value(c: Check, entry: Any, i: int) -> Const | None:
     offset = c.whole(const.get("offset"), f"{field}.const.offset", 0, MAX_PAYLOAD)
     if offset % ALIGN:
         raise c.fail(f"{field}.const.offset", f"{offset} is not a multiple of {ALIGN}")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    return Const(i, dtype, shape, offset, nbytes)
+    encs = entry.get("enc", [])
+    bits = _packing(c, const, dtype, encs, field)
+    if "axis" in const:
+        axis = c.whole(const["axis"], f"{field}.const.axis", 0, max(len(shape) - 1, 0))
+        if len(shape) == 0 or shape[axis] != len(encs):
+            raise c.fail(f"{field}.const.axis", f"axis {axis} of shape {list(shape)} does not "
+                         f"have one index per encoding ({len(encs)})")
+    count = int(np.prod(shape, dtype=np.int64))
+    nbytes = (count + 1) // 2 if bits else count * dtype.itemsize
+    return Const(i, dtype, shape, offset, nbytes, bits)
+
+
+def _packing(c: Check, const: dict[str, Any], dtype: np.dtype[Any], encs: list[Any],
+             field: str) -> int:
+    """4 for a constant packed two per byte (checked against its type and encodings), else 0."""
+    if "bits" not in const:
+        return 0
+    bits = c.whole(const["bits"], f"{field}.const.bits", 4, 4)
+    if dtype.name not in ("int8", "uint8") or not encs or any(e[0] != 4 for e in encs):
+        raise c.fail(f"{field}.const.bits", "a packed constant is int8 or uint8 with 4-bit "
+                     "encodings")
+    return bits
 
 
 def _op(c: Check, op: Any, i: int, count: int, produced: set[int]) -> None:
@@ -292,18 +348,17 @@ class Constants:
             skip = self.layout.start - (self.declared - len(self.kept))
             blob = memoryview(self.kept)[skip:]
             for k in self.layout.consts:
-                little = k.dtype.newbyteorder("<")
-                array = np.frombuffer(blob, little, k.nbytes // k.dtype.itemsize, k.offset)
-                out[k.value] = array.reshape(k.shape).astype(k.dtype.newbyteorder("="))
+                raw = np.frombuffer(blob, k.stored, k.nbytes // k.stored.itemsize, k.offset)
+                out[k.value] = k.array(raw).copy()
             return out
         stream = PayloadStream(self.compressed, self.declared, self.file)
         stream.read(self.layout.start)  # the JSON, checked already
         position = 0
         for k in self.layout.consts:
             stream.read(k.offset - position)  # alignment padding
-            array = np.empty(k.shape, k.dtype.newbyteorder("<"))
-            stream.readinto(memoryview(array.reshape(-1).view(np.uint8)))
-            out[k.value] = array.astype(k.dtype.newbyteorder("="), copy=False)
+            raw = np.empty(k.nbytes // k.stored.itemsize, k.stored)
+            stream.readinto(memoryview(raw.view(np.uint8)))
+            out[k.value] = k.array(raw)
             position = k.offset + k.nbytes
         return out
 

@@ -14,7 +14,8 @@ ONNX op vocabulary. Encodings:
 
 In a bundle the encodings travel as the part `encodings.json` (AIMET format) and the settings
 as the meta entry `quantization`; weights stay float32 (the integer path quantizes them with
-their encodings when it loads).
+their encodings when it loads). A prepared int8 record holds them quantized instead, and the
+integer path takes those integers as they are (udo_build.compiler.record).
 """
 
 from __future__ import annotations

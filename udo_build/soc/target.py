@@ -18,12 +18,18 @@ from typing import Any, ClassVar
 
 DEFAULT_LEVEL = 2
 DEFAULT_PRECISION = "fp16"
+PRECISIONS = ("int8", "fp16")  # what recipes and the command line offer
+# internal: a float preparation that keeps float32 (constants and arithmetic), the reference a
+# run compares with at input dimensions other than the model's, and what tests of the
+# compiler's rewrites compare with the unprepared model; no device holds such a record
+FLOAT_REFERENCE = "fp32"
 
 
 @dataclass(frozen=True)
 class CompileTarget:
     """`input_dimensions` by input name ({}: the model's own); `outputs` "default" (all outputs
-    of the last layer), {"layers": [...]} and/or {"tensors": [...]}; precision int8 or fp16."""
+    of the last layer), {"layers": [...]} and/or {"tensors": [...]}; precision int8 or fp16
+    (or the internal FLOAT_REFERENCE, fp32)."""
 
     arch: str
     vtcm_mb: float

@@ -29,11 +29,12 @@ from .inputs import kernel_files
 # version 2: COMPILER_VERSION 2 (the one rewrite engine's folds; every record names it)
 # version 3: a custom op's kernel is named by its op package, not by a hash of the kernels
 # file's path (udo_build.kernels.load): records made before were not reproducible
-# version 4: the outputs are the resolved tensor names of the input `outputs`, not the request
+# version 5: records hold constants as the device does (record format 2, COMPILER_VERSION 3),
+# and the outputs are the resolved tensor names of the input `outputs`, not the request
 KEY_PARAMS = tuple(p for p in CompileTarget.KEY_PARAMS if p != "outputs")
 
 
-@action_kind("prepare", version=4, params=KEY_PARAMS)
+@action_kind("prepare", version=5, params=KEY_PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
     from ...compiler import RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle

@@ -3,7 +3,8 @@ between dequantize and quantize, and what each tensor is at run time.
 
 Walking the graph in order, a tensor is quantized at run time when it has an activation
 encoding (or is requantized into an absorbing activation's encoding); weights with parameter
-encodings are quantized once, at load. A default-package node runs an integer kernel when one
+encodings are quantized once, at load, unless they come quantized (a record's constants: integers
+of the encoding's type, taken as they are). A default-package node runs an integer kernel when one
 accepts the raw types of its inputs and its binder accepts the node (every output quantized,
 weights encoded, ...). Every other node, and every custom op, runs its float kernel on the
 dequantized inputs (quantized weights dequantized once: the float kernel sees the values the
@@ -123,18 +124,18 @@ class Planner:
         if name in self.weights:
             w = self.weights[name]
             encs = self.qmodel.params.get(name)
-            if not encs or w.dtype.kind != "f":
+            if not encs or (w.dtype.kind != "f" and w.dtype != qtype(encs[0])):
                 return Operand(name, str(w.dtype), None, w, w, w.shape)
-            q, _ = self._param(node, i, encs)
-            return Operand(name, str(q.dtype), tuple(encs), q, w, w.shape)
+            q, real = self._param(node, i, encs)
+            return Operand(name, str(q.dtype), tuple(encs), q, real, w.shape)
         if name in state.encodings:
             enc = state.encodings[name]
             return Operand(name, str(qtype(enc)), (enc,), shape=shape)
         return Operand(name, info.dtype if info is not None else "float32", shape=shape)
 
     def _param(self, node: Node, i: int, encs: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
-        """A weight quantized with its encodings (along the node's channel axis), and those
-        values dequantized, computed once."""
+        """A weight quantized with its encodings (along the node's channel axis; a quantized
+        one as it is), and those values dequantized, computed once."""
         name = node.inputs[i]
         w = self.weights[name]
         axis = registry.channel_axis(node, i, w.ndim, len(encs), w.shape)
@@ -144,14 +145,22 @@ class Planner:
                 raise UserError(f"weight {name!r} of shape {list(w.shape)} has {len(encs)} "
                                 f"encodings, not one per index of axis {axis}",
                                 hint="give one encoding, or one per output channel")
-            q = quantize_along(w, encs, axis)
+            q = quantize_along(w, encs, axis) if w.dtype.kind == "f" else w
             self._params[key] = (q, dequantize_along(q, encs, axis))
         return self._params[key]
+
+    def _real(self, name: str) -> np.ndarray | None:
+        """A constant's real value (a quantized one with one encoding dequantized)."""
+        w = self.weights.get(name)
+        encs = self.qmodel.params.get(name)
+        if w is None or w.dtype.kind == "f" or not encs:
+            return w
+        return encs[0].dequantize(w) if len(encs) == 1 else None
 
     def _target(self, name: str, state: _State) -> OutputSpec:
         reader = state.absorbable.get(name)
         if reader is not None:
-            clamp = clamp_of(reader, self.weights)
+            clamp = clamp_of(reader, {n: self._real(n) for n in reader.inputs[1:] if n})
             if clamp is not None:
                 out = reader.outputs[0]
                 return OutputSpec(out, self.qmodel.activations[out], clamp)

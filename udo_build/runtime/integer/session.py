@@ -63,6 +63,12 @@ class QuantizedSession(LoadedModel[QPlan]):
 
     # -- load ------------------------------------------------------------------------------------
 
+    def _dtype(self, name: str) -> str:
+        """What a float kernel sees of a tensor: a quantized weight dequantized to float32."""
+        if name in self.qmodel.params and name in self._weights:
+            return "float32"
+        return super()._dtype(name)
+
     def _build(self, outputs: tuple[str, ...]) -> QPlan:
         plan = self._planner.build(outputs)
         for name in plan.constants:
