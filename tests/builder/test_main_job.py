@@ -1,5 +1,6 @@
 """The whole job through the CLI: the ready recipe builds, runs and checks; runs choose records
-or prepare online and say so; a failed check fails the build with its numbers."""
+or prepare online and say so; a failed check (its own step after the run) fails the build with
+its numbers."""
 
 from __future__ import annotations
 
@@ -46,11 +47,14 @@ def ready(tmp_path: Path) -> Ready:
 
 def test_the_ready_recipe_builds_everything_then_nothing(ready: Ready) -> None:
     first, _ = ready.build()
-    assert (first["executed"], first["failed"], first["skipped"]) == (39, 0, 0)
+    assert (first["executed"], first["failed"], first["skipped"]) == (40, 0, 0)
     run = next(a for a in first["actions"] if a["id"] == "run:smoke")
     assert "record softplus_net/v73/8MB/O2/input=1x3x32x32/logits/int8" in run["description"]
     report = json.loads((ready.root / "out/runs/smoke/report.json").read_text())
-    assert report["checks"]["passed"] and report["metrics"]["sqnr_db"] > 25
+    assert "checks" not in report and report["metrics"]["sqnr_db"] > 25
+    verdict = json.loads((ready.root / "out/runs/smoke/check.json").read_text())
+    assert verdict == {"checks": {"min_sqnr_db": 25}, "metrics": report["metrics"],
+                       "passed": True}
     assert report["metrics"]["top1_agreement"] == 1.0 and report["online_prepare"] is False
     assert (ready.root / "out/runs/smoke/Result_3/logits.npy").exists()
     deploy = ready.root / "out/model/net_deploy.udb"
@@ -59,7 +63,7 @@ def test_the_ready_recipe_builds_everything_then_nothing(ready: Ready) -> None:
     records = json.loads(out.getvalue())["records"]
     assert len(records) == 32  # the five SoCs differ in arch or VTCM
     again, _ = ready.build()
-    assert again["executed"] == 0 and again["cached"] == 39
+    assert again["executed"] == 0 and again["cached"] == 40
 
 
 def test_a_run_whose_outputs_no_record_has_prepares_online_and_says_so(ready: Ready) -> None:
@@ -81,10 +85,11 @@ def test_a_failed_check_fails_the_build_with_the_numbers(ready: Ready) -> None:
     ready.recipe.write_text(ready.recipe.read_text().replace("min_sqnr_db: 25",
                                                              "min_sqnr_db: 90"))
     summary, err = ready.build(code=1)
-    run = next(a for a in summary["actions"] if a["id"] == "run:smoke")
-    assert run["status"] == "failed"
-    (message,) = [e["message"] for e in run["error"]]
-    assert message.startswith("run: smoke: check failed: SQNR ")
+    status = {a["id"]: a["status"] for a in summary["actions"]}
+    assert (status["run:smoke"], status["check:smoke"]) == ("built", "failed")
+    check = next(a for a in summary["actions"] if a["id"] == "check:smoke")
+    (message,) = [e["message"] for e in check["error"]]
+    assert message.startswith("check: smoke: check failed: SQNR ")
     assert message.endswith(" dB < min_sqnr_db 90")
 
 
