@@ -67,7 +67,7 @@ def test_up_to_date_and_changed_inputs_and_parameters(project: Project) -> None:
 def test_plain_output_lists_what_would_run(project: Project) -> None:
     project.build()
     kernels = project.root / "ex/ops/kernels.py"
-    kernels.write_text(kernels.read_text() + "# more\n")
+    kernels.write_text(kernels.read_text() + "MORE = 1\n")
     out, err = io.StringIO(), io.StringIO()
     assert main(["explain", str(project.recipe), "--store", str(project.store)],
                 stdout=out, stderr=err, env={}) == 0

@@ -14,6 +14,7 @@ from udo_build.package.params import PackageParams
 from udo_build.quant.settings import QuantizeSettings
 from udo_build.recipe import load_recipe
 from udo_build.recipe.model import OutputRequests
+from udo_build.runtime.metrics import RunCheck
 from udo_build.runtime.records import RunSettings
 from udo_build.soc.target import CompileTarget
 
@@ -21,10 +22,12 @@ from ..conftest import RECIPES
 
 TYPES: dict[str, Any] = {"opdef": OpdefParams, "package": PackageParams,
                          "quantize": QuantizeSettings, "prepare": CompileTarget,
-                         "run": RunSettings, "outputs": OutputRequests}
-MESSAGE_ONLY = {"prepare": {"soc"}}  # the SoC's name is not part of a compile target
-# a prepare's outputs enter its key as the resolved names (its input `outputs`), not as written
-NOT_KEYED = {"prepare": {"outputs"}}
+                         "run": RunSettings, "outputs": OutputRequests, "check": RunCheck}
+MESSAGE_ONLY = {"prepare": {"soc"},  # the SoC's name is not part of a compile target
+                "check": {"run"}}  # nor is the run's name part of its checks
+# a prepare's outputs enter its key as the resolved names (its input `outputs`), not as written;
+# a run's checks are its check step's
+NOT_KEYED = {"prepare": {"outputs"}, "run": {"check"}}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +38,9 @@ def plan() -> Any:
 
 def test_every_kind_keys_the_params_of_its_type(plan: Any) -> None:
     for name, params_type in TYPES.items():
-        keyed = tuple(p for p in params_type.KEY_PARAMS if p not in NOT_KEYED.get(name, ()))
-        assert get_kind(name).params == keyed  # type: ignore[union-attr]
+        keyed = getattr(params_type, "KEY_PARAMS", None) or tuple(vars(params_type()))
+        assert get_kind(name).params == tuple(  # type: ignore[union-attr]
+            p for p in keyed if p not in NOT_KEYED.get(name, ()))
     assert {a.kind for a in plan.actions.values()} - set(TYPES) == {"convert", "assemble"}
     assert all(not a.params for a in plan.actions.values() if a.kind not in TYPES)
 
@@ -62,6 +66,7 @@ def test_the_run_and_quantize_params(plan: Any) -> None:
         "name": "smoke", "soc": "sm8550", "arch": "v73", "vtcm_mb": 8, "optimization_level": 2,
         "input_dimensions": {}, "outputs": {"tensors": ["logits"]}, "precision": "int8",
         "mode": "permissive", "check": {"min_sqnr_db": 25}}
+    assert plan.actions["check:smoke"].params == {"run": "smoke", "min_sqnr_db": 25}
     assert plan.actions["quantize"].params == {
         "act_bitwidth": 8, "weights_bitwidth": 8, "bias_bitwidth": 32, "per_channel": True,
         "quantizer": "enhanced", "float_fallback": False}

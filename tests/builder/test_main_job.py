@@ -1,5 +1,6 @@
 """The whole job through the CLI: the ready recipe builds, runs and checks; runs choose records
-or prepare online and say so; a failed check fails the build with its numbers."""
+or prepare online and say so; a failed check (its own step after the run) fails the build with
+its numbers."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_the_ready_recipe_builds_everything_then_nothing(ready: Ready) -> None:
     first, _ = ready.build()
     # {tensors: [logits]} and {layers: [head]} are one tensor set: one prepare of each pair
     # runs, the other has its key (cached, saying so)
-    assert (first["executed"], first["failed"], first["skipped"]) == (24, 0, 0)
+    assert (first["executed"], first["failed"], first["skipped"]) == (25, 0, 0)
     twins = [a for a in first["actions"] if a["id"].startswith("prepare:")
              and a["status"] == "cached"]
     assert len(twins) == 16 and all(a["reason"] == "the same key as " + a["id"].replace(
@@ -56,7 +57,10 @@ def test_the_ready_recipe_builds_everything_then_nothing(ready: Ready) -> None:
     run = next(a for a in first["actions"] if a["id"] == "run:smoke")
     assert "record softplus_net/v73/8MB/O2/input=1x3x32x32/logits/int8" in run["description"]
     report = json.loads((ready.root / "out/runs/smoke/report.json").read_text())
-    assert report["checks"]["passed"] and report["metrics"]["sqnr_db"] > 25
+    assert "checks" not in report and report["metrics"]["sqnr_db"] > 25
+    verdict = json.loads((ready.root / "out/runs/smoke/check.json").read_text())
+    assert verdict == {"checks": {"min_sqnr_db": 25}, "metrics": report["metrics"],
+                       "passed": True}
     assert report["metrics"]["top1_agreement"] == 1.0 and report["online_prepare"] is False
     assert (ready.root / "out/runs/smoke/Result_3/logits.npy").exists()
     deploy = ready.root / "out/model/net_deploy.udb"
@@ -87,10 +91,11 @@ def test_a_failed_check_fails_the_build_with_the_numbers(ready: Ready) -> None:
     ready.recipe.write_text(ready.recipe.read_text().replace("min_sqnr_db: 25",
                                                              "min_sqnr_db: 90"))
     summary, err = ready.build(code=1)
-    run = next(a for a in summary["actions"] if a["id"] == "run:smoke")
-    assert run["status"] == "failed"
-    (message,) = [e["message"] for e in run["error"]]
-    assert message.startswith("run: smoke: check failed: SQNR ")
+    status = {a["id"]: a["status"] for a in summary["actions"]}
+    assert (status["run:smoke"], status["check:smoke"]) == ("built", "failed")
+    check = next(a for a in summary["actions"] if a["id"] == "check:smoke")
+    (message,) = [e["message"] for e in check["error"]]
+    assert message.startswith("check: smoke: check failed: SQNR ")
     assert message.endswith(" dB < min_sqnr_db 90")
 
 

@@ -9,6 +9,11 @@ enter its key, and a function computing its outputs from its inputs:
 Key = sha256 of canonical JSON {kind, version, params (only the listed ones), input digests}.
 Nothing else enters a key: not paths, not names of SoCs, not the tool version.
 
+A kind may read some numbered inputs as a set (`set_inputs=("record",)`: the inputs
+`record[0]`, `record[1]`, ...): their digests are deduplicated and renumbered in digest order
+before keying, and the action is handed them so numbered, so its output is a function of the
+set (two targets with equal records, or the same records in another order, key the same).
+
 Kinds that later parts of udo-build implement are planned by the build graph but not registered;
 the build reports them as "not available yet" instead of faking them. Extra kinds (benchmarks,
 tests, site-specific steps) are registered by modules named in UDO_BUILD_PLUGINS.
@@ -70,6 +75,22 @@ class ActionKind:
     params: tuple[str, ...]
     run: Callable[[ActionContext], Produced]
     doc: str = ""
+    set_inputs: tuple[str, ...] = ()  # prefixes of numbered inputs read as a set
+
+    def keyed_names(self, digests: Mapping[str, str]) -> dict[str, str]:
+        """The inputs as keyed and handed to the action: name -> the planned input it stands
+        for (`digests` by planned name). A set's members are renumbered by digest, one per
+        distinct digest (standing for the first planned input that has it)."""
+        names = {n: n for n in digests if _set_prefix(n, self.set_inputs) is None}
+        for prefix in self.set_inputs:
+            members = sorted((_index(n), n) for n in digests
+                             if _set_prefix(n, self.set_inputs) == prefix)
+            first: dict[str, str] = {}
+            for _, name in members:
+                first.setdefault(digests[name], name)
+            for i, digest in enumerate(sorted(first)):
+                names[f"{prefix}[{i}]"] = first[digest]
+        return names
 
     def key(self, params: Mapping[str, Any], inputs: Mapping[str, str]) -> str:
         return action_key(self.name, self.version,
@@ -87,13 +108,27 @@ def action_key(kind: str, version: int, params: Mapping[str, Any],
     }))
 
 
+def _set_prefix(name: str, prefixes: tuple[str, ...]) -> str | None:
+    """The set `name` is a member of (`prefix[i]`), or None."""
+    head, bracket, rest = name.partition("[")
+    if bracket and head in prefixes and rest[:-1].isdigit() and rest.endswith("]"):
+        return head
+    return None
+
+
+def _index(name: str) -> int:
+    return int(name[name.index("[") + 1:-1])
+
+
 _REGISTRY: dict[str, ActionKind] = {}
 
 
-def action_kind(name: str, *, version: int, params: tuple[str, ...] = ()
+def action_kind(name: str, *, version: int, params: tuple[str, ...] = (),
+                set_inputs: tuple[str, ...] = ()
                 ) -> Callable[[Callable[[ActionContext], Produced]],
                               Callable[[ActionContext], Produced]]:
-    """Register an action kind; refuses duplicates and functions not taking one context."""
+    """Register an action kind; refuses duplicates and functions not taking one context.
+    `set_inputs`: prefixes of numbered inputs that are read as a set (see above)."""
     def decorate(fn: Callable[[ActionContext], Produced]) -> Callable[[ActionContext], Produced]:
         if name in _REGISTRY:
             raise ValueError(f"action kind {name!r} is registered twice "
@@ -104,7 +139,8 @@ def action_kind(name: str, *, version: int, params: tuple[str, ...] = ()
                             "argument, the ActionContext")
         if not isinstance(version, int) or version < 1:
             raise ValueError(f"action kind {name!r}: version must be a positive int")
-        _REGISTRY[name] = ActionKind(name, version, tuple(params), fn, (fn.__doc__ or "").strip())
+        _REGISTRY[name] = ActionKind(name, version, tuple(params), fn,
+                                     (fn.__doc__ or "").strip(), tuple(set_inputs))
         return fn
     return decorate
 

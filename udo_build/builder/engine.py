@@ -43,7 +43,8 @@ class ActionState:
     action: PlannedAction
     status: str = "pending"  # pending | running | waiting | built | cached | failed | skipped
     key: str | None = None
-    inputs: dict[str, str] = field(default_factory=dict)  # input name -> digest
+    inputs: dict[str, str] = field(default_factory=dict)  # input name -> digest, as keyed
+    names: dict[str, str] = field(default_factory=dict)  # input name as keyed -> as planned
     result: ActionResult | None = None
     seconds: float = 0.0  # how long it ran (in its worker): its kind and storing its outputs
     queued: float = 0.0  # the rest of the time since it was submitted: waiting for a worker,
@@ -100,7 +101,8 @@ class Engine:
     # -- resolving keys ---------------------------------------------------------------------------
 
     def resolve(self, state: ActionState, kind: ActionKind) -> str | None:
-        """Compute the key from the inputs; None when an input is not known yet."""
+        """Compute the key from the inputs; None when an input is not known yet. Inputs a kind
+        reads as a set are keyed (and handed to it) deduplicated and renumbered by digest."""
         digests: dict[str, str] = {}
         for name, source in state.action.inputs.items():
             if isinstance(source, Source):
@@ -114,23 +116,35 @@ class Engine:
                 raise InternalActionError(upstream.action.kind, f"has no output {source.output!r}"
                                           f" (it has {', '.join(upstream.result.outputs)})", "")
             digests[name] = output.digest
-        state.inputs = digests
-        state.key = kind.key(state.action.params, digests)
+        self._keyed(state, kind, digests)
+        state.key = kind.key(state.action.params, state.inputs)
         return state.key
 
+    def _keyed(self, state: ActionState, kind: ActionKind | None,
+               digests: dict[str, str]) -> None:
+        """The inputs by the names they are keyed with (all of them known)."""
+        state.names = kind.keyed_names(digests) if kind else {n: n for n in digests}
+        state.inputs = {name: digests[planned] for name, planned in state.names.items()}
+
     def _known_inputs(self, state: ActionState) -> None:
-        """The input digests known without running anything (for explanations)."""
+        """The input digests known without running anything (for explanations): as keyed when
+        all are known, else by their planned names."""
+        digests: dict[str, str] = {}
         for name, source in state.action.inputs.items():
             if isinstance(source, Source):
-                state.inputs[name] = self._source_digest(source)
+                digests[name] = self._source_digest(source)
             else:
                 result = self.states[source.action].result
                 if result is not None and source.output in result.outputs:
-                    state.inputs[name] = result.outputs[source.output].digest
+                    digests[name] = result.outputs[source.output].digest
+        if len(digests) == len(state.action.inputs):
+            self._keyed(state, get_kind(state.action.kind), digests)
+        else:
+            state.inputs = digests
 
     def _source_digest(self, source: Source) -> str:
         try:
-            return self.store.files.digest(source.path)[0]
+            return self.store.files.digest(source.path, kind=source.digest)[0]
         except FileNotFoundError:
             raise UserError("an input file vanished during the build", file=source.path) from None
         except OSError as exc:
@@ -270,8 +284,9 @@ class Engine:
                 others: list[ActionState] | None = None) -> None:
         assert kind is not None
         action = state.action
-        sources = {n: str(i.path) for n, i in action.inputs.items() if isinstance(i, Source)}
-        blobs = {n: (state.inputs[n], self._output_type(i)) for n, i in action.inputs.items()
+        planned = {name: action.inputs[p] for name, p in state.names.items()}
+        sources = {n: str(i.path) for n, i in planned.items() if isinstance(i, Source)}
+        blobs = {n: (state.inputs[n], self._output_type(i)) for n, i in planned.items()
                  if isinstance(i, Dep)}
         args = (str(self.store.root), kind.name, state.key, action.params, sources, blobs,
                 action.label)
@@ -372,7 +387,7 @@ class Engine:
 
     def _rebuild_producer(self, states: list[ActionState], exc: MissingInput) -> bool:
         """An input blob was corrupt or gone: run its producer again, then these actions."""
-        source = states[0].action.inputs.get(exc.name)
+        source = states[0].action.inputs.get(states[0].names.get(exc.name, exc.name))
         if not isinstance(source, Dep) or states[0].retries >= 1:
             return False
         producer = self.states[source.action]

@@ -2,7 +2,8 @@
 
 For each action of a recipe that is not cached: no entry for its key, and which input digest,
 parameter or kind version differs from the last build of the same action id on this store (or
-that it was never built here, or that its entry was removed).
+that it was never built here, or that its entry was removed). Inputs are named as keyed: the
+members of a set (see `set_inputs` in builder.actions) by their rank among its digests.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ def _changes(state: ActionState, version: int, params: dict[str, Any],
             changes.append(f"parameter {name}: {_show(old_params.get(name))} -> "
                            f"{_show(params.get(name))}")
     old_inputs = last.get("inputs") or {}
-    for name in sorted(set(state.action.inputs) | set(old_inputs)):
-        source = state.action.inputs.get(name)
+    planned = state.names or {name: name for name in state.action.inputs}  # as keyed
+    for name in sorted(set(planned) | set(old_inputs)):
+        source = state.action.inputs.get(planned.get(name, ""))
         where = f" ({display_path(source.path)})" if isinstance(source, Source) else ""
         now = state.inputs.get(name)
         before = old_inputs.get(name)

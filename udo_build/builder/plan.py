@@ -8,14 +8,15 @@
     prepare:<target id>      bundle + SoC arch/VTCM, level, dims, precision + tensor names
                              -> record
     assemble                 bundle + every record -> deployable bundle
-    run:<name>               deployable bundle + inputs (+ kernels) -> outputs, checked
+    run:<name>               deployable bundle + inputs (+ kernels) -> outputs, metrics
+    check:<name>             the run's metrics + its check bounds -> the verdict
 
 An input is a source file of the project or an output of another action. Parameters are plain
 JSON, each kind's the `to_params()` of one typed value that the kind reads back with
 `from_params` (OpdefParams, PackageParams, QuantizeSettings, OutputRequests, CompileTarget,
-RunSettings); only
+RunSettings, and RunCheck with the run's name for a check); only
 those an action kind lists enter its key (a SoC's name is a parameter for messages, its arch and
-VTCM are the ones that count).
+VTCM are the ones that count; a run's checks are its check's).
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
 
 @dataclass(frozen=True)
 class Source:
-    """A file of the project, keyed by its content."""
+    """A file of the project, keyed by its digest of kind `digest` (see
+    udo_build.store.filecache): "content" (its bytes) or "python" (a module's normalized code:
+    comments and docstrings do not count)."""
 
     path: Path
+    digest: str = "content"
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ def plan_recipe(recipe: Recipe) -> Plan:
     if recipe.model is not None:
         inputs: dict[str, Input] = {"model": Source(recipe.model.onnx)}
         if recipe.package is not None:
-            inputs["opdef"] = Dep("opdef", "generic")
+            inputs["opdef"] = Dep("opdef", "semantics")  # descriptions do not count
         stem = recipe.model.onnx.stem
         plan.add(PlannedAction("convert", "convert", {}, inputs,
                                f"convert {recipe.model.onnx.name}",
@@ -136,10 +140,13 @@ def plan_recipe(recipe: Recipe) -> Plan:
 
 
 def _kernels(recipe: Recipe) -> dict[str, Input]:
+    """The numpy kernels files, keyed by what they define: nothing of a kernels file's text
+    beyond its code reaches an artifact (udo_build.kernels.load names its module after the op
+    package, and messages' line numbers are not in artifacts)."""
     if recipe.package is None:
         return {}
     paths = list(dict.fromkeys(op.kernels for op in recipe.package.ops if op.kernels))
-    return {f"kernels[{i}]": Source(p) for i, p in enumerate(paths)}
+    return {f"kernels[{i}]": Source(p, digest="python") for i, p in enumerate(paths)}
 
 
 def _plan_package(plan: Plan, recipe: Recipe) -> None:
@@ -242,6 +249,8 @@ def _bundle_for(precision: str) -> Dep:
 
 
 def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input]) -> None:
+    """The run (inference and metrics), then its checks as their own step when it states any
+    (over the run's stored metrics: a threshold enters only the check's key)."""
     _, files = _input_files(run.input_list, recipe.root)
     inputs: dict[str, Input] = {"float_bundle": Dep("convert", "bundle"),
                                 "input_list": Source(run.input_list)}
@@ -251,6 +260,12 @@ def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input
         inputs["bundle"] = Dep("quantize", "bundle")
     inputs.update(files)
     inputs.update(kernels)
-    plan.add(PlannedAction(f"run:{run.name}", "run", run.settings().to_params(), inputs,
+    settings = run.settings()
+    plan.add(PlannedAction(f"run:{run.name}", "run", settings.to_params(), inputs,
                            f"run {run.name} on {run.soc.name}",
                            {f"runs/{run.name}": "results"}))
+    if settings.check.to_params():
+        plan.add(PlannedAction(f"check:{run.name}", "check",
+                               {"run": run.name, **settings.check.to_params()},
+                               {"metrics": Dep(f"run:{run.name}", "metrics")},
+                               f"check {run.name}", {f"runs/{run.name}/check.json": "verdict"}))

@@ -83,9 +83,8 @@ def _failures(rep: Reporter, report: BuildReport, debug: bool) -> None:
 
 
 def _summary(rep: Reporter, report: BuildReport) -> None:
-    for action in report.actions:  # what each run found: the record it used, its checks
-        if action.kind == "run" and action.description is not None and action.status == "built":
-            rep.line(action.description)
+    for line in _run_lines(report):
+        rep.line(line)
     counts = report.counts
     parts = [f"{counts['built']} built", f"{counts['cached']} cached",
              f"{counts['failed']} failed", f"{counts['skipped']} skipped"]
@@ -93,6 +92,24 @@ def _summary(rep: Reporter, report: BuildReport) -> None:
     rep.heading(f"{report.recipe}: {', '.join(parts)} in {round(report.seconds, 4):.2f} s"
                 + (f"; cache hit rate {rate:.0%}" if rate is not None else ""))
     _details(rep, report)
+
+
+def _run_lines(report: BuildReport) -> list[str]:
+    """What each run that ran or was checked found: the record it used, its SQNR (the run's
+    description) and its checks' verdict (its `check:` step's, when it has checks)."""
+    by_id = {a.id: a for a in report.actions}
+    lines = []
+    for run in report.actions:
+        if run.kind != "run" or run.description is None:
+            continue
+        check = by_id.get("check" + run.id[len("run"):])
+        if run.status != "built" and (check is None or check.status != "built"):
+            continue
+        verdict = "" if check is None else "; " + (
+            check.description if check.description is not None
+            else "checks FAILED" if check.status == "failed" else f"checks {check.status}")
+        lines.append(run.description + verdict)
+    return lines
 
 
 def _dry_summary(rep: Reporter, report: BuildReport, *, check: bool) -> None:

@@ -313,6 +313,9 @@ def _check_records(meta: dict[str, Any], parts: Mapping[str, bytes], file: str) 
         for key in ("size", "level"):
             if key in row:
                 c.whole(row[key], f"{field}.{key}", 0)
+        for j, name in enumerate(c.seq(row.get("output_tensors") or [],
+                                       f"{field}.output_tensors")):
+            c.text(name, f"{field}.output_tensors[{j}]")
         dims = c.obj(row.get("input_dimensions") or {}, f"{field}.input_dimensions")
         for name, shape in dims.items():
             c.wholes(shape, f"{field}.input_dimensions.{name}", 0)

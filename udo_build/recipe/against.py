@@ -199,7 +199,7 @@ class _Checker:
                 "dims": ";".join(f"{k}={'x'.join(map(str, v))}" for k, v in dims.items()),
                 "outputs": ",".join(outputs["tensors"]), "part": target.id,
                 "precision": key["precision"], "input_dimensions": dims,
-                "output_request": outputs}
+                "output_tensors": sorted(outputs["tensors"])}
 
 
 def _dims_ok(dims: Dims, inputs: dict[str, Any]) -> bool:

@@ -2,9 +2,16 @@
 (device, inode, size, mtime_ns, ctime_ns) and trusted while that identity is unchanged, so
 unchanged files are not hashed again.
 
-It serves three readers: source inputs (`digest`), the store's own blobs (`blob_digest`: a
-cached action's outputs are checked on every lookup, see `ActionCache`), and the files of an
-output folder (`digest`, when a build checks that the folder holds what its manifest says).
+It serves three readers: source inputs (`digest`, by the digest kind the plan asks for), the
+store's own blobs (`blob_digest`: a cached action's outputs are checked on every lookup, see
+`ActionCache`), and the files of an output folder (`digest`, when a build checks that the folder
+holds what its manifest says). Digests are kept by (path, kind):
+
+    content   sha256 of the file's bytes
+    python    sha256 of the normalized code of a Python module (`python_code_digest`): its
+              syntax tree without docstrings, comments or positions, so that editing those
+              does not change it; a file that does not parse has its content digest
+    blob      the digest of the blob a store file holds
 The ctime is part of the identity because no user can set it: a file written through a hard
 link and given back its old mtime is still noticed.
 
@@ -15,6 +22,8 @@ two seconds is not cached (its mtime may not yet tell a later change apart).
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import os
 import sqlite3
 import time
@@ -24,7 +33,9 @@ from pathlib import Path
 from .cas import blob_file_digest, sha256_file
 
 RACY_SECONDS = 2.0
-TABLE = "stat_digests"  # (the first table, `files`, lacked the ctime)
+TABLE = "stat_digests_by_kind"  # (`files` lacked the ctime, `stat_digests` the digest kind)
+OLD_TABLES = ("files", "stat_digests")
+PYTHON_CODE_SCHEMA = b"udo-build/python-code 1\n"
 
 Ident = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
 
@@ -46,19 +57,25 @@ class FileDigests:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
                 db.execute("PRAGMA journal_mode=WAL")
-                db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (path TEXT PRIMARY KEY, dev INT,"
-                           " ino INT, size INT, mtime_ns INT, ctime_ns INT, digest TEXT)")
-                db.execute("DROP TABLE IF EXISTS files")
+                db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (path TEXT, kind TEXT, dev INT,"
+                           " ino INT, size INT, mtime_ns INT, ctime_ns INT, digest TEXT,"
+                           " PRIMARY KEY (path, kind))")
+                for old in OLD_TABLES:
+                    db.execute(f"DROP TABLE IF EXISTS {old}")
                 self._db = db
             except (sqlite3.Error, OSError):
                 self._broken = True
         return self._db
 
-    def digest(self, path: Path, *, resolved: bool = False) -> tuple[str, int]:
-        """(sha256, size) of a file, from the cache when its identity is unchanged; `resolved`
-        when `path` is already absolute and free of symbolic links (saves resolving it)."""
+    def digest(self, path: Path, *, resolved: bool = False,
+               kind: str = "content") -> tuple[str, int]:
+        """(digest, size) of a file by a digest kind (`DIGEST_KINDS`), from the cache when its
+        identity is unchanged; `resolved` when `path` is already absolute and free of symbolic
+        links (saves resolving it)."""
+        if kind not in DIGEST_KINDS:
+            raise ValueError(f"unknown digest kind {kind!r} (known: {', '.join(DIGEST_KINDS)})")
         key = str(path) if resolved else str(Path(path).resolve())
-        return self._cached(path, key, sha256_file)
+        return self._cached(path, key, kind, DIGEST_KINDS[kind])
 
     def blob_digest(self, path: Path) -> str | None:
         """The digest of the blob a store file holds (its uncompressed bytes, for .zst), or
@@ -70,11 +87,11 @@ class FileDigests:
             return found, 0
 
         try:
-            return self._cached(path, str(path.absolute()), read)[0]
+            return self._cached(path, str(path.absolute()), "blob", read)[0]
         except (OSError, ValueError):
             return None
 
-    def _cached(self, path: Path, key: str,
+    def _cached(self, path: Path, key: str, kind: str,
                 hasher: Callable[[Path], tuple[str, int]]) -> tuple[str, int]:
         st = os.stat(path)
         ident = identity(st)
@@ -82,7 +99,7 @@ class FileDigests:
         if db is not None:
             try:
                 row = db.execute(f"SELECT dev, ino, size, mtime_ns, ctime_ns, digest FROM {TABLE}"
-                                 " WHERE path = ?", (key,)).fetchone()
+                                 " WHERE path = ? AND kind = ?", (key, kind)).fetchone()
             except sqlite3.Error:
                 row = None
             if row is not None and tuple(row[:5]) == ident:
@@ -91,8 +108,8 @@ class FileDigests:
         self.hashed += 1
         if db is not None and time.time() - st.st_mtime_ns / 1e9 > RACY_SECONDS:
             try:
-                db.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (key, *ident, digest))
+                db.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (key, kind, *ident, digest))
             except sqlite3.Error:
                 pass
         return digest, st.st_size
@@ -101,3 +118,33 @@ class FileDigests:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def python_code_digest(path: Path) -> tuple[str, int]:
+    """(digest, size) of a Python module by its normalized code: sha256 of a schema tag and the
+    `ast.dump` of its syntax tree with the docstrings of the module, its classes and functions
+    removed (the dump has no comments and no positions). A file that does not parse, or is not
+    UTF-8, is digested by its bytes (running it then reports the error). The dump's format is
+    Python's: two Python versions may digest one file differently (their keys then differ)."""
+    data = path.read_bytes()
+    try:
+        tree = ast.parse(data, str(path))
+    except (SyntaxError, ValueError):
+        return sha256_file(path)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.body = _without_docstring(node.body)
+    code = ast.dump(tree).encode()
+    return hashlib.sha256(PYTHON_CODE_SCHEMA + code).hexdigest(), len(data)
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        return body[1:] or [ast.Pass()]
+    return body
+
+
+DIGEST_KINDS: dict[str, Callable[[Path], tuple[str, int]]] = {
+    "content": sha256_file, "python": python_code_digest}

@@ -1,4 +1,5 @@
 """The built-in action kinds. Importing this package registers them; each kind imports its heavy
 modules (lxml, onnx, numpy, the emulator) only when it runs, so a no-op build imports none."""
 
-from . import assemble, convert, opdef, outputs, package, prepare, quantize, run  # noqa: F401
+from . import assemble, check, convert, opdef, outputs, package, prepare, quantize, run  # noqa: F401
+

@@ -4,8 +4,8 @@ holding HTP cache records).
 Each distinct record is one part `records/<sha256 prefix>.udr`; records with the same
 identifier and other input dimensions or outputs coexist. The bundle's meta `records` lists
 them as the vendor's "Cache Info" rows (name, identifier, size, level, arch, VTCM, dims,
-outputs) plus the part that holds each, so `udo-build info` shows them and the runtime chooses
-among them without decompressing any.
+outputs) plus the part that holds each, its precision, input dimensions and output tensors,
+so `udo-build info` shows them and the runtime chooses among them without decompressing any.
 
 The output is a file of parts (udo_build.store.parts): the head (header, graph, weights and the
 bundle's own parts) is a new blob, each record part is the prepare step's own blob. The store
@@ -19,8 +19,10 @@ from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import numbered
 
 
-# version 2: the deployable bundle is a file of parts sharing the records' blobs
-@action_kind("assemble", version=2, params=())
+# version 2: the deployable bundle is a file of parts sharing the records' blobs; its records
+# are a set (equal records of two SoCs with the same arch and VTCM, or another order, key the
+# same)
+@action_kind("assemble", version=2, params=(), set_inputs=("record",))
 def assemble(ctx: ActionContext) -> Produced:
     from ...compiler.record import read_header, summary
     from ...ir.bundle import External, read_bundle, split_bundle
@@ -41,7 +43,7 @@ def assemble(ctx: ActionContext) -> Produced:
         rows.append({**summary(header, part.size), "part": key,
                      "precision": header["key"].get("precision"),
                      "input_dimensions": header["key"].get("input_dimensions") or {},
-                     "output_request": header["key"].get("outputs", "default")})
+                     "output_tensors": sorted(header["key"].get("output_tensors") or [])})
     rows.sort(key=lambda r: (r["arch"], r["vtcm_mb"], r["level"], r["name"], r["part"]))
     deployable = bundle.with_parts(meta={**bundle.meta, "records": rows})
     head, placed, size = split_bundle(deployable, external)

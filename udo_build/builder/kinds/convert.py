@@ -1,7 +1,9 @@
 """`convert`: the ONNX model (and the op definitions of its custom ops) -> the model bundle.
 
-Output `bundle`, the float model as a udo-build bundle (see udo_build.ir.bundle), published
-by the plan as `model/<model name>.udb`.
+Input `opdef`: the op package's semantics (opdef's output without descriptions: the bundle
+embeds it, so a bundle holds no description text and editing one rebuilds no bundle). Output
+`bundle`, the float model as a udo-build bundle (see udo_build.ir.bundle), published by the plan
+as `model/<model name>.udb`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from ..actions import ActionContext, Produced, action_kind
 CONVERTER = "udo-build convert 1"
 
 
-@action_kind("convert", version=1, params=())
+# version 2: the op definitions it reads (and embeds) have no descriptions
+@action_kind("convert", version=2, params=())
 def convert(ctx: ActionContext) -> Produced:
     import json
 

@@ -1,19 +1,28 @@
 """`opdef`: the recipe's op configs -> the normalized op package, generic and per backend.
 
 Outputs: `generic` (the package before per-backend resolution), one output per backend the
-recipe builds (`CPU`, `HTP`, ...), each the canonical JSON of the model, and `origins` (which
-config entry defines each op, so that packages know which ops have kernels). Published as
-`opdef/<Package>.json` and `opdef/<Package><Suffix>.json`.
+recipe builds (`CPU`, `HTP`, ...), each the canonical JSON of the model, `semantics` (the generic
+package without its documentation: descriptions, shape texts and references emptied, for the
+steps that only compute with the ops, so that editing a description re-runs only the op
+packages, whose sources carry it) and `origins` (which config entry defines each op, so that
+packages know which ops have kernels). Published as `opdef/<Package>.json` and
+`opdef/<Package><Suffix>.json`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ...opdef.params import OpdefParams
 from ..actions import ActionContext, Produced, action_kind
 from .inputs import numbered
 
+if TYPE_CHECKING:
+    from ...opdef.model import OpPackageDef
 
-@action_kind("opdef", version=2, params=OpdefParams.KEY_PARAMS)
+
+# version 3: the output `semantics`
+@action_kind("opdef", version=3, params=OpdefParams.KEY_PARAMS)
 def opdef(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...errors import Diagnostics
@@ -25,7 +34,8 @@ def opdef(ctx: ActionContext) -> Produced:
     package = recipe_package(p.package_name, p.domain, p.version,
                              [ctx.input_path(n) for n in configs], diag)
     resolved = resolve_all(package, p.backends)
-    outputs: dict[str, bytes] = {"generic": package.canonical_bytes()}
+    outputs: dict[str, bytes] = {"generic": package.canonical_bytes(),
+                                 "semantics": semantics(package).canonical_bytes()}
     publish = {f"opdef/{package.name}.json": "generic"}
     for backend, pkg in resolved.items():
         outputs[backend] = pkg.canonical_bytes()
@@ -38,3 +48,16 @@ def opdef(ctx: ActionContext) -> Produced:
     ops = ", ".join(op.name for op in package.ops)
     return Produced(dict(outputs), publish,
                     f"op definitions of {package.name} ({ops}) for {', '.join(resolved)}")
+
+
+def semantics(package: OpPackageDef) -> OpPackageDef:
+    """The package without its documentation: what a model computing with its ops depends on."""
+    from dataclasses import replace
+
+    def bare(items: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(replace(item, description="", shape_text="") for item in items)
+
+    return replace(package, ops=tuple(
+        replace(op, description="", references=(), inputs=bare(op.inputs),
+                outputs=bare(op.outputs), params=bare(op.params))
+        for op in package.ops))
