@@ -111,20 +111,10 @@ def _settings(args: argparse.Namespace, dims: dict[str, list[int]], outputs: lis
 def _on_record(bundle: Any, settings: Any, packages: Any,
                choose: bool) -> tuple[Any, dict[str, Any]]:
     """The deployable bundle's record for the run, else one prepared here (as a recipe's run
-    step does: udo_build.builder.kinds.run)."""
-    from ..compiler import compile_bundle
-    from ..compiler.record import read_record
-    from ..runtime.records import choose_record, native_dims
+    step does)."""
+    from ..compiler.serve import record_for_run
 
-    choice = choose_record(bundle.meta, settings, native_dims(bundle.model)) if choose else None
-    if choice is not None and choice.part is not None:
-        record = read_record(bundle.parts[choice.part], choice.part)
-        where = choice.loaded(record.key.get("name"))
-    else:
-        record = read_record(compile_bundle(bundle, settings.target, packages).record(),
-                             "online")
-        where = choice.online() if choice is not None else \
-            {"record": None, "online_prepare": True}
+    record, where, _ = record_for_run(bundle, settings, packages, choose=choose)
     runner = record.runner(packages)
     return (lambda feed, names: runner.run(feed)), where
 

@@ -32,9 +32,11 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
         package = recipe_package(spec.name, spec.domain, spec.version,
                                  [op.config for op in spec.ops], diag)
         resolved = resolve_all(package, spec.backends)
-    for warning in diag.warnings:
-        rep.warning(warning)
     problems = check_against_model(recipe, package)
+    errors = {(p.file, p.field) for p in problems}
+    for warning in diag.warnings:  # an unserved run the model check found is said once, there
+        if (warning.file, warning.field) not in errors:
+            rep.warning(warning)
     if problems:
         raise UserError(problems=problems)
     if rep.mode == "json":

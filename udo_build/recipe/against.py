@@ -19,7 +19,7 @@ all (an empty list: the recipe fits its model).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, UserError
@@ -178,9 +178,8 @@ class _Checker:
             if outputs is None or run.mode == "always_generate_new" or not _dims_ok(
                     run.input_dimensions, self.inputs):
                 continue
-            settings = run.settings()
-            settings = replace(settings, target=replace(settings.target, outputs=outputs))
-            choice = choose_record({"records": rows}, settings, native)
+            choice = choose_record({"records": rows}, run.settings(), native,
+                                   outputs["tensors"])
             if choice.part is None:
                 self.error(("run", i), _unserved(run, len(rows)), _why(choice.seen))
 

@@ -16,7 +16,6 @@ the same numbers from other records leaves its check cached.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +38,7 @@ RUN_KEY_PARAMS = tuple(p for p in RunSettings.KEY_PARAMS if p != "check")
 @action_kind("run", version=3, params=RUN_KEY_PARAMS)
 def run(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
+    from ...compiler.serve import record_for_run
     from ...ir.bundle import read_bundle
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
@@ -51,7 +51,7 @@ def run(ctx: ActionContext) -> Produced:
     bundle = read_bundle(ctx.input_reader(name), name)  # reads the chosen record only
     float_bundle = read_bundle(ctx.input_bytes("float_bundle"), "float bundle")
     packages = packages_for(bundle, kernel_files(ctx))
-    record, selection, online_seconds = _record(bundle, settings, packages)
+    record, selection, online_seconds = record_for_run(bundle, settings, packages)
     listing = input_list(ctx)
     runner = record.runner(packages)
     reference = _reference(float_bundle, settings, packages)
@@ -68,26 +68,6 @@ def run(ctx: ActionContext) -> Produced:
     (results / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     return Produced({"results": Tree(results), "metrics": canonical_json(metrics)},
                     description=_describe(report, online_seconds))
-
-
-def _record(bundle: Any, settings: RunSettings,
-            packages: Any) -> tuple[Any, dict[str, Any], float | None]:
-    """The record to run, what the choice was (or that none fits: then it is prepared online
-    here, the runtime does not compile) and the seconds an online preparation took (for the
-    description only: the report is an artifact and holds no time)."""
-    from ...compiler import compile_bundle
-    from ...compiler.lower import resolve_outputs
-    from ...compiler.record import read_record
-    from ...runtime.records import choose_record, native_dims
-
-    outputs = resolve_outputs(bundle.model, settings.target.outputs)
-    choice = choose_record(bundle.meta, settings, native_dims(bundle.model), outputs)
-    if choice.part is not None:
-        record = read_record(bundle.parts[choice.part], choice.part)
-        return record, choice.loaded(record.key.get("name")), None
-    started = time.perf_counter()
-    record = read_record(compile_bundle(bundle, settings.target, packages).record(), "online")
-    return record, choice.online(), time.perf_counter() - started
 
 
 def _reference(float_bundle: Any, settings: RunSettings, packages: Any) -> Reference:
