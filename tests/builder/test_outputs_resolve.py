@@ -69,7 +69,7 @@ def test_equal_tensor_sets_make_one_record_and_a_bad_name_fails_at_its_field(
     assert main(["info", str(tmp_path / "out/model/net_deploy.udb"), "--json"], stdout=out,
                 stderr=io.StringIO(), env={}) == 0
     (record,) = json.loads(out.getvalue())["records"]
-    assert record["outputs"] == "logits" and record["output_request"] == {"tensors": ["logits"]}
+    assert record["outputs"] == "logits" and record["output_tensors"] == ["logits"]
     report = json.loads((tmp_path / "out/runs/smoke/report.json").read_text())
     assert report["online_prepare"] is False and report["seen"] == []
 
