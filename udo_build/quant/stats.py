@@ -84,15 +84,23 @@ class TensorStats:
     lo: float = 0.0  # histogram range [lo, hi)
     hi: float = 0.0
     hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    histogram: bool = True  # False: min, max and count only
 
     def add(self, values: np.ndarray) -> None:
+        """Count the finite values (NaN and infinities are left out)."""
         x = np.asarray(values, dtype=np.float32).ravel()
-        x = x[np.isfinite(x)]
         if x.size == 0:
             return
         lo, hi = float(x.min()), float(x.max())
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN or an infinity: leave them out
+            x = x[np.isfinite(x)]
+            if x.size == 0:
+                return
+            lo, hi = float(x.min()), float(x.max())
         self.min, self.max = min(self.min, lo), max(self.max, hi)
         self.count += x.size
+        if not self.histogram:
+            return
         if self.hist.size == 0:
             self._start(lo, hi)
         while lo < self.lo or hi >= self.hi:
