@@ -13,7 +13,7 @@ from udo_build.quant.quantizers import (
     enhanced_range,
     symmetric_weights,
 )
-from udo_build.quant.stats import TensorStats, round_down, round_up
+from udo_build.quant.stats import TensorStats, round_down, round_up, round_up_magnitudes
 
 
 def test_histogram_grows_without_losing_counts() -> None:
@@ -162,6 +162,8 @@ def test_the_grid_rounds_outward_by_less_than_1_2_percent_and_keeps_zero() -> No
         assert round_up(-x) == -lo and round_down(-x) == -hi
     assert round_down(0.0) == round_up(0.0) == 0.0
     assert round_down(1.0) < 1.0 < round_up(1.0)  # 1.0 is no grid point: see below
+    magnitudes = np.abs(np.concatenate([values, [0.0, 1.0, 255.0, 1e-300, np.inf]]))
+    assert round_up_magnitudes(magnitudes).tolist() == [round_up(x) for x in magnitudes]
 
 
 def test_requantizing_between_rounded_ranges_lands_on_no_ties() -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.encodings import Encoding
-from .stats import TensorStats, round_down, round_up
+from .stats import TensorStats, round_down, round_up, round_up_magnitudes
 
 QUANTIZERS = ("tf", "enhanced", "symmetric")
 
@@ -56,7 +56,7 @@ def symmetric_weights(w: np.ndarray, bitwidth: int, axis: int | None = None) -> 
     else:
         moved = np.moveaxis(np.abs(w), axis, 0).reshape(w.shape[axis], -1)
         peaks = list(moved.max(axis=1)) if moved.size else [0.0] * w.shape[axis]
-    peaks = [round_up(float(p)) for p in peaks]
+    peaks = round_up_magnitudes(np.asarray(peaks, dtype=np.float64)).tolist()
     return [Encoding(bitwidth, p / levels if p > 0 else 1e-8, 0, signed=True) for p in peaks]
 
 

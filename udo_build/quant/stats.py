@@ -44,6 +44,23 @@ def round_up(x: float) -> float:
     return -_down(-x) if x < 0 else _up(x)
 
 
+def round_up_magnitudes(x: np.ndarray) -> np.ndarray:
+    """round_up of every element of x >= 0 (float64), the same bits as the scalar function:
+    the same points, computed by the same float operations, a row of six per element."""
+    x = np.asarray(x, dtype=np.float64)
+    _, e = np.frexp(x)
+    step = np.ldexp(1.0, e - RANGE_BITS)
+    theta = ((e + 0.5) * GOLDEN) % 1.0
+    n = np.floor(x / step - theta)
+    k = n[:, None] + np.arange(-1.0, 3.0)  # n - 1 .. n + 2, kept inside the binade
+    points = np.where((k >= _FIRST) & (k <= _LAST), (k + theta[:, None]) * step[:, None], np.inf)
+    below = (_LAST + ((e - 1 + 0.5) * GOLDEN) % 1.0) * step / 2
+    above = (_FIRST + ((e + 1 + 0.5) * GOLDEN) % 1.0) * step * 2
+    points = np.concatenate([below[:, None], points, above[:, None]], axis=1)
+    up = np.where(points >= x[:, None], points, np.inf).min(axis=1, initial=np.inf)
+    return np.where((x == 0) | ~np.isfinite(x), x, up)
+
+
 def _near(x: float) -> list[float]:
     """The grid points around x > 0: of its binade [2^(e-1), 2^e), those whose index n is next
     to x / step - theta_e, and the last of the binade below and the first of the one above.
