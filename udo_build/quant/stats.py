@@ -1,9 +1,10 @@
 """Per-tensor statistics gathered in one pass with bounded memory.
 
-A `TensorStats` keeps the running min and max and a histogram of fixed size. The histogram's
-range starts at the first batch's range and grows by doubling when later values fall outside it,
-merging bins pairwise, so old counts are never lost and memory never grows (the approach of
-TensorRT's and onnxruntime's histogram calibrators). No activation is kept.
+A `TensorStats` keeps the running min and max and (unless `histogram=False`: only the enhanced
+quantizer reads it) a histogram of fixed size. The histogram's range starts at the first
+batch's range and grows by doubling when later values fall outside it, merging bins pairwise,
+so old counts are never lost and memory never grows (the approach of TensorRT's and
+onnxruntime's histogram calibrators). No activation is kept.
 
 The statistics come from the float runtime, whose last bits may differ between CPU kinds (BLAS
 kernels, vectorized transcendental functions). So that such noise does not reach the encodings,
