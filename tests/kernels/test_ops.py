@@ -154,3 +154,18 @@ def test_lrn_even_size_follows_the_spec_formula() -> None:
     expected = x / (bias + alpha / size * squares) ** beta
     got = DEFAULT.select("LRN", ["float32"]).fn(x, size=size, alpha=alpha, beta=beta, bias=bias)
     np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_convolutions_return_arrays_that_own_their_data() -> None:
+    """A session hands a kernel's fresh array to its caller as is and copies views (they may
+    share a buffer): a convolution's result is written into its own array, not a reshaped
+    view of the matmul's, so calibration and runs copy no convolution output."""
+    from udo_build.kernels.default.conv import conv, fused_conv
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    for y in (conv(x, w, group=2, pads=[1, 1, 1, 1]), conv(x[:1], w[:, :1].repeat(4, 1)),
+              fused_conv(x, w, None, np.ones((2, 6, 7, 7), np.float32), activation="Relu",
+                         group=2)):
+        assert y.flags.owndata and y.flags.c_contiguous and y.dtype == np.float32

@@ -15,9 +15,11 @@ from udo_build.ir.qmodel import from_bundle, to_bundle
 from udo_build.kernels.load import load_kernels
 from udo_build.model.onnx_import import import_onnx, load_onnx
 from udo_build.opdef import recipe_package
+from udo_build.quant.calibrate import calibrate
 from udo_build.quant.fold import fold_for_quantization
-from udo_build.quant.pipeline import quantize_model
+from udo_build.quant.pipeline import _calibrated_tensors, _Chooser, quantize_model
 from udo_build.quant.quantizers import asymmetric
+from udo_build.quant.settings import QuantizeSettings
 from udo_build.runtime.float_session import Session
 
 from ..conftest import EXAMPLES
@@ -101,3 +103,28 @@ def test_quantized_bundles_round_trip(example, tmp_path: Path) -> None:  # type:
     assert back.settings["act_bitwidth"] == 16 and bundle.meta["producer"] == "test"
     acts, _ = from_aimet(__import__("json").loads(q.encodings_json()), "e.json")
     assert acts["logits"][0].offset == -(2 ** 15)  # symmetric: zero in the middle
+
+
+def test_calibrating_only_what_gets_an_encoding_changes_no_encoding() -> None:
+    """The pipeline calibrates only the tensors the chooser may read (not those an activation
+    absorbs, so the session fuses Conv + Relu), with histograms only for the enhanced
+    quantizer: the same statistics for those tensors, the same encodings, as calibrating every
+    tensor with histograms."""
+    model = fold_for_quantization(import_onnx(randomized(onnx.load(
+        LIGHT / "light_squeezenet.onnx"))))
+    feeds = [{"data_0": np.random.default_rng(i).standard_normal((1, 3, 224, 224))
+              .astype(np.float32)} for i in range(2)]
+    everything, _ = calibrate(model, {}, feeds)
+    tensors = _calibrated_tensors(model)
+    assert 0 < len(tensors) < len(everything)  # the convolutions' outputs are left out
+    for quantizer in ("enhanced", "tf"):
+        needed, _ = calibrate(model, {}, feeds, tensors, histograms=quantizer == "enhanced")
+        assert set(needed) == set(tensors)
+        for name, stats in needed.items():
+            full = everything[name]
+            assert (stats.min, stats.max, stats.count) == (full.min, full.max, full.count)
+            assert np.array_equal(stats.hist, full.hist) if stats.histogram else \
+                stats.hist.size == 0
+        config = QuantizeSettings(quantizer=quantizer).to_params()
+        assert _Chooser(model, needed, config).choose() == _Chooser(model, everything,
+                                                                    config).choose()

@@ -10,9 +10,10 @@ from udo_build.ir.encodings import from_aimet, to_aimet
 from udo_build.quant.quantizers import (
     activation_encoding,
     asymmetric,
+    enhanced_range,
     symmetric_weights,
 )
-from udo_build.quant.stats import TensorStats, round_down, round_up
+from udo_build.quant.stats import TensorStats, round_down, round_up, round_up_magnitudes
 
 
 def test_histogram_grows_without_losing_counts() -> None:
@@ -67,6 +68,77 @@ def test_enhanced_minimizes_the_error_that_minmax_leaves() -> None:
         two_outliers, activation_encoding(stats, 8, "tf"))
 
 
+def exhaustive_range(stats: TensorStats, bitwidth: int, steps: int = 128) -> tuple[float, float]:
+    """The enhanced search as it was first written: every candidate's error, lo by lo (the
+    oracle of the pruned search, which must choose the same range bit for bit)."""
+    centers, counts = stats.centers(), stats.hist.astype(np.float64)
+    lo0, hi0 = round_down(min(stats.min, 0.0)), round_up(max(stats.max, 0.0))
+    fractions = np.linspace(0.0, 1.0, steps + 1)[:-1] ** 2
+    lows = lo0 * (1 - fractions) if lo0 < 0 else np.zeros(1)
+    highs = hi0 * (1 - fractions) if hi0 > 0 else np.zeros(1)
+    levels = 2 ** bitwidth - 1
+    best = (np.inf, lo0, hi0)
+    for lo in lows:
+        his = highs[highs > lo]
+        if his.size == 0:
+            continue
+        scale = (his - lo) / levels
+        offset = np.clip(np.rint(lo / scale), -levels, 0)
+        qlo, qhi = (scale * offset)[:, None], (scale * (levels + offset))[:, None]
+        inside = (centers >= qlo) & (centers <= qhi)
+        noise = (inside * counts).sum(axis=1) * scale ** 2 / 12.0
+        errors = noise + ((centers - np.clip(centers, qlo, qhi)) ** 2 * counts).sum(axis=1)
+        i = int(np.argmin(errors))
+        if errors[i] < best[0]:
+            best = (float(errors[i]), float(lo), float(his[i]))
+    return best[1], best[2]
+
+
+def _distribution(kind: int, rng: np.random.Generator) -> np.ndarray:
+    size = int(rng.integers(5, 6000))
+    return [lambda: rng.standard_normal(size),
+            lambda: np.maximum(rng.standard_normal(size), 0) * 10.0 ** rng.uniform(-3, 3),
+            lambda: rng.laplace(rng.uniform(-2, 2), 1, size),
+            lambda: -np.abs(rng.standard_cauchy(size)),
+            lambda: rng.integers(-3, 5, size) * 0.5,  # few distinct values: many equal errors
+            lambda: np.concatenate([rng.standard_normal(size), rng.uniform(-50, 50, 3)]),
+            lambda: np.full(size, rng.uniform(-2, 2)),  # one value
+            lambda: np.zeros(size)][kind % 8]().astype(np.float32)
+
+
+def test_the_pruned_enhanced_search_chooses_as_the_exhaustive_one() -> None:
+    """Bit for bit, for distributions of every kind (ties included), 4, 8 and 16 bit, and
+    histograms that grew; most with 24 candidates per side (the oracle is slow), some with the
+    default 128."""
+    rng = np.random.default_rng(15)
+    for case in range(48):
+        stats = TensorStats(bins=(2048, 512)[case % 2])
+        for part in np.array_split(_distribution(case, rng), int(rng.integers(1, 4))):
+            stats.add(part)
+        steps = 128 if case % 16 == 5 else 24
+        for bitwidth in (4, 8, 16):
+            want = exhaustive_range(stats, bitwidth, steps)
+            assert enhanced_range(stats, bitwidth, steps) == want, (case, bitwidth)
+
+
+def test_non_finite_values_are_left_out_and_histograms_are_optional() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(1000).astype(np.float32)
+    dirty = x.copy()
+    dirty[[3, 70, 500]] = [np.nan, np.inf, -np.inf]
+    clean, noisy, plain = TensorStats(), TensorStats(), TensorStats(histogram=False)
+    for part in np.array_split(x[np.isfinite(dirty)], 3):
+        clean.add(part)
+    for part in np.array_split(dirty, 3):
+        noisy.add(part)
+        plain.add(part)
+    noisy.add(np.array([np.nan], np.float32))
+    assert (noisy.min, noisy.max, noisy.count, noisy.lo, noisy.hi) == (
+        clean.min, clean.max, clean.count, clean.lo, clean.hi) and clean.count == 997
+    assert np.array_equal(noisy.hist, clean.hist)
+    assert (plain.min, plain.max, plain.count, plain.hist.size) == (clean.min, clean.max, 997, 0)
+
+
 def test_aimet_round_trip() -> None:
     acts = {"relu_out": [asymmetric(0.0, 6.0, 8)]}
     params = {"conv.weight": symmetric_weights(np.array([[1.0], [-0.5]]), 8, axis=0)}
@@ -90,6 +162,8 @@ def test_the_grid_rounds_outward_by_less_than_1_2_percent_and_keeps_zero() -> No
         assert round_up(-x) == -lo and round_down(-x) == -hi
     assert round_down(0.0) == round_up(0.0) == 0.0
     assert round_down(1.0) < 1.0 < round_up(1.0)  # 1.0 is no grid point: see below
+    magnitudes = np.abs(np.concatenate([values, [0.0, 1.0, 255.0, 1e-300, np.inf]]))
+    assert round_up_magnitudes(magnitudes).tolist() == [round_up(x) for x in magnitudes]
 
 
 def test_requantizing_between_rounded_ranges_lands_on_no_ties() -> None:

@@ -1,11 +1,13 @@
 """Calibration: run the float model over the calibration inputs and gather, in one pass, the
-statistics of every tensor that may be quantized (running min/max and a histogram each; no
-activation is kept beyond the inference that made it). Custom ops run through the user's numpy
-kernels, which is why the vendor needs a CPU implementation of every UDO for this step."""
+statistics of the tensors asked for (running min/max, and a histogram each when the quantizer
+needs one; no activation is kept beyond the inference that made it). Only those tensors are
+requested from the session, so the others can be fused away (a Relu runs in place on its
+convolution's output). Custom ops run through the user's numpy kernels, which is why the vendor
+needs a CPU implementation of every UDO for this step."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,15 +31,17 @@ def observed_tensors(model: Model) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def calibrate(model: Model, packages: Mapping[str, Any],
-              feeds: Iterable[Mapping[str, np.ndarray]]) -> tuple[dict[str, TensorStats], int]:
-    """(statistics by tensor, number of inferences run)."""
+def calibrate(model: Model, packages: Mapping[str, Any], feeds: Iterable[Mapping[str, np.ndarray]],
+              tensors: Sequence[str] | None = None,
+              histograms: bool = True) -> tuple[dict[str, TensorStats], int]:
+    """(statistics by tensor, number of inferences run), of `tensors` (default: every observed
+    tensor); without `histograms`, the statistics are min, max and count only."""
     from ..runtime.float_session import Session
 
     session = Session(model, packages)
-    names = observed_tensors(model)
+    names = observed_tensors(model) if tensors is None else list(tensors)
     produced = [n for n in names if n not in {t.name for t in model.graph.inputs}]
-    stats = {name: TensorStats() for name in names}
+    stats = {name: TensorStats(histogram=histograms) for name in names}
     count = 0
     for feed in feeds:
         outputs = session.run(feed, produced)

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import Model, Node
+from ..ir import Graph, Model, Node
 from ..ir.encodings import Encoding
 from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
-from .calibrate import calibrate
+from .calibrate import calibrate, observed_tensors
 from .fold import fold_for_quantization
 from .quantizers import activation_encoding, asymmetric, symmetric_weights
 from .settings import QuantizeSettings
@@ -45,7 +45,8 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
     stats: dict[str, TensorStats] = {}
     count = 0
     if not config["float_fallback"]:
-        stats, count = calibrate(prepared, packages, feeds)
+        stats, count = calibrate(prepared, packages, feeds, _calibrated_tensors(prepared),
+                                 histograms=config["quantizer"] == "enhanced")
     chooser = _Chooser(prepared, stats, config)
     activations, params = chooser.choose()
     if overrides is not None:
@@ -94,10 +95,7 @@ class _Chooser:
                 self._activation(out)
 
     def _absorbed(self, node: Node, out: str) -> bool:
-        readers = self.consumers.get(out, [])
-        outputs = {t.name for t in self.graph.outputs}
-        return (node.op in ABSORBED_PRODUCERS and len(readers) == 1
-                and readers[0].op in ABSORBING and out not in outputs)
+        return _absorbed(self.graph, self.consumers, node, out)
 
     def _weights(self, node: Node) -> None:
         weights = self.model.weights
@@ -118,6 +116,22 @@ class _Chooser:
                 w = weights[name]
                 lo, hi = (float(w.min()), float(w.max())) if w.size else (0.0, 0.0)
                 self.params[name] = [asymmetric(lo, hi, self.config["act_bitwidth"])]
+
+
+def _calibrated_tensors(model: Model) -> list[str]:
+    """The observed tensors whose statistics the chooser may read: all but those an activation
+    absorbs (they get no encoding, so the session may fuse them away)."""
+    consumers = model.graph.consumers()
+    absorbed = {out for node in model.graph.nodes for out in node.outputs
+                if out and _absorbed(model.graph, consumers, node, out)}
+    return [name for name in observed_tensors(model) if name not in absorbed]
+
+
+def _absorbed(graph: Graph, consumers: Mapping[str, list[Node]], node: Node, out: str) -> bool:
+    """An output read only by the activation that absorbs it (no encoding of its own)."""
+    readers = consumers.get(out, [])
+    return (node.op in ABSORBED_PRODUCERS and len(readers) == 1 and readers[0].op in ABSORBING
+            and out not in {t.name for t in graph.outputs})
 
 
 def _channel_axis(node: Node, w: np.ndarray) -> int:

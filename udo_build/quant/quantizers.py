@@ -27,10 +27,12 @@ that close (then it moves by one candidate: the result still lands on the grid).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..ir.encodings import Encoding
-from .stats import TensorStats, round_down, round_up
+from .stats import TensorStats, round_down, round_up, round_up_magnitudes
 
 QUANTIZERS = ("tf", "enhanced", "symmetric")
 
@@ -54,7 +56,7 @@ def symmetric_weights(w: np.ndarray, bitwidth: int, axis: int | None = None) -> 
     else:
         moved = np.moveaxis(np.abs(w), axis, 0).reshape(w.shape[axis], -1)
         peaks = list(moved.max(axis=1)) if moved.size else [0.0] * w.shape[axis]
-    peaks = [round_up(float(p)) for p in peaks]
+    peaks = round_up_magnitudes(np.asarray(peaks, dtype=np.float64)).tolist()
     return [Encoding(bitwidth, p / levels if p > 0 else 1e-8, 0, signed=True) for p in peaks]
 
 
@@ -76,35 +78,101 @@ def activation_encoding(stats: TensorStats, bitwidth: int, quantizer: str) -> En
 
 
 def enhanced_range(stats: TensorStats, bitwidth: int, steps: int = 128) -> tuple[float, float]:
-    """The [lo, hi] minimizing the expected squared quantization error over the histogram."""
+    """The [lo, hi] minimizing the expected squared quantization error over the histogram: of
+    the candidates (lo from `lows`, then hi from `highs`, in order), the first with the least
+    error.
+
+    Candidates are not all evaluated: each has a lower bound on its error (`_error_bounds`, its
+    rounding noise exactly and a floor under its clipping error, both from prefix sums of the
+    histogram), and errors are computed in order of bound until the next bound exceeds the
+    least error found. Those evaluated are computed exactly as an exhaustive search would, so
+    the choice is the same, bit for bit (tests/quant/test_quantizers.py checks it against the
+    exhaustive search)."""
+    lo0, hi0 = round_down(min(stats.min, 0.0)), round_up(max(stats.max, 0.0))
+    cand = _Candidates.of(lo0, hi0, bitwidth, steps)
+    if cand.lo.size == 0:
+        return lo0, hi0
     centers = stats.centers()
     counts = stats.hist.astype(np.float64)
-    lo0, hi0 = round_down(min(stats.min, 0.0)), round_up(max(stats.max, 0.0))
-    fractions = np.linspace(0.0, 1.0, steps + 1)[:-1] ** 2  # finer near the observed range
-    lows = lo0 * (1 - fractions) if lo0 < 0 else np.zeros(1)
-    highs = hi0 * (1 - fractions) if hi0 > 0 else np.zeros(1)
-    best = (np.inf, lo0, hi0)
-    for lo in lows:
-        his = highs[highs > lo]
-        if his.size == 0:
-            continue
-        errors = _expected_errors(centers, counts, lo, his, bitwidth)
-        i = int(np.argmin(errors))
-        if errors[i] < best[0]:
-            best = (float(errors[i]), float(lo), float(his[i]))
-    return best[1], best[2]
+    noise, bound = _error_bounds(stats.hist, centers, cand)
+    order = np.argsort(bound, kind="stable")
+    errors = np.full(cand.lo.size, np.inf)
+    best = np.inf
+    for start in range(0, order.size, _CHUNK):
+        chunk = order[start:start + _CHUNK]
+        if bound[chunk[0]] > best:
+            break
+        errors[chunk] = noise[chunk] + _clipping_errors(centers, counts, cand.qlo[chunk],
+                                                         cand.qhi[chunk])
+        best = min(best, float(errors[chunk].min()))
+    if not best < np.inf:
+        return lo0, hi0
+    i = int(np.argmin(errors))  # the first of the least errors: the exhaustive search's choice
+    return float(cand.lo[i]), float(cand.hi[i])
 
 
-def _expected_errors(centers: np.ndarray, counts: np.ndarray, lo: float, his: np.ndarray,
-                     bitwidth: int) -> np.ndarray:
-    """Expected squared error of the encodings of [lo, hi] for every hi: rounding noise inside
-    the (zero-aligned) range plus clipping error outside it."""
-    levels = 2 ** bitwidth - 1
-    scale = (his - lo) / levels
-    offset = np.clip(np.rint(lo / scale), -levels, 0)
-    qlo = (scale * offset)[:, None]
-    qhi = (scale * (levels + offset))[:, None]
-    inside = (centers >= qlo) & (centers <= qhi)
-    noise = (inside * counts).sum(axis=1) * scale ** 2 / 12.0
-    clipped = np.clip(centers, qlo, qhi)
-    return noise + ((centers - clipped) ** 2 * counts).sum(axis=1)
+_CHUNK = 32  # candidates evaluated at once (32 x 2048 float64 temporaries: 512 KiB)
+_SAFETY = 1 - 1e-6  # the clipping floor shrunk far beyond float rounding, so it stays a floor
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The candidate ranges, lo-major: lo, hi and the zero-aligned range [qlo, qhi] an encoding
+    of [lo, hi] represents, with its scale."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    scale: np.ndarray
+    qlo: np.ndarray
+    qhi: np.ndarray
+
+    @classmethod
+    def of(cls, lo0: float, hi0: float, bitwidth: int, steps: int) -> _Candidates:
+        fractions = np.linspace(0.0, 1.0, steps + 1)[:-1] ** 2  # finer near the observed range
+        lows = lo0 * (1 - fractions) if lo0 < 0 else np.zeros(1)
+        highs = hi0 * (1 - fractions) if hi0 > 0 else np.zeros(1)
+        valid = highs[None, :] > lows[:, None]
+        lo = np.broadcast_to(lows[:, None], valid.shape)[valid]
+        hi = np.broadcast_to(highs[None, :], valid.shape)[valid]
+        levels = 2 ** bitwidth - 1
+        scale = (hi - lo) / levels
+        offset = np.clip(np.rint(lo / scale), -levels, 0)
+        return cls(lo, hi, scale, scale * offset, scale * (levels + offset))
+
+
+def _error_bounds(hist: np.ndarray, centers: np.ndarray,
+                  cand: _Candidates) -> tuple[np.ndarray, np.ndarray]:
+    """(rounding noise, a lower bound on the error) of every candidate.
+
+    The noise is exact: the count of values inside [qlo, qhi] is a sum of integers (exact in
+    float64 below 2^53, in any order). The clipping floor puts every clipped value a whole
+    number of bin steps from the range (integer moments of the histogram's tails), shrunk by
+    _SAFETY: a value in bin j < a, the first bin inside, is more than (a - 1 - j) steps below
+    qlo (bin a - 1 is below it); one in bin j >= b, the first bin above qhi, is more than
+    (j - b) steps above it (bin b is above it)."""
+    inside_from = np.searchsorted(centers, cand.qlo, side="left")  # first bin >= qlo
+    outside_from = np.searchsorted(centers, cand.qhi, side="right")  # first bin > qhi
+    j = np.arange(hist.size, dtype=np.int64)
+    moments = [np.concatenate([[0], np.cumsum(hist * j ** p)]) for p in range(3)]
+    inside = (moments[0][outside_from] - moments[0][inside_from]).astype(np.float64)
+    noise = inside * cand.scale ** 2 / 12.0
+    if int(moments[0][-1]) * hist.size ** 2 >= 2 ** 60:  # the moments could overflow int64
+        return noise, noise
+    below = _tail_steps(moments, 0, inside_from, inside_from - 1)
+    above = _tail_steps(moments, outside_from, hist.size, outside_from)
+    step = float(np.diff(centers).min()) if centers.size > 1 else 0.0
+    return noise, noise + (below + above).astype(np.float64) * (step * step * _SAFETY)
+
+
+def _tail_steps(moments: list[np.ndarray], begin: np.ndarray | int, end: np.ndarray | int,
+                k: np.ndarray) -> np.ndarray:
+    """sum over the bins j in [begin, end) of count_j * (j - k)^2, exactly (integers)."""
+    m0, m1, m2 = (m[end] - m[begin] for m in moments)
+    return m2 - 2 * k * m1 + k * k * m0
+
+
+def _clipping_errors(centers: np.ndarray, counts: np.ndarray, qlo: np.ndarray,
+                     qhi: np.ndarray) -> np.ndarray:
+    """The squared distance of every value outside [qlo, qhi] to it, summed per candidate."""
+    clipped = np.clip(centers, qlo[:, None], qhi[:, None])
+    return ((centers - clipped) ** 2 * counts).sum(axis=1)

@@ -1,9 +1,10 @@
 """Per-tensor statistics gathered in one pass with bounded memory.
 
-A `TensorStats` keeps the running min and max and a histogram of fixed size. The histogram's
-range starts at the first batch's range and grows by doubling when later values fall outside it,
-merging bins pairwise, so old counts are never lost and memory never grows (the approach of
-TensorRT's and onnxruntime's histogram calibrators). No activation is kept.
+A `TensorStats` keeps the running min and max and (unless `histogram=False`: only the enhanced
+quantizer reads it) a histogram of fixed size. The histogram's range starts at the first
+batch's range and grows by doubling when later values fall outside it, merging bins pairwise,
+so old counts are never lost and memory never grows (the approach of TensorRT's and
+onnxruntime's histogram calibrators). No activation is kept.
 
 The statistics come from the float runtime, whose last bits may differ between CPU kinds (BLAS
 kernels, vectorized transcendental functions). So that such noise does not reach the encodings,
@@ -42,6 +43,23 @@ def round_up(x: float) -> float:
     """The smallest grid point >= x (0 and non-finite numbers are their own)."""
     x = float(x)
     return -_down(-x) if x < 0 else _up(x)
+
+
+def round_up_magnitudes(x: np.ndarray) -> np.ndarray:
+    """round_up of every element of x >= 0 (float64), the same bits as the scalar function:
+    the same points, computed by the same float operations, a row of six per element."""
+    x = np.asarray(x, dtype=np.float64)
+    _, e = np.frexp(x)
+    step = np.ldexp(1.0, e - RANGE_BITS)
+    theta = ((e + 0.5) * GOLDEN) % 1.0
+    n = np.floor(x / step - theta)
+    k = n[:, None] + np.arange(-1.0, 3.0)  # n - 1 .. n + 2, kept inside the binade
+    points = np.where((k >= _FIRST) & (k <= _LAST), (k + theta[:, None]) * step[:, None], np.inf)
+    below = (_LAST + ((e - 1 + 0.5) * GOLDEN) % 1.0) * step / 2
+    above = (_FIRST + ((e + 1 + 0.5) * GOLDEN) % 1.0) * step * 2
+    points = np.concatenate([below[:, None], points, above[:, None]], axis=1)
+    up = np.where(points >= x[:, None], points, np.inf).min(axis=1, initial=np.inf)
+    return np.where((x == 0) | ~np.isfinite(x), x, up)
 
 
 def _near(x: float) -> list[float]:
@@ -84,15 +102,23 @@ class TensorStats:
     lo: float = 0.0  # histogram range [lo, hi)
     hi: float = 0.0
     hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    histogram: bool = True  # False: min, max and count only
 
     def add(self, values: np.ndarray) -> None:
+        """Count the finite values (NaN and infinities are left out)."""
         x = np.asarray(values, dtype=np.float32).ravel()
-        x = x[np.isfinite(x)]
         if x.size == 0:
             return
         lo, hi = float(x.min()), float(x.max())
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN or an infinity: leave them out
+            x = x[np.isfinite(x)]
+            if x.size == 0:
+                return
+            lo, hi = float(x.min()), float(x.max())
         self.min, self.max = min(self.min, lo), max(self.max, hi)
         self.count += x.size
+        if not self.histogram:
+            return
         if self.hist.size == 0:
             self._start(lo, hi)
         while lo < self.lo or hi >= self.hi:

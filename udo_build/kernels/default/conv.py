@@ -79,11 +79,12 @@ def _im2col_matmul(x: np.ndarray, w: np.ndarray, group: int, kernel: tuple[int, 
     else:
         cols = im2col(x, kernel, strides, dilations, begin, outs).reshape(n, group, depth, pixels)
     weights = w.reshape(group, m // group, depth)
+    y = np.empty((n, m, *outs), dtype=np.result_type(w, x))  # owns its data: no copy later
     if n == 1 and group == 1:
-        y = np.matmul(weights[0], cols[0, 0])
+        np.matmul(weights[0], cols[0, 0], out=y.reshape(m, pixels))
     else:
-        y = np.matmul(weights, cols)
-    return y.reshape(n, m, *outs)
+        np.matmul(weights, cols, out=y.reshape(n, group, m // group, pixels))
+    return y
 
 
 def im2col(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...],
