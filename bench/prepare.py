@@ -114,7 +114,9 @@ def prepare_once(bundle, level: int, precision: str = "fp16"  # type: ignore[no-
     return time.process_time() - start, data, compiled
 
 
-def synthetic(sizes: list[int], levels: list[int], repeats: int) -> bool:
+def synthetic(sizes: list[int], levels: list[int], repeats: int, timing: bool = True) -> bool:
+    """The growth target counts unless `timing` is off (a smoke run at tiny sizes, where the
+    machine's noise is larger than the work); equal records always count."""
     from udo_build.ir.bundle import Bundle
 
     ok = True
@@ -132,7 +134,7 @@ def synthetic(sizes: list[int], levels: list[int], repeats: int) -> bool:
                 times.append(min(t for t, _, _ in runs))
                 same &= len({hashlib.sha256(d).hexdigest() for _, d, _ in runs}) == 1
             ratio = times[-1] / times[0]
-            ok &= ratio <= RATIO and same
+            ok &= (ratio <= RATIO or not timing) and same
             cells = " | ".join(f"{t * 1000:.0f} ms ({len(models[n].graph.nodes)})"
                                for t, n in zip(times, sizes, strict=True))
             verdict = "PASS" if ratio <= RATIO else "FAIL"
@@ -240,12 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,2,3")
     parser.add_argument("--models", default="all")
     parser.add_argument("--no-light", action="store_true")
+    parser.add_argument("--no-timing", action="store_true",
+                        help="print the growth ratios without judging them (smoke runs)")
     parser.add_argument("--int8", default="squeezenet,shufflenet,resnet50",
                         help="light models to quantize and check bit for bit ('' for none)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     levels = [int(s) for s in args.levels.split(",")]
-    ok = synthetic(sizes, levels, args.repeats)
+    ok = synthetic(sizes, levels, args.repeats, not args.no_timing)
     if not args.no_light:
         names = list(light.NAMES) if args.models == "all" else args.models.split(",")
         print()

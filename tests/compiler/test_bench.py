@@ -17,7 +17,7 @@ def test_prepare_bench_small(capsys: pytest.CaptureFixture[str]) -> None:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     code = module.main(["--sizes", "60,120", "--repeats", "1", "--levels", "1,3",
-                        "--models", "squeezenet", "--int8", "squeezenet"])
+                        "--models", "squeezenet", "--int8", "squeezenet", "--no-timing"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.count("bit-exact") == 2 and "| squeezenet | 3 |" in out and "| dense | 3 |" in out

@@ -96,6 +96,7 @@ class Engine:
         self._downloads: dict[cf.Future[Any], list[ActionState]] = {}  # blobs of remote hits
         self._waiting: list[list[ActionState]] = []  # misses that run once those are stored
         self._local_only: set[str] = set()  # keys whose remote blobs could not be had
+        self._sources: dict[tuple[Any, str], str] = {}  # a source's digest, once per build
         self._built: dict[str, str] = {}  # key -> the action of this build that ran it
 
     # -- resolving keys ---------------------------------------------------------------------------
@@ -143,8 +144,15 @@ class Engine:
             state.inputs = digests
 
     def _source_digest(self, source: Source) -> str:
+        """A source file's digest, taken once per build (one kernels file feeds every
+        prepare)."""
+        known = self._sources.get((source.path, source.digest))
+        if known is not None:
+            return known
         try:
-            return self.store.files.digest(source.path, kind=source.digest)[0]
+            digest = self.store.files.digest(source.path, kind=source.digest)[0]
+            self._sources[(source.path, source.digest)] = digest
+            return digest
         except FileNotFoundError:
             raise UserError("an input file vanished during the build", file=source.path) from None
         except OSError as exc:

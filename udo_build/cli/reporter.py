@@ -100,8 +100,8 @@ class Reporter:
     def emit(self, obj: Any) -> None:
         """The JSON result of a command (JSON mode only)."""
         if self.mode == "json":
-            json.dump(obj, self.out, indent=2, sort_keys=False, default=str)
-            self.out.write("\n")
+            # one write: json.dump writes every token on its own (thousands for a large build)
+            self.out.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
     # -- problems ---------------------------------------------------------------------------------
 

@@ -26,9 +26,14 @@ def unserved(recipe: Recipe) -> list[tuple[int, list[str]]]:
     for i, run in enumerate(recipe.runs):
         if run.mode == "always_generate_new" or run.soc.vtcm_mb is None:
             continue
-        reasons = [_rejection(run, target) for target in recipe.targets]
-        if all(reasons):
-            found.append((i, list(dict.fromkeys(r for r in reasons if r))))
+        reasons: list[str] = []
+        for target in recipe.targets:  # stops at the first target that serves the run
+            why = _rejection(run, target)
+            if why is None:
+                break
+            reasons.append(why)
+        else:
+            found.append((i, list(dict.fromkeys(reasons))))
     return found
 
 

@@ -94,8 +94,11 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
 def _valid_digest(digest: str) -> bool:
-    return len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+    return len(digest) == 64 and _HEX.issuperset(digest)
 
 
 class Cas:
@@ -116,10 +119,12 @@ class Cas:
 
     def path_of(self, digest: str) -> Path | None:
         """The file holding a blob (raw or .zst), or None when the store lacks it."""
-        base = self._base(digest)
-        for candidate in (base, base.with_name(base.name + ".zst")):
-            if candidate.exists():
-                return candidate
+        if not _valid_digest(digest):
+            raise ValueError(f"not a sha256 digest: {digest!r}")
+        base = os.path.join(self.dir, digest[:2], digest)  # strings: a no-op build asks often
+        for candidate in (base, base + ".zst"):
+            if os.path.exists(candidate):
+                return Path(candidate)
         return None
 
     def has(self, digest: str) -> bool:
