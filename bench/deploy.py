@@ -2,12 +2,14 @@
 assembling and running its deployable bundle cost.
 
     python bench/deploy.py [--socs sm8350,sm8450,sm8550,sm8650,sm8750] [--levels 1,2,3]
-                           [--batches 1,2] [--calibration 2] [--keep DIR]
+                           [--calibration 2] [--keep DIR]
 
 The recipe (written by the script in a temp folder): the onnx wheel's light ResNet-50 with random
 weights by role (bench/_light_models.py), quantized int8 (enhanced, per channel) over
---calibration random inputs, prepared for every SoC x level x batch (5 x 3 x 2 = 30 targets by
-default), one run on sm8550 checked against the float model. The build is the `udo-build`
+--calibration random inputs, prepared for every SoC x level x output set (5 x 3 x 2 = 30 targets
+by default: the model's output, and the pooled features with it; the light ResNet-50 hard-codes
+batch 1 and the 224 x 224 image in its final pooling and Reshape, so its input dimensions
+cannot vary), one run on sm8550 checked against the float model. The build is the `udo-build`
 console script of this interpreter, `--json`, a fresh store.
 
 Figures:
@@ -67,7 +69,8 @@ def write_project(root: Path, args: argparse.Namespace) -> tuple[Path, Any]:
         lines.append(f"{name}:=x{i}.raw")
     (root / "data/calib.txt").write_text("\n".join(lines[:-1]) + "\n")
     (root / "data/test.txt").write_text(lines[-1] + "\n")
-    dims = ", ".join(f"{{{name}: [{b}, 3, 224, 224]}}" for b in args.batches.split(","))
+    pooled = [n.output[0] for n in proto.graph.node if "Pool" in n.op_type][-1]
+    outputs = f"[default, {{tensors: [{pooled}, {proto.graph.output[0].name}]}}]"
     (root / "resnet.yaml").write_text(f"""recipe: 1
 name: resnet-deploy
 model:
@@ -80,7 +83,7 @@ prepare:
   matrix:
     soc: [{args.socs}]
     optimization_level: [{args.levels}]
-    input_dimensions: [{dims}]
+    outputs: {outputs}
 run:
   - name: smoke
     soc: sm8550
@@ -148,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--socs", default="sm8350, sm8450, sm8550, sm8650, sm8750")
     parser.add_argument("--levels", default="1, 2, 3")
-    parser.add_argument("--batches", default="1,2")
     parser.add_argument("--calibration", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="build here and keep it (default: a temp dir)")
     args = parser.parse_args(argv)
