@@ -166,3 +166,40 @@ def test_the_shim_lists_the_ops_it_dispatches() -> None:
     assert "Qnn_ErrorHandle_t Pkg_A_execute(void* node);" in text
     assert '{"B", Pkg_B_execute},' in text
     assert 'return "A,B";' in text
+
+
+def test_a_recipe_runs_with_the_library_keyed_by_its_bytes(library: Path, tmp_path: Path) -> None:
+    (tmp_path / ".udo-build-root").touch()
+    for part in ("ops", "model", "data"):
+        shutil.copytree(EXAMPLES / "softplus" / part, tmp_path / part)
+    shutil.copy(library, tmp_path / "ops/libSoftplus.so")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE)
+    store = str(tmp_path / "store")
+    code, out, err = cli("build", str(recipe), "--store", store, "--json")
+    assert code == 0, err
+    built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
+    assert {"run:smoke", "check:smoke"} <= built
+    with (tmp_path / "ops/libSoftplus.so").open("ab") as f:  # another library: the run reruns
+        f.write(b"\0")
+    code, out, err = cli("build", str(recipe), "--store", store, "--json")
+    assert code == 0, err
+    built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
+    assert "run:smoke" in built and "convert" not in built
+
+
+RECIPE = """\
+recipe: 1
+name: cpu-demo
+package:
+  ops:
+    - {config: ops/softplus.xml, kernels: ops/kernels.py}
+    - {config: ops/swish.json, kernels: ops/kernels.py}
+  backends: [CPU]
+  cpu_library: ops/libSoftplus.so
+model:
+  onnx: model/net.onnx
+run:
+  - {name: smoke, soc: sm8550, input_list: data/test.txt, precision: fp16,
+     outputs: {tensors: [logits]}, check: {min_sqnr_db: 25}}
+"""
