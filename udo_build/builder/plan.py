@@ -146,7 +146,11 @@ def _kernels(recipe: Recipe) -> dict[str, Input]:
     if recipe.package is None:
         return {}
     paths = list(dict.fromkeys(op.kernels for op in recipe.package.ops if op.kernels))
-    return {f"kernels[{i}]": Source(p, digest="python") for i, p in enumerate(paths)}
+    kernels: dict[str, Input] = {f"kernels[{i}]": Source(p, digest="python")
+                                 for i, p in enumerate(paths)}
+    if recipe.package.cpu_library is not None:  # native op bodies, keyed by the library's bytes
+        kernels[f"kernels[{len(paths)}]"] = Source(recipe.package.cpu_library)
+    return kernels
 
 
 def _plan_package(plan: Plan, recipe: Recipe) -> None:

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("validate", "check a recipe and every op config it names; print the targets"),
     "opdef": ("opdef", "op configs: show the normalized definition of an XML or JSON config"),
     "package": ("package", "generate op packages from op configs, without a recipe"),
+    "build-cpu": ("build_cpu", "compile a CPU op package's C++ ops for the emulator (x86 host)"),
     "store": ("store", "inspect and maintain the artifact store: stats, verify, gc, ls"),
     "cache": ("cache", "move a recipe's artifacts to (push) or from (pull) the remote cache"),
     "key": ("key", "signing keys for the remote cache: generate one, show its public key"),

@@ -25,12 +25,13 @@ import importlib.util
 import sys
 import threading
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..errors import StepFailed, UserError
 from .oppkg import OpPackage, OpPackageError
 
+NATIVE_SUFFIX = ".so"
 _LOADING = threading.RLock()  # one module per name in sys.modules while it runs
 
 
@@ -93,14 +94,16 @@ def merged(name: str, packages: Iterable[OpPackage]) -> OpPackage:
     return out
 
 
-def packages_for(bundle: object, kernel_files: Iterable[Path]) -> dict[str, OpPackage]:
+def packages_for(bundle: object, kernel_files: Sequence[Path]) -> dict[str, OpPackage]:
     """The bundle's custom-op package built from the kernels files (required when the bundle
-    has custom ops; {} when it has none)."""
+    has custom ops; {} when it has none); a `.so` among them is a native kernels library
+    (`udo-build build-cpu`) whose ops replace the numpy ones."""
     opdefs = getattr(bundle, "opdefs", None)
     model = bundle.model
     name = opdefs["name"] if opdefs else None
     used = sorted({n.op for n in model.graph.nodes if n.package != "default"})
-    files = list(kernel_files)
+    files = [f for f in kernel_files if Path(f).suffix != NATIVE_SUFFIX]
+    native = [Path(f) for f in kernel_files if Path(f).suffix == NATIVE_SUFFIX]
     if not used:
         return {}
     if not files or name is None:
@@ -109,5 +112,10 @@ def packages_for(bundle: object, kernel_files: Iterable[Path]) -> dict[str, OpPa
                              "--kernels FILE)")
     modules = [f"udo_build_kernels_{name}" + (f"_{i}" if len(files) > 1 else "")
                for i in range(len(files))]
-    return {name: merged(name, [p for f, module in zip(files, modules, strict=True)
-                                for p in load_kernels(Path(f), module)])}
+    package = merged(name, [p for f, module in zip(files, modules, strict=True)
+                            for p in load_kernels(Path(f), module)])
+    for library in native:  # C++ op bodies in place of the generic numpy ones (native.py)
+        from .native import with_native
+
+        package = with_native(package, library, opdefs)
+    return {name: package}

@@ -243,8 +243,9 @@ class _Builder:
                 self.error(("package", "backends"), "the DSP backend needs DSP architectures",
                            "list them under package.dsp_arch (v65, v66, v68, ...), or add SoCs "
                            "to prepare.matrix.soc")
+        cpu_library = self.file(("package", "cpu_library")) if "cpu_library" in p else None
         return PackageSpec(p.get("name"), p.get("domain"), p.get("version"), ops, backends,
-                           dsp_arch)
+                           dsp_arch, cpu_library)
 
     def _model(self) -> ModelSpec | None:
         m = self.data.get("model")

@@ -148,6 +148,7 @@ class PackageSpec:
     ops: tuple[OpSource, ...]
     backends: tuple[str, ...] = DEFAULT_BACKENDS
     dsp_arch: tuple[str, ...] = ()
+    cpu_library: Path | None = None  # the CPU package compiled for the emulator (build-cpu)
 
 
 @dataclass(frozen=True)

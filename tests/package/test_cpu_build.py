@@ -1,0 +1,205 @@
+"""`udo-build build-cpu`: a generated CPU package, with a C++ op body the test writes, compiles on
+the host into a library the emulator runs in place of the numpy kernel; it matches the numpy
+kernel; an op left unwritten keeps numpy; a compile error names the file, line and g++'s words."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from udo_build.cli import main
+from udo_build.errors import StepFailed, UserError
+from udo_build.kernels.load import load_kernels, packages_for
+from udo_build.kernels.native import load_library, with_native
+from udo_build.package.cpu_build import build_cpu_library, shim_source
+
+from ..conftest import EXAMPLES
+from .helpers import SOFTPLUS, SWISH
+
+KERNELS = EXAMPLES / "softplus/ops/kernels.py"
+MARKER = "  // udo-build: write the Softplus kernel here\n"
+BODY = """\
+  uint32_t n = 1;
+  for (uint32_t i = 0; i < x->rank; ++i) n *= x->currentDimensions[i];
+  const float* in = static_cast<const float*>(x->data);
+  float* out = static_cast<float*>(y->data);
+  for (uint32_t i = 0; i < n; ++i) {
+    const float bx = params.beta * in[i];
+    out[i] = (std::fmax(bx, 0.0f) + std::log1p(std::exp(-std::fabs(bx)))) / params.beta;
+  }
+  return QNN_SUCCESS;
+"""
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err, env={})
+    return code, out.getvalue(), err.getvalue()
+
+
+def write_body(folder: Path, body: str) -> None:
+    """Replace the Softplus skeleton's placeholder (marker to its failing return) with `body`."""
+    source = folder / "src/ops/Softplus.cpp"
+    text = source.read_text()
+    start = text.index(MARKER)
+    end = text.index("  return QNN_OP_PACKAGE_ERROR_GENERAL;\n", start)
+    text = text[:start] + body + text[end + len("  return QNN_OP_PACKAGE_ERROR_GENERAL;\n"):]
+    source.write_text(text.replace("#include <cstdio>", "#include <cmath>\n#include <cstdio>"))
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CPU package of the Softplus example, as `udo-build package` writes it."""
+    root = tmp_path_factory.mktemp("cpu")
+    code, _, err = cli("package", str(SOFTPLUS), str(SWISH), "--backend", "CPU",
+                       "--out", str(root / "out"), "--store", str(root / "store"))
+    assert code == 0, err
+    (folder,) = [p.parent for p in (root / "out").glob("*/package.json")
+                 if json.loads(p.read_text())["backend"] == "CPU"]
+    return folder
+
+
+@pytest.fixture(scope="module")
+def library(generated: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("filled") / generated.name
+    shutil.copytree(generated, folder)
+    write_body(folder, BODY)
+    code, out, err = cli("build-cpu", str(folder), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["ops"], doc["unwritten"]) == (["Softplus"], ["Swish"])
+    assert "no C++ body written yet: Swish" in err
+    return Path(doc["library"]).resolve()
+
+
+def test_the_compiled_op_matches_its_numpy_kernel(library: Path) -> None:
+    numpy_pkg = load_kernels(KERNELS)[0]
+    native = with_native(numpy_pkg, library, None)
+    impl = native.select("Softplus", ["float32"])
+    assert impl.describe().startswith("udo_build_native_")  # the C++, not the numpy kernel
+    assert impl.describe().endswith(".Softplus (generic, FAST)")
+    reference = numpy_pkg.select("Softplus", ["float32"]).fn
+    rng = np.random.default_rng(7)
+    for shape, beta in (((1, 8, 32, 32), 1.0), ((3, 5), 2.5), ((7,), 0.5)):
+        x = (rng.standard_normal(shape) * 8).astype(np.float32)
+        got, want = impl.fn(x, beta=beta), reference(x, beta=beta)
+        assert got.shape == want.shape and got.dtype == want.dtype == np.float32
+        assert np.max(np.abs(got - want) / np.abs(want)) < 1e-6, (shape, beta)
+    # the unwritten op keeps its numpy kernel; parameter orders and rules carry over
+    assert native.select("Swish", ["float32"]).fn is numpy_pkg.select("Swish", ["float32"]).fn
+    assert native.ops() == numpy_pkg.ops()
+
+
+def test_a_run_through_the_library(library: Path, tmp_path: Path) -> None:
+    """`run --kernels kernels.py --kernels LIB.so`: the float model runs with the C++ Softplus."""
+    bundle = tmp_path / "net.udb"
+    code, _, err = cli("convert", str(EXAMPLES / "softplus/model/net.onnx"), "--opdef",
+                       str(SOFTPLUS), "--opdef", str(SWISH), "--out", str(bundle))
+    assert code == 0, err
+    listing = EXAMPLES / "softplus/data/test.txt"
+    results = {}
+    for name, extra in (("numpy", []), ("native", ["--kernels", str(library)])):
+        code, _, err = cli("run", str(bundle), "--input-list", str(listing), "--output-dir",
+                           str(tmp_path / name), "--kernels", str(KERNELS), *extra)
+        assert code == 0, err
+        results[name] = np.load(tmp_path / name / "Result_0/logits.npy")
+    np.testing.assert_allclose(results["native"], results["numpy"], rtol=1e-5, atol=1e-6)
+
+
+def test_packages_for_takes_a_library_among_the_kernels_files(library: Path) -> None:
+    class Bundle:  # what packages_for reads of a bundle: its op package and the used ops
+        opdefs = {"name": "SoftplusPackage", "ops": []}
+
+        class model:  # noqa: N801
+            class graph:  # noqa: N801
+                nodes = [type("Node", (), {"op": "Softplus", "package": "SoftplusPackage"})]
+
+    (package,) = packages_for(Bundle, [KERNELS, library]).values()
+    assert package.select("Softplus", ["float32"]).fn.__module__.startswith("udo_build_native_")
+
+
+def test_a_failing_op_is_a_failed_step_naming_it(generated: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "failing"
+    shutil.copytree(generated, folder)
+    write_body(folder, "  (void)x; (void)y; (void)params;\n  return 7;\n")
+    lib = build_cpu_library(folder)
+    native = with_native(load_kernels(KERNELS)[0], lib.path, None)
+    with pytest.raises(StepFailed, match=r"::Softplus \(native, lib\w+\.so\) failed with error 7"):
+        native.select("Softplus", ["float32"]).fn(np.ones(4, np.float32), beta=1.0)
+
+
+def test_a_compile_error_names_the_file_line_and_gcc_message(generated: Path,
+                                                             tmp_path: Path) -> None:
+    folder = tmp_path / generated.name
+    shutil.copytree(generated, folder)
+    write_body(folder, "  return undeclared_thing;\n")
+    code, _, err = cli("build-cpu", str(folder))
+    assert code == 2
+    assert "src/ops/Softplus.cpp:" in err
+    assert "g++: 'undeclared_thing' was not declared in this scope" in err
+    with pytest.raises(UserError) as caught:
+        build_cpu_library(folder)
+    problem = caught.value.problem
+    assert Path(problem.file or "").name == "Softplus.cpp" and problem.line
+
+
+def test_nothing_written_is_refused(generated: Path) -> None:
+    code, _, err = cli("build-cpu", str(generated))
+    assert code == 2
+    assert "no op of" in err and "has its C++ body written yet" in err
+
+
+def test_a_library_must_be_one(tmp_path: Path) -> None:
+    fake = tmp_path / "libnot.so"
+    fake.write_bytes(b"not an ELF file")
+    with pytest.raises(UserError, match="not a native kernels library"):
+        load_library(fake)
+
+
+def test_the_shim_lists_the_ops_it_dispatches() -> None:
+    text = shim_source("Pkg", ["A", "B"])
+    assert "Qnn_ErrorHandle_t Pkg_A_execute(void* node);" in text
+    assert '{"B", Pkg_B_execute},' in text
+    assert 'return "A,B";' in text
+
+
+def test_a_recipe_runs_with_the_library_keyed_by_its_bytes(library: Path, tmp_path: Path) -> None:
+    (tmp_path / ".udo-build-root").touch()
+    for part in ("ops", "model", "data"):
+        shutil.copytree(EXAMPLES / "softplus" / part, tmp_path / part)
+    shutil.copy(library, tmp_path / "ops/libSoftplus.so")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE)
+    store = str(tmp_path / "store")
+    code, out, err = cli("build", str(recipe), "--store", store, "--json")
+    assert code == 0, err
+    built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
+    assert {"run:smoke", "check:smoke"} <= built
+    with (tmp_path / "ops/libSoftplus.so").open("ab") as f:  # another library: the run reruns
+        f.write(b"\0")
+    code, out, err = cli("build", str(recipe), "--store", store, "--json")
+    assert code == 0, err
+    built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
+    assert "run:smoke" in built and "convert" not in built
+
+
+RECIPE = """\
+recipe: 1
+name: cpu-demo
+package:
+  ops:
+    - {config: ops/softplus.xml, kernels: ops/kernels.py}
+    - {config: ops/swish.json, kernels: ops/kernels.py}
+  backends: [CPU]
+  cpu_library: ops/libSoftplus.so
+model:
+  onnx: model/net.onnx
+run:
+  - {name: smoke, soc: sm8550, input_list: data/test.txt, precision: fp16,
+     outputs: {tensors: [logits]}, check: {min_sqnr_db: 25}}
+"""
