@@ -112,11 +112,11 @@ def quantized_parameter_bytes(store: Any, summary: dict[str, Any]) -> int:
     result = store.ac.get(key)
     bundle = read_bundle(store.cas.get(result.outputs["bundle"].digest), "quantized")
     encodings = json.loads(bundle.parts["encodings.json"])
-    params = encodings.get("param_encodings", {})
+    params = {e["name"]: e for e in encodings.get("param_encodings", [])}
     total = 0
     for name, array in bundle.model.weights.items():
         if name in params:
-            total += array.size * int(params[name][0]["bitwidth"]) // 8
+            total += array.size * int(params[name]["bw"]) // 8
     return total
 
 

@@ -143,9 +143,10 @@ def test_aimet_round_trip() -> None:
     acts = {"relu_out": [asymmetric(0.0, 6.0, 8)]}
     params = {"conv.weight": symmetric_weights(np.array([[1.0], [-0.5]]), 8, axis=0)}
     doc = to_aimet(acts, params)
-    entry = doc["param_encodings"]["conv.weight"][0]
-    assert (entry["offset"], entry["is_symmetric"], entry["min"]) == (
-        -128, "True", pytest.approx(-128 * round_up(1.0) / 127))
+    entry = doc["param_encodings"][0]
+    assert (entry["name"], entry["enc_type"], entry["offset"], entry["is_sym"]) == (
+        "conv.weight", "PER_CHANNEL", [-128, -128], True)
+    assert entry["scale"][0] == pytest.approx(round_up(1.0) / 127)
     assert from_aimet(doc, "e.json") == (acts, params)
 
 

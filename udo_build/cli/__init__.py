@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quant-report": ("quant_report", "per-layer SQNR of a quantized bundle vs its float model"),
     "fleet": ("fleet", "per device and run of a recipe: the record it would load, or why not"),
     "plan-records": ("plan_records", "the smallest set of (arch, VTCM) records serving a fleet"),
+    "init": ("init", "start a project from an ONNX model: op config, kernels stub and recipe"),
 }
 
 EPILOG = """\

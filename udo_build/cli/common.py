@@ -1,5 +1,5 @@
-"""What several commands share: the store and remote-cache options, input dimensions, the
-devices of a fleet, and sizes for people.
+"""What several commands share: the store and remote-cache options, the vendor tools' spellings
+of options, input dimensions, the devices of a fleet, and sizes for people.
 
 Not a command. It imports no other command module (only the reporter may be imported by it),
 so the commands never import each other.
@@ -15,6 +15,22 @@ from ..errors import UserError
 
 if TYPE_CHECKING:
     from ..builder.settings import RemoteRequest, RemoteSummary
+
+
+# the spellings the vendor tools use for the same option, accepted as aliases: qnn-net-run and
+# snpe-net-run (--input_list, --output_dir), qnn-onnx-converter and the other converters
+# (--input_list, --op_package_config), snpe-onnx-to-dlc (--udo_config_paths)
+VENDOR_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "--input-list": ("--input_list",),
+    "--output-dir": ("--output_dir",),
+    "--opdef": ("--op_package_config", "--udo_config_paths"),
+}
+
+
+def spelled(name: str, *vendor: str) -> tuple[str, ...]:
+    """The option strings of option `name`: it, then the vendor spellings of VENDOR_SPELLINGS
+    and `vendor` (those of one command: the converters' --output_path for convert's --out)."""
+    return (name, *VENDOR_SPELLINGS.get(name, ()), *vendor)
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:

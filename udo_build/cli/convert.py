@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, display_path
-from .common import parse_dims
+from .common import parse_dims, spelled
 from .reporter import Reporter
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL.onnx", help="the ONNX model")
-    parser.add_argument("--opdef", metavar="CONFIG", action="append", default=[],
+    parser.add_argument(*spelled("--opdef"), metavar="CONFIG", action="append", default=[],
                         help="an op config (XML or JSON) defining custom ops; repeatable")
     parser.add_argument("--input-dims", metavar="NAME=D0,D1,...", action="append", default=[],
                         help="override an input's dimensions, e.g. input=1,3,224,224")
     parser.add_argument("--kernels", metavar="FILE", action="append", default=[],
                         help="numpy kernels of the custom ops (their output shapes); repeatable")
-    parser.add_argument("--out", metavar="BUNDLE", required=True,
+    parser.add_argument(*spelled("--out", "--output_path"), metavar="BUNDLE", required=True,
                         help="the bundle to write (.udb)")
 
 

@@ -1,7 +1,7 @@
 """`udo-build info BUNDLE`: what a bundle holds (layers, inputs, parameters, MACs, UDOs,
-cache records), like the vendor's dlc-info; `udo-build info RECORD`: one cache record (its row
-of the "Cache Info" table, its key, sizes, memory plan, the passes that ran and the rules that
-fired)."""
+cache records, each tensor's encoding), like the vendor's dlc-info; `udo-build info RECORD`: one
+cache record (its row of the "Cache Info" table, its key, sizes, memory plan, the passes that
+ran and the rules that fired)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,19 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                                  "dims", "outputs"],
                   [[r.get(k) for k in ("name", "identifier", "size", "level", "arch", "vtcm_mb",
                                         "dims", "outputs")] for r in info["records"]])
+    if info["encodings"]:
+        rep.table("encodings", ["tensor", "kind", "bits", "signed", "channels", "scale",
+                                "offset", "range"],
+                  [_encoding_cells(e) for e in info["encodings"]])
     return 0
+
+
+def _encoding_cells(row: dict[str, object]) -> list[object]:
+    lo, hi = row["scale"]  # type: ignore[misc]
+    low, high = row["range"]  # type: ignore[misc]
+    return [row["tensor"], row["kind"], row["bitwidth"], "yes" if row["signed"] else "no",
+            row["channels"], f"{lo:.6g}" if lo == hi else f"{lo:.6g}..{hi:.6g}",
+            "varies" if row["offset"] is None else row["offset"], f"[{low:.6g}, {high:.6g}]"]
 
 
 COLUMNS = ("name", "identifier", "size", "level", "arch", "vtcm_mb", "dims", "outputs")

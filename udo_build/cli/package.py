@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ..opdef.vocab import BACKENDS, DSP_ARCHS
-from .common import add_store_arguments
+from .common import add_store_arguments, spelled
 from .reporter import Reporter
 
 
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.add_argument("--arch", action="append", default=[], type=str.lower,
                         choices=DSP_ARCHS, help="a dsp arch to build for (repeatable; DSP and "
                         "HTP; default: the configs' dsp_arch_types)")
-    parser.add_argument("--out", metavar="DIR", required=True,
+    parser.add_argument(*spelled("--out", "--output_path"), metavar="DIR", required=True,
                         help="the folder the packages are written to, one subfolder each")
     parser.add_argument("--force", action="store_true",
                         help="overwrite files changed since udo-build generated them")

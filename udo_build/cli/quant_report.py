@@ -8,12 +8,13 @@ import math
 from pathlib import Path
 
 from ..errors import display_path
+from .common import spelled
 from .reporter import Reporter
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("bundle", metavar="BUNDLE", help="a quantized bundle (.udb)")
-    parser.add_argument("--input-list", metavar="LIST", required=True,
+    parser.add_argument(*spelled("--input-list"), metavar="LIST", required=True,
                         help="the inputs to measure on (the calibration list, or held-out ones)")
     parser.add_argument("--kernels", metavar="FILE", action="append", default=[],
                         help="numpy kernels of the bundle's custom ops; repeatable")

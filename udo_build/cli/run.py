@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, display_path
-from .common import parse_dims
+from .common import parse_dims, spelled
 from .reporter import Reporter
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("bundle", metavar="BUNDLE", help="a bundle (.udb)")
-    parser.add_argument("--input-list", metavar="LIST", required=True,
+    parser.add_argument(*spelled("--input-list"), metavar="LIST", required=True,
                         help="an SNPE input list (one line per inference)")
-    parser.add_argument("--output-dir", metavar="DIR", required=True,
+    parser.add_argument(*spelled("--output-dir"), metavar="DIR", required=True,
                         help="where Result_<i>/ folders go")
     parser.add_argument("--outputs", metavar="T1,T2",
                         help="tensors to write (default: the list's #/%% lines, else the "

@@ -1,6 +1,7 @@
 """What `udo-build info` tells about a bundle, as the vendor's dlc-info does: the layers (id,
 name, type, inputs, outputs, output dims, parameters), the inputs with dims and types, the total
-number of parameters and of multiply-accumulates, the UDOs used, and the cache records."""
+number of parameters and of multiply-accumulates, the UDOs used, the cache records, and (for a
+quantized bundle) each tensor's encoding."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 from ..ir import DEFAULT_PACKAGE, Node, TensorInfo
 from ..ir.bundle import Bundle
+from ..ir.encodings import Encoding, aimet_offset
 from ..ir.graph import bulk_building
+from ..ir.qmodel import ENCODINGS_PART, from_bundle
 
 
 def describe(bundle: Bundle) -> dict[str, Any]:
@@ -45,7 +48,30 @@ def _describe(bundle: Bundle) -> dict[str, Any]:
         "udos": udos,
         "records": bundle.meta.get("records", []),
         "parts": sorted(bundle.parts),
+        "encodings": encodings(bundle),
     }
+
+
+def encodings(bundle: Bundle) -> list[dict[str, Any]]:
+    """One row per encoded tensor (activations, then parameters, each by name): bit width,
+    signedness, channels, the scale (the smallest and largest of the channels'), the offset as
+    the encodings file writes it (None when the channels differ) and the real range; [] for a
+    float bundle."""
+    if ENCODINGS_PART not in bundle.parts:
+        return []
+    qmodel = from_bundle(bundle)
+    rows = [_encoding_row(n, "activation", [e]) for n, e in sorted(qmodel.activations.items())]
+    rows += [_encoding_row(n, "parameter", list(e)) for n, e in sorted(qmodel.params.items())]
+    return rows
+
+
+def _encoding_row(name: str, kind: str, encs: list[Encoding]) -> dict[str, Any]:
+    offsets = {aimet_offset(e) for e in encs}
+    return {"tensor": name, "kind": kind, "bitwidth": encs[0].bitwidth,
+            "signed": encs[0].signed, "channels": len(encs),
+            "scale": [min(e.scale for e in encs), max(e.scale for e in encs)],
+            "offset": offsets.pop() if len(offsets) == 1 else None,
+            "range": [min(e.min for e in encs), max(e.max for e in encs)]}
 
 
 def _dims(info: Any) -> list[Any] | None:

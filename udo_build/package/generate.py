@@ -78,13 +78,18 @@ def generate(package: OpPackageDef, archs: Sequence[str], configs: Mapping[str, 
         files[item.path] = _render(item.template, {**context, **item.context})
     stub = stub_ops(list(stubs))
     if stub:
-        files[stub_path(pkg.base)] = _render("emulator/kernels.py.j2", {**context, "stubs": stub})
+        files[stub_path(pkg.base)] = kernels_stub(pkg.base, stub)
     files["package.json"] = manifest(pkg, ops, found, stub)
     return dict(sorted(files.items()))
 
 
 def stub_path(base: str) -> str:
     return f"emulator/{base}_kernels.py"
+
+
+def kernels_stub(base: str, stubs: tuple[StubOp, ...]) -> bytes:
+    """The numpy kernels stub module of package `base` (also written by `udo-build init`)."""
+    return _render("emulator/kernels.py.j2", {"pkg": {"base": base}, "stubs": stubs})
 
 
 def manifest(pkg: PackageView, ops: tuple[OpView, ...], found: Layout,

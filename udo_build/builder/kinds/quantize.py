@@ -14,7 +14,8 @@ from .inputs import input_list, kernel_files
 
 
 # version 3: encodings from ranges rounded outward to 8 significant bits (udo_build.quant.stats)
-@action_kind("quantize", version=3, params=QuantizeSettings.KEY_PARAMS)
+# version 4: the encodings in AIMET's 1.0.0 format (udo_build.ir.encodings)
+@action_kind("quantize", version=4, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
     from ...ir.bundle import read_bundle

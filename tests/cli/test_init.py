@@ -1,0 +1,157 @@
+"""`udo-build init MODEL.onnx`: an op config, a kernels stub and a recipe for the nodes the
+emulator does not know; and the vendor spellings of options."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import shutil
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from udo_build.cli import build_parser, main
+from udo_build.errors import Diagnostics
+from udo_build.opdef import load_config
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "softplus"
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), stdout=out, stderr=err), out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / ".udo-build-root").touch()
+    (tmp_path / "model").mkdir()
+    shutil.copy(EXAMPLE / "model" / "net.onnx", tmp_path / "model" / "net.onnx")
+    return tmp_path
+
+
+def test_init_writes_a_config_a_stub_and_a_recipe_that_validates(project: Path) -> None:
+    code, out, err = cli("init", str(project / "model" / "net.onnx"), "--out", str(project),
+                         "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [op["name"] for op in report["ops"]] == ["Softplus", "Swish"]
+    config = project / "ops" / "NetOpPackage.xml"
+    assert sorted(report["files"]) == sorted(
+        str(p) for p in (config, project / "ops" / "NetOpPackage_kernels.py",
+                         project / "net.yaml"))
+    (package,) = load_config(config, Diagnostics())
+    assert (package.name, package.domain) == ("NetOpPackage", "aisw")
+    softplus = package.ops[0]
+    assert [(t.rank, t.datatypes) for t in (*softplus.inputs, *softplus.outputs)] == [
+        ("4D", ("FLOAT_32",))] * 2
+    assert [(p.name, p.datatypes, p.rank, p.mandatory) for p in softplus.params] == [
+        ("beta", ("FLOAT_32",), "SCALAR", True)]
+    assert cli("opdef", "show", str(config))[0] == 0
+    code, _, err = cli("validate", str(project / "net.yaml"))
+    assert code == 0, err
+    stub = _module(project / "ops" / "NetOpPackage_kernels.py")
+    with pytest.raises(NotImplementedError, match="Softplus: write its numpy kernel"):
+        stub.softplus(None, beta=1.0)
+
+
+def test_the_recipe_builds_once_the_kernels_are_written(project: Path) -> None:
+    assert cli("init", str(project / "model" / "net.onnx"), "--out", str(project))[0] == 0
+    kernels = (EXAMPLE / "ops" / "kernels.py").read_text()
+    (project / "ops" / "NetOpPackage_kernels.py").write_text(
+        kernels.replace('OpPackage("SoftplusPackage")', 'OpPackage("NetOpPackage")'))
+    code, out, err = cli("build", str(project / "net.yaml"), "--store",
+                         str(project / "store"), "--out", str(project / "out"), "--json")
+    assert code == 0, err
+    built = {a["id"] for a in json.loads(out)["actions"]}
+    assert {"convert", "package:CPU", "package:HTP"} <= built
+    assert (project / "out" / "packages" / "NetOpPackageHtp").is_dir()
+    code, out, err = cli("info", str(project / "out" / "model" / "net.udb"), "--json")
+    assert code == 0 and json.loads(out)["udos"] == ["NetOpPackage::Softplus",
+                                                    "NetOpPackage::Swish"], err
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(project: Path) -> None:
+    (project / "net.yaml").write_text("mine\n")
+    code, _, err = cli("init", str(project / "model" / "net.onnx"), "--out", str(project))
+    assert code == 2 and "net.yaml" in err and "does not overwrite" in err
+    assert (project / "net.yaml").read_text() == "mine\n" and not (project / "ops").exists()
+
+
+def test_a_model_outside_the_project_is_refused(project: Path, tmp_path_factory:
+                                                pytest.TempPathFactory) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / ".udo-build-root").touch()
+    code, _, err = cli("init", str(project / "model" / "net.onnx"), "--out", str(elsewhere))
+    assert code == 2 and "outside the project" in err and not list(elsewhere.iterdir())[1:]
+
+
+def test_optional_inputs_typed_parameters_and_onnx_ops_the_emulator_lacks(
+        tmp_path: Path) -> None:
+    (tmp_path / ".udo-build-root").touch()
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    nodes = [
+        helper.make_node("Mix", ["x", "x"], ["a"], name="mix1", domain="acme", axes=[0, 1],
+                         alpha=0.5, mode="fast", count=3),
+        helper.make_node("Mix", ["a"], ["b"], name="mix2", domain="acme", axes=[1],
+                         alpha=1.5),
+        helper.make_node("CumSum", ["b", "axis"], ["y"], name="cumsum"),
+    ]
+    axis = helper.make_tensor("axis", TensorProto.INT64, [], [1])
+    graph = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, [2, 3])], [axis])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("acme", 1)])
+    onnx.save(model, tmp_path / "mix.onnx")
+    code, _, err = cli("init", str(tmp_path / "mix.onnx"), "--out", str(tmp_path),
+                       "--package", "AcmePkg")
+    assert code == 0, err
+    (package,) = load_config(tmp_path / "ops" / "AcmePkg.xml", Diagnostics())
+    mix, cumsum = package.ops
+    assert package.domain == "acme"
+    assert [t.mandatory for t in mix.inputs] == [True, False]
+    params = {p.name: (p.rank, p.datatypes, p.mandatory,
+                       p.default.value if p.default else None) for p in mix.params}
+    assert params == {"axes": ("1D", ("INT_32",), True, None),
+                      "alpha": ("SCALAR", ("FLOAT_32",), True, None),
+                      "mode": ("SCALAR", ("STRING",), False, "fast"),
+                      "count": ("SCALAR", ("INT_32",), False, 3)}
+    assert cumsum.use_default_translation and not mix.use_default_translation
+    assert [(t.rank, t.datatypes) for t in cumsum.inputs] == [("ND", ("FLOAT_32",)),
+                                                              ("ND", ("INT_64",))]
+    assert cli("validate", str(tmp_path / "mix.yaml"))[0] == 0
+
+
+def test_a_model_without_custom_nodes_needs_no_init(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "plain.onnx")
+    code, _, err = cli("init", str(tmp_path / "plain.onnx"), "--out", str(tmp_path))
+    assert code == 2 and "default package" in err and sorted(p.name for p in
+                                                              tmp_path.iterdir()) == ["plain.onnx"]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["run", "b.udb", "--input_list", "l.txt", "--output_dir", "o"],
+     {"input_list": "l.txt", "output_dir": "o"}),
+    (["quant-report", "b.udb", "--input_list", "l.txt"], {"input_list": "l.txt"}),
+    (["convert", "m.onnx", "--op_package_config", "a.xml", "--udo_config_paths", "b.json",
+      "--output_path", "m.udb"], {"opdef": ["a.xml", "b.json"], "out": "m.udb"}),
+    (["package", "a.xml", "--backend", "HTP", "--output_path", "pkgs"], {"out": "pkgs"}),
+])
+def test_vendor_spellings_are_aliases(argv: list[str], expected: dict[str, object]) -> None:
+    args = build_parser([argv[0]]).parse_args(argv)
+    assert {k: getattr(args, k) for k in expected} == expected
+
+
+def _module(path: Path):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("init_stub", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
