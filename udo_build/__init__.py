@@ -13,22 +13,26 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
                 recipe -> actions), engine (schedules actions over the store and the remote
                 cache), kinds/ (one thin adapter per action kind: read inputs, call a stage,
                 write outputs), history, explain, outputs (the output folder), transfer
-                (cache push/pull), generate (packages without a recipe), settings (remote)
+                (cache push/pull), generate (packages without a recipe), scaffold (`init`: op
+                configs, kernels stubs and a recipe from a model), settings (remote)
     stages      recipe/ (schema, loading, the prepare matrix), opdef/ (op configs -> op
                 definitions), package/ (op package sources per backend), model/ (ONNX import,
                 input lists, model info), quant/ (calibration, quantizers, folding, QDQ
                 export), compiler/ (bundle -> HTP cache record: lowering, rule passes,
-                selection, memory planning, the record format)
+                selection, memory planning, the record format, serve: the record a run
+                loads or prepares online)
     runtime/    the emulator's float session and integer session; choosing the record a run
                 loads (records.py), the run metrics and checks (metrics.py), writing results
     kernels/    the op package API (OpPackage, Cost, Flags), the default package's numpy
-                kernels, loading the kernels files of a recipe
+                kernels, loading the kernels files of a recipe, native (a compiled CPU op
+                package's ops called through ctypes)
     ir/, rewrite/, soc/, store/
                 ir/: the model graph, the bundle container, encodings and the quantized model;
                 rewrite/: the op graph the rules rewrite, patterns, replacements and the one
                 rewrite driver; soc/: the SoC table, the record compatibility rules and the
                 compile target (arch, VTCM, level, dims, outputs, precision); store/:
-                blobs, the action cache, locks, remote caches, maintenance
+                blobs, trees and files of parts (parts.py), the action cache, locks, remote
+                caches, maintenance
     base        errors, canonical (canonical JSON and digests), source (reading user files with
                 positions), atomic (the one atomic-write path), schema_problems
 
