@@ -265,17 +265,17 @@ def test_the_output_folder_follows_the_recipe(project: Project) -> None:
     assert files == [
         ".udo-build-lock", ".udo-build-manifest.json", "model/net.udb", "model/net_deploy.udb",
         "model/net_quantized.encodings.json", "model/net_quantized.udb",
+        "opdef/CPU/SoftplusPackage.json", "opdef/HTP/SoftplusPackage.json",
         "opdef/SoftplusPackage.json",
-        "opdef/SoftplusPackageCpu.json", "opdef/SoftplusPackageHtp.json",
-        *(f"packages/SoftplusPackageCpu/{f}" for f in (
+        *(f"packages/CPU/SoftplusPackage/{f}" for f in (
             "Makefile", "config/softplus.xml", "config/swish.json",
-            "include/SoftplusPackageCpu.hpp", "makefiles/Makefile.android-aarch64",
+            "include/SoftplusPackage.hpp", "makefiles/Makefile.android-aarch64",
             "makefiles/Makefile.linux-x86_64", "package.json",
-            "src/SoftplusPackageCpuInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp")),
-        *(f"packages/SoftplusPackageHtp/{f}" for f in (
+            "src/SoftplusPackageInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp")),
+        *(f"packages/HTP/SoftplusPackage/{f}" for f in (
             "Makefile", "config/softplus.xml", "config/swish.json",
-            "include/SoftplusPackageHtp.hpp", "package.json",
-            "src/SoftplusPackageHtpInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp")),
+            "include/SoftplusPackage.hpp", "package.json",
+            "src/SoftplusPackageInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp")),
         *(f"runs/smoke/{f}" for f in (
             "Result_0/logits.npy", "Result_0/logits.raw", "Result_1/logits.npy",
             "Result_1/logits.raw", "Result_2/logits.npy", "Result_2/logits.raw",
@@ -283,10 +283,10 @@ def test_the_output_folder_follows_the_recipe(project: Project) -> None:
     (project.out / "notes.txt").write_text("mine")
     project.recipe.write_text(project.recipe.read_text().replace("[CPU, HTP]", "[HTP]"))
     project.build()
-    assert not (project.out / "packages/SoftplusPackageCpu").exists()
-    assert not (project.out / "opdef/SoftplusPackageCpu.json").exists()
+    assert not (project.out / "packages/CPU").exists()
+    assert not (project.out / "opdef/CPU").exists()
     assert (project.out / "notes.txt").read_text() == "mine"
-    assert (project.out / "packages/SoftplusPackageHtp/Makefile").exists()
+    assert (project.out / "packages/HTP/SoftplusPackage/Makefile").exists()
 
 
 def test_parallel_workers_build_the_same(project: Project) -> None:

@@ -27,7 +27,7 @@ def test_validate_ready_recipe_plain() -> None:
     code, out, err = cli("validate", str(RECIPES / "softplus.yaml"))
     assert (code, err) == (0, "")
     assert "recipe softplus-demo (" in out and "): valid" in out
-    assert "CPU -> SoftplusPackageCpu (2 ops), HTP -> SoftplusPackageHtp (2 ops)" in out
+    assert "CPU -> SoftplusPackage (2 ops), HTP -> SoftplusPackage (2 ops)" in out
     assert "prepare targets (32)" in out
     assert "sm8750  v79   8        3      input=4x3x32x32  layers=head" in out
 
@@ -37,8 +37,8 @@ def test_validate_ready_recipe_json() -> None:
     data = json.loads(out)
     assert (code, err, data["ok"], data["recipe"]) == (0, "", True, "softplus-demo")
     assert data["package"]["ops"] == ["Softplus", "Swish"]
-    assert data["package"]["backends"] == {"CPU": "SoftplusPackageCpu",
-                                           "HTP": "SoftplusPackageHtp"}
+    assert data["package"]["backends"] == {"CPU": "SoftplusPackage",
+                                           "HTP": "SoftplusPackage"}
     assert len(data["targets"]) == 32
     assert data["targets"][0] == {
         "id": "sm8350/O2/input=1x3x32x32/tensors=logits/int8", "soc": "sm8350", "arch": "v68",
@@ -94,7 +94,7 @@ def test_opdef_show_generic_and_resolved() -> None:
     code, out, err = cli("opdef", "show", str(SOFTPLUS_XML), "--backend", "htp", "--json")
     data = json.loads(out)
     (pkg,) = data["packages"]
-    assert (code, pkg["name"], pkg["backend"]) == (0, "SoftplusPackageHtp", "HTP")
+    assert (code, pkg["name"], pkg["backend"]) == (0, "SoftplusPackage", "HTP")
     (op,) = pkg["ops"]
     assert op["inputs"][0]["datatypes"] == ["UFIXED_POINT_8", "UFIXED_POINT_16", "FLOAT_16",
                                             "FLOAT_32"]

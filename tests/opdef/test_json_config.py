@@ -116,13 +116,13 @@ def test_origins_name_file_line_and_field() -> None:
 def test_softmax_resolves_per_backend() -> None:
     (package,), _ = load(DATA / "softmax.json")
     htp = resolve_backend(package, "HTP")
-    assert htp.name == "SoftmaxUdoPackageHtp"
+    assert htp.name == "SoftmaxUdoPackage"  # every backend keeps the name
     assert htp.backend == "HTP"
     op = htp.ops[0]
     assert (op.inputs[0].datatypes, op.outputs[0].datatypes) == (("UINT_8",), ("UINT_8",))
     assert op.param("beta").datatypes == ("FLOAT_32",)
     cpu = resolve_backend(package, "CPU")
-    assert cpu.name == "SoftmaxUdoPackageCpu"
+    assert cpu.name == "SoftmaxUdoPackage"
     op = cpu.ops[0]
     assert (op.inputs[0].datatypes, op.outputs[0].datatypes) == (("FLOAT_32",), ("FLOAT_32",))
 

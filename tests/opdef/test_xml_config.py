@@ -121,7 +121,7 @@ def test_supplemental_template_and_resolution() -> None:
     assert relu.params[0].default == Default("scalar", 0)
 
     htp = resolve_backend(pkg, "HTP")
-    assert (htp.name, htp.backend) == ("ReluOpPackageHtp", "HTP")
+    assert (htp.name, htp.backend) == ("ReluOpPackage", "HTP")
     op = htp.ops[0]
     assert op.inputs[0].datatypes == ("UFIXED_POINT_8", "UFIXED_POINT_16")
     assert (op.outputs[0].datatypes, op.outputs[0].layout) == (("UFIXED_POINT_8",), "NHWC")

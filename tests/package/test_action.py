@@ -63,12 +63,12 @@ def test_recipe_packages_cache_and_regenerate(tmp_path: Path) -> None:
     first = _build(root)
     assert _built(first) == ["opdef", "package:CPU", "package:DSP", "package:HTP"]
     out = root / "out/packages"
-    assert sorted(p.name for p in out.iterdir()) == [
-        "SoftplusPackageCpu", "SoftplusPackageDsp", "SoftplusPackageHtp"]
-    stubs = {(out / p / "emulator/SoftplusPackage_kernels.py").read_bytes()
-             for p in ("SoftplusPackageCpu", "SoftplusPackageDsp", "SoftplusPackageHtp")}
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("*/*")) == [
+        "CPU/SoftplusPackage", "DSP/SoftplusPackage", "HTP/SoftplusPackage"]
+    stubs = {(out / b / "SoftplusPackage/emulator/SoftplusPackage_kernels.py").read_bytes()
+             for b in ("CPU", "DSP", "HTP")}
     assert len(stubs) == 1 and b'@package.op("Swish"' not in next(iter(stubs))
-    assert (out / "SoftplusPackageDsp/src/dsp_v65_v66/ops/Swish.cpp").is_file()
+    assert (out / "DSP/SoftplusPackage/src/dsp_v65_v66/ops/Swish.cpp").is_file()
     trees = _trees(root, first)
 
     again = _build(root)
@@ -80,12 +80,12 @@ def test_recipe_packages_cache_and_regenerate(tmp_path: Path) -> None:
     changed = _build(root)
     assert _built(changed) == ["opdef", "package:CPU", "package:DSP", "package:HTP"]
     assert all(trees[a] != d for a, d in _trees(root, changed).items())
-    assert "floatValue = 2.5f;" in (out / "SoftplusPackageHtp/src/ops/Softplus.cpp").read_text()
+    assert "floatValue = 2.5f;" in (out / "HTP/SoftplusPackage/src/ops/Softplus.cpp").read_text()
 
     xml.write_text(original)
     reverted = _build(root)
     assert reverted["executed"] == 0 and _trees(root, reverted) == trees
-    assert "floatValue = 1.0f;" in (out / "SoftplusPackageHtp/src/ops/Softplus.cpp").read_text()
+    assert "floatValue = 1.0f;" in (out / "HTP/SoftplusPackage/src/ops/Softplus.cpp").read_text()
 
 
 def test_a_renamed_config_regenerates_only_the_packages(tmp_path: Path) -> None:
@@ -96,5 +96,5 @@ def test_a_renamed_config_regenerates_only_the_packages(tmp_path: Path) -> None:
     recipe.write_text(recipe.read_text().replace("ops/swish.json", "ops/swish_op.json"))
     summary = _build(root)
     assert _built(summary) == ["package:CPU", "package:DSP", "package:HTP"]
-    config = root / "out/packages/SoftplusPackageCpu/config"
+    config = root / "out/packages/CPU/SoftplusPackage/config"
     assert sorted(p.name for p in config.iterdir()) == ["softplus.xml", "swish_op.json"]

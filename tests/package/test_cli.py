@@ -27,32 +27,32 @@ def _package(tmp_path: Path, *extra: str, configs: tuple[Path, ...] = (SOFTPLUS,
 def test_plain_then_json_from_the_cache(tmp_path: Path) -> None:
     code, out, err = _package(tmp_path, "--backend", "HTP", "--arch", "v73", "--backend", "cpu")
     assert (code, err) == (0, "")
-    assert f"SoftplusPackageHtp (HTP, built) -> {tmp_path}/out/SoftplusPackageHtp" in out
+    assert f"SoftplusPackage (HTP, built) -> {tmp_path}/out/HTP/SoftplusPackage" in out
     assert "  targets  htp_x86, htp_v73, htp_aarch64\n" in out
     assert "  ops      Softplus, Swish\n" in out
-    folder = tmp_path / "out/SoftplusPackageHtp"
+    folder = tmp_path / "out/HTP/SoftplusPackage"
     assert (folder / "src/ops/Softplus.cpp").is_file()
     assert (folder / "emulator/SoftplusPackage_kernels.py").is_file()  # no kernels given
-    assert (tmp_path / "out/SoftplusPackageCpu/makefiles/Makefile.linux-x86_64").is_file()
+    assert (tmp_path / "out/CPU/SoftplusPackage/makefiles/Makefile.linux-x86_64").is_file()
 
     code, out, err = _package(tmp_path, "--backend", "HTP", "--arch", "v73", "--backend", "CPU",
                               "--json")
     doc = json.loads(out)
     assert (code, err, doc["ok"]) == (0, "", True)
     htp, cpu = doc["packages"]
-    assert (htp["package"], htp["status"], htp["written"]) == ("SoftplusPackageHtp", "cached", [])
+    assert (htp["package"], htp["status"], htp["written"]) == ("SoftplusPackage", "cached", [])
     assert htp["unchanged"] == htp["files"] == 9 and cpu["backend"] == "CPU"
     assert htp["targets"] == ["htp_x86", "htp_v73", "htp_aarch64"]
 
 
 def test_edits_survive_unless_forced(tmp_path: Path) -> None:
     assert _package(tmp_path, "--backend", "HTP", "--arch", "v73")[0] == 0
-    kernel = tmp_path / "out/SoftplusPackageHtp/src/ops/Softplus.cpp"
+    kernel = tmp_path / "out/HTP/SoftplusPackage/src/ops/Softplus.cpp"
     kernel.write_text(kernel.read_text() + "// my kernel\n")
     code, out, err = _package(tmp_path, "--backend", "HTP", "--arch", "v75")
     assert code == 2 and out == ""
     assert f"error: {kernel}: this file differs from what udo-build generated last" in err
-    makefile = (tmp_path / "out/SoftplusPackageHtp/Makefile").read_text()
+    makefile = (tmp_path / "out/HTP/SoftplusPackage/Makefile").read_text()
     assert "htp_v73" in makefile and "htp_v75" not in makefile  # nothing was written
     code, out, _ = _package(tmp_path, "--backend", "HTP", "--arch", "v75", "--force", "--json")
     assert code == 0 and "src/ops/Softplus.cpp" in json.loads(out)["packages"][0]["written"]
@@ -64,7 +64,7 @@ def test_a_package_that_loses_an_op_removes_its_untouched_files(tmp_path: Path) 
     code, out, _ = _package(tmp_path, "--backend", "CPU", "--json", configs=(SOFTPLUS,))
     row = json.loads(out)["packages"][0]
     assert code == 0 and "src/ops/Swish.cpp" in row["removed"]
-    assert not (tmp_path / "out/SoftplusPackageCpu/config/swish.json").exists()
+    assert not (tmp_path / "out/CPU/SoftplusPackage/config/swish.json").exists()
 
 
 def test_errors(tmp_path: Path) -> None:

@@ -110,11 +110,11 @@ def test_skeletons_say_where_to_write_and_fail_loudly(tmp_path: Path) -> None:
 
 
 def test_validation_tables_follow_the_definitions(tmp_path: Path) -> None:
-    cpu = _text(package_files(tmp_path, [VENDOR], "CPU"), "src/VendorOpsCpuInterface.cpp")
+    cpu = _text(package_files(tmp_path, [VENDOR], "CPU"), "src/VendorOpsInterface.cpp")
     assert '{"ScaleClamp", 1, 2, 1, 2, kScaleClampParams, 7},' in cpu  # optional bias, clamped
     assert '{"SumAll", 1, kAnyNumber, 1, 1, nullptr, 0},' in cpu  # Repeated input
     assert '    {"gain", true},\n' in cpu and '    {"label", false},\n' in cpu
-    assert "{\"ScaleClamp\", VendorOpsCpu_ScaleClamp_execute}," in cpu
+    assert "{\"ScaleClamp\", VendorOps_ScaleClamp_execute}," in cpu
 
 
 def test_cpu_reads_parameters_with_their_defaults(tmp_path: Path) -> None:

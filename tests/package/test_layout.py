@@ -16,37 +16,34 @@ def _expected(pkg: str, *extra: str) -> list[str]:
     return sorted([*COMMON, f"include/{pkg}.hpp", *extra])
 
 
+PKG = "SoftplusPackage"  # every backend's package keeps the PackageName
+SOURCES = [f"src/{PKG}Interface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp"]
 EXAMPLE = {
-    "CPU": ([], _expected(
-        "SoftplusPackageCpu", "makefiles/Makefile.android-aarch64",
-        "makefiles/Makefile.linux-x86_64", "src/SoftplusPackageCpuInterface.cpp",
-        "src/ops/Softplus.cpp", "src/ops/Swish.cpp")),
-    "GPU": ([], _expected(
-        "SoftplusPackageGpu", "src/SoftplusPackageGpuInterface.cpp", "src/ops/Softplus.cpp",
-        "src/ops/Swish.cpp", "src/kernels/Softplus.cl", "src/kernels/Swish.cl")),
+    "CPU": ([], _expected(PKG, "makefiles/Makefile.android-aarch64",
+                          "makefiles/Makefile.linux-x86_64", *SOURCES)),
+    "GPU": ([], _expected(PKG, *SOURCES, "src/kernels/Softplus.cl", "src/kernels/Swish.cl")),
     "DSP": (["v66", "v73"], _expected(
-        "SoftplusPackageDsp", "src/SoftplusPackageDspInterface.cpp", "src/ops/Softplus.cpp",
-        "src/ops/Swish.cpp", "src/dsp_v65_v66/SoftplusPackageDspInterface.cpp",
+        PKG, *SOURCES, f"src/dsp_v65_v66/{PKG}Interface.cpp",
         "src/dsp_v65_v66/ops/Softplus.cpp", "src/dsp_v65_v66/ops/Swish.cpp")),
-    "HTP": (["v68", "v73"], _expected(
-        "SoftplusPackageHtp", "src/SoftplusPackageHtpInterface.cpp", "src/ops/Softplus.cpp",
-        "src/ops/Swish.cpp")),
+    "HTP": (["v68", "v73"], _expected(PKG, *SOURCES)),
 }
 
+# as the vendor's generated makefiles name them: HTP and DSP build/<target>/libQnn<Pkg>.so,
+# CPU and GPU libs/<target>/lib<Pkg>.so
 TARGETS = {
-    "CPU": {"cpu_x86": ["build/x86_64-linux-clang/libSoftplusPackageCpu.so"],
-            "cpu_android": ["build/aarch64-android/libSoftplusPackageCpu.so"]},
-    "GPU": {"gpu_android": ["build/aarch64-android/libSoftplusPackageGpu.so"]},
-    "DSP": {"dsp_x86": ["build/x86_64-linux-clang/libSoftplusPackageDsp.so"],
-            "dsp_v73": ["build/hexagon-v73/libSoftplusPackageDsp.so"],
-            "dsp_aarch64": ["build/aarch64-android/libSoftplusPackageDsp.so"],
-            "dsp_v66": ["build/hexagon-v66/libSoftplusPackageDsp.so",
-                        "build/hexagon-v66/libSoftplusPackageDsp_Softplus.so",
-                        "build/hexagon-v66/libSoftplusPackageDsp_Swish.so"]},
-    "HTP": {"htp_x86": ["build/x86_64-linux-clang/libSoftplusPackageHtp.so"],
-            "htp_v68": ["build/hexagon-v68/libSoftplusPackageHtp.so"],
-            "htp_v73": ["build/hexagon-v73/libSoftplusPackageHtp.so"],
-            "htp_aarch64": ["build/aarch64-android/libSoftplusPackageHtp.so"]},
+    "CPU": {"cpu_x86": [f"libs/x86_64-linux-clang/lib{PKG}.so"],
+            "cpu_android": [f"libs/aarch64-android/lib{PKG}.so"]},
+    "GPU": {"gpu_android": [f"libs/aarch64-android/lib{PKG}.so"]},
+    "DSP": {"dsp_x86": [f"build/x86_64-linux-clang/libQnn{PKG}.so"],
+            "dsp_v73": [f"build/hexagon-v73/libQnn{PKG}.so"],
+            "dsp_aarch64": [f"build/aarch64-android/libQnn{PKG}.so"],
+            "dsp_v66": [f"build/hexagon-v66/libQnn{PKG}.so",
+                        f"build/hexagon-v66/lib{PKG}_Softplus.so",
+                        f"build/hexagon-v66/lib{PKG}_Swish.so"]},
+    "HTP": {"htp_x86": [f"build/x86_64-linux-clang/libQnn{PKG}.so"],
+            "htp_v68": [f"build/hexagon-v68/libQnn{PKG}.so"],
+            "htp_v73": [f"build/hexagon-v73/libQnn{PKG}.so"],
+            "htp_aarch64": [f"build/aarch64-android/libQnn{PKG}.so"]},
 }
 
 
@@ -57,10 +54,10 @@ def test_example_layout_and_manifest(tmp_path: Path, backend: str) -> None:
     assert sorted(files) == expected
     assert files["config/softplus.xml"] == SOFTPLUS.read_bytes()
     manifest = json.loads(files["package.json"])
-    name = f"SoftplusPackage{backend.title()}"
-    assert manifest["package"] == name and manifest["backend"] == backend
+    assert manifest["package"] == PKG and manifest["backend"] == backend
+    assert (manifest["flavor"], manifest["provider"]) == ("qnn", f"{PKG}InterfaceProvider")
     assert (manifest["domain"], manifest["package_version"]) == ("aisw", "1.0.0")
-    assert manifest["generator_version"] == 2 and len(manifest["opdef_digest"]) == 64
+    assert manifest["generator_version"] == 3 and len(manifest["opdef_digest"]) == 64
     assert [op["name"] for op in manifest["ops"]] == ["Softplus", "Swish"]
     assert {t["name"]: t["outputs"] for t in manifest["targets"]} == TARGETS[backend]
     assert all(op["kernels_stub"] is None for op in manifest["ops"])
@@ -71,7 +68,7 @@ def test_example_layout_and_manifest(tmp_path: Path, backend: str) -> None:
 def test_dsp_for_v66_only_keeps_its_sources_in_their_folder(tmp_path: Path) -> None:
     files = package_files(tmp_path, [SOFTPLUS], "DSP", ["v65", "v66"])
     sources = sorted(f for f in files if f.startswith("src/"))
-    assert sources == ["src/dsp_v65_v66/SoftplusPackageDspInterface.cpp",
+    assert sources == ["src/dsp_v65_v66/SoftplusPackageInterface.cpp",
                        "src/dsp_v65_v66/ops/Softplus.cpp"]
     targets = [t["name"] for t in json.loads(files["package.json"])["targets"]]
     assert targets == ["dsp_v65", "dsp_v66"]
@@ -98,3 +95,24 @@ def test_vendor_style_config_generates_every_op(tmp_path: Path, backend: str) ->
     assert {f"src/ops/{op}.cpp" for op in ops} <= set(files)
     assert "emulator/VendorOps_kernels.py" in files
     assert "config/vendor_ops.xml" in files and "config/softplus.xml" in files
+
+
+SNPE_TARGETS = {
+    "CPU": {"cpu_x86": ["libs/x86-64_linux_clang/libUdoSoftplusPackageImplCpu.so"],
+            "cpu_android": ["libs/arm64-v8a/libUdoSoftplusPackageImplCpu.so"]},
+    "GPU": {"gpu_android": ["libs/arm64-v8a/libUdoSoftplusPackageImplGpu.so"]},
+    "DSP": {"dsp_x86": ["libs/x86-64_linux_clang/libUdoSoftplusPackageImplDsp.so"],
+            "dsp_v73": ["libs/dsp_v73/libUdoSoftplusPackageImplDsp.so"],
+            "dsp_aarch64": ["libs/arm64-v8a/libUdoSoftplusPackageImplDsp_AltPrep.so"],
+            "dsp_v66": ["libs/dsp_v66/libUdoSoftplusPackageImplDsp.so",
+                        "libs/dsp_v66/libSoftplusPackage_Swish.so"]},
+}
+
+
+@pytest.mark.parametrize("backend", sorted(SNPE_TARGETS))
+def test_snpe_json_configs_take_the_snpe_udo_library_names(tmp_path: Path, backend: str) -> None:
+    files = package_files(tmp_path, [SWISH], backend, ["v66", "v73"] * (backend == "DSP"))
+    manifest = json.loads(files["package.json"])
+    assert (manifest["package"], manifest["flavor"]) == (PKG, "snpe")
+    assert {t["name"]: t["outputs"] for t in manifest["targets"]} == SNPE_TARGETS[backend]
+    assert f"include/{PKG}.hpp" in files

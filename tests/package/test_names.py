@@ -5,11 +5,16 @@ from __future__ import annotations
 import pytest
 
 from udo_build.package.names import (
+    SNPE,
     c_literal,
     c_string,
     cpp_names,
     docstring,
+    library,
     one_line,
+    op_library,
+    package_folder,
+    provider,
     py_literal,
     py_names,
     snake,
@@ -43,3 +48,17 @@ def test_text_in_comments_docstrings_and_python() -> None:
     assert docstring('say """hi""" \\') == 'say \\"\\"\\"hi\\"\\"\\" \\\\'
     assert c_string("\u00e91") == '"\\303\\2511"'
     assert py_literal(((1, 2.5), (True, "x"))) == "[[1, 2.5], [True, 'x']]"
+
+
+def test_vendor_library_names_keep_the_package_name() -> None:
+    assert library("ExampleOpPackage", "HTP", "v73") == (
+        "build/hexagon-v73/libQnnExampleOpPackage.so")
+    assert library("ExampleOpPackage", "DSP", "x86") == (
+        "build/x86_64-linux-clang/libQnnExampleOpPackage.so")
+    assert library("ExampleOpPackage", "CPU", "aarch64") == (
+        "libs/aarch64-android/libExampleOpPackage.so")
+    assert library("Udo", "HTP", "v68", SNPE) == "libs/dsp_v68/libUdoUdoImplDsp.so"
+    assert library("Udo", "CPU", "x86", SNPE) == "libs/x86-64_linux_clang/libUdoUdoImplCpu.so"
+    assert op_library("P", "Relu", "v66") == "build/hexagon-v66/libP_Relu.so"
+    assert provider("ExampleOpPackage") == "ExampleOpPackageInterfaceProvider"
+    assert package_folder("HTP", "ExampleOpPackage") == "HTP/ExampleOpPackage"

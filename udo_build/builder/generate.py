@@ -1,5 +1,5 @@
 """Op packages from op configs without a recipe, through the same `opdef` and `package` actions
-(and store) as a recipe build; each package lands in OUT/<PackageName><Suffix>/.
+(and store) as a recipe build; each package lands in OUT/<BACKEND>/<PackageName>/.
 
 A package folder is updated in place: files a user changed since udo-build wrote them are never
 overwritten unless forced.
@@ -88,14 +88,15 @@ def generate_packages(request: PackageRequest, events: Events) -> PackageReport:
         packages = [_fetch(store, states[f"package:{b}"]) for b in backends]
     out = Path(request.out)
     problems = [] if request.force else [
-        p for name, files, _ in packages for p in conflicts(out / name, files)]
+        p for rel, files, _ in packages for p in conflicts(out / rel, files)]
     if problems:
         raise UserError(problems=problems)
     done = []
-    for (name, files, state), backend in zip(packages, backends, strict=True):
-        update = update_folder(out / name, files, force=request.force)
-        done.append(GeneratedPackage(backend, name, out / name, state.status, state.key,
-                                     json.loads(files["package.json"]), len(files), update))
+    for (rel, files, state), backend in zip(packages, backends, strict=True):
+        update = update_folder(out / rel, files, force=request.force)
+        manifest = json.loads(files["package.json"])
+        done.append(GeneratedPackage(backend, manifest["package"], out / rel, state.status,
+                                     state.key, manifest, len(files), update))
     return PackageReport(tuple(done), tuple(diag.warnings))
 
 
@@ -142,7 +143,8 @@ def package_plan(paths: list[Path], backends: list[str], archs: dict[str, list[s
 
 
 def _fetch(store: Store, state: ActionState) -> tuple[str, dict[str, bytes], ActionState]:
-    """(package name, files, state) of a built or cached package action."""
+    """(its folder below the output folder, files, state) of a built or cached package
+    action."""
     result = state.result
     assert result is not None
     (rel, output), = result.publish.items()
@@ -151,4 +153,4 @@ def _fetch(store: Store, state: ActionState) -> tuple[str, dict[str, bytes], Act
     if entries is None or any(data is None for data in files.values()):
         raise UserError("the generated package is missing from the store",
                         hint="run 'udo-build store verify --repair' and generate again")
-    return rel.rsplit("/", 1)[-1], files, state  # type: ignore[return-value]
+    return rel.split("/", 1)[-1], files, state  # type: ignore[return-value]

@@ -1,7 +1,7 @@
 """The output folder: the built artifacts as files, for people and for deployment.
 
-Each action says where its outputs are published (`opdef/MyPkgHtp.json`, a package tree under
-`packages/MyPkgHtp/`, ...): the plan does, when the place depends on names the key ignores (a
+Each action says where its outputs are published (`opdef/HTP/MyPkg.json`, a package tree under
+`packages/HTP/MyPkg/`, ...): the plan does, when the place depends on names the key ignores (a
 model's file name), else the action's result. Files are written atomically; a manifest
 (`.udo-build-manifest.json`) records what the folder holds, so files that an earlier build put
 there and the recipe no longer implies are removed (from the folder, never from the store).

@@ -1,7 +1,7 @@
 """`udo-build package CONFIG [CONFIG ...] --backend HTP [--arch v73 ...] --out DIR`: generate op
 packages from op configs without a recipe, through the same `opdef` and `package` actions (and
 store) as a recipe build (see udo_build/builder/generate.py); each package lands in
-DIR/<PackageName><Suffix>/.
+DIR/<BACKEND>/<PackageName>/.
 
 A package folder is updated in place: files a user changed since udo-build wrote them are never
 overwritten unless --force.

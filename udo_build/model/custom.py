@@ -6,6 +6,9 @@ and outputs must fit the definition (mandatory ones present, no extra unless the
 Repeated), its attributes must be parameters of the op with values of the right kind;
 enumeration names become their numbers, missing optional parameters get their defaults, and
 tensor datatypes must be ones the definition allows.
+
+A custom node names the op package by its name (PackageName, UDO_PACKAGE_NAME, or the recipe's
+package.name): the name every backend's generated package keeps and its validateOpConfig accepts.
 """
 
 from __future__ import annotations

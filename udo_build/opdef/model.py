@@ -4,7 +4,7 @@ Both loaders (XML OpDefCollection, SNPE JSON UDO config) produce an `OpPackageDe
 datatypes may be `BACKEND_SPECIFIC`; each tensor and parameter carries per-backend overrides
 (from a SupplementalOpDefList or `per_core_data_types`). `resolve_backend` turns the package into
 the one a backend builds: only that backend's ops, every datatype and layout concrete, the package
-name suffixed (MyPkg -> MyPkgHtp).
+name kept (the vendor tools name every backend's package by its PackageName).
 
 `to_json` is the canonical form (stable bytes, used for cache keys); `from_json` reads it back.
 Origins (file and line) are kept for messages but are not part of equality or the JSON form.
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..canonical import canonical_json, typed_digest
 from ..errors import Problem, raise_if_any
-from .vocab import BACKEND_SPECIFIC, BACKENDS, package_name_for
+from .vocab import BACKEND_SPECIFIC, BACKENDS
 
 SCHEMA = "udo-build/opdef"
 SCHEMA_VERSION = 1
@@ -185,9 +185,7 @@ def resolve_backend(package: OpPackageDef, backend: str) -> OpPackageDef:
         )])
     resolved = tuple(_resolve_op(op, backend, package.source_format, problems) for op in ops)
     raise_if_any(problems)
-    return replace(
-        package, name=package_name_for(package.name, backend), ops=resolved, backend=backend
-    )
+    return replace(package, ops=resolved, backend=backend)
 
 
 def _resolve_op(op: OpDef, backend: str, fmt: str, problems: list[Problem]) -> OpDef:

@@ -7,7 +7,6 @@ SNPE's `FIXED_8`) and the QNN one (`QNN_DATATYPE_FLOAT_32`). Both normalize to t
 from __future__ import annotations
 
 BACKENDS: tuple[str, ...] = ("CPU", "GPU", "DSP", "HTP")
-BACKEND_SUFFIX: dict[str, str] = {"CPU": "Cpu", "GPU": "Gpu", "DSP": "Dsp", "HTP": "Htp"}
 DSP_ARCHS: tuple[str, ...] = ("v65", "v66", "v68", "v69", "v73", "v75", "v79", "v81")
 
 BACKEND_SPECIFIC = "BACKEND_SPECIFIC"
@@ -63,12 +62,6 @@ def rank_dims(rank: str) -> int | None:
     if rank == "ND":
         return None
     return int(rank[0])
-
-
-def package_name_for(base: str, backend: str) -> str:
-    """PackageName + backend suffix (MyPkg -> MyPkgHtp), never suffixed twice."""
-    suffix = BACKEND_SUFFIX[backend]
-    return base if base.endswith(suffix) else base + suffix
 
 
 def allowed(values: tuple[str, ...] | list[str]) -> str:

@@ -1,13 +1,18 @@
 """Which files a package has and which libraries its Makefile builds, per backend.
 
     every backend   Makefile, package.json, config/<file>, include/<Pkg>.hpp,
-                    src/<Pkg>Interface.cpp, src/ops/<Op>.cpp, emulator/<Base>_kernels.py (stubs)
+                    src/<Pkg>Interface.cpp, src/ops/<Op>.cpp, emulator/<Pkg>_kernels.py (stubs)
     CPU             makefiles/Makefile.linux-x86_64, makefiles/Makefile.android-aarch64; targets
                     cpu_x86, cpu_android
     GPU             src/kernels/<Op>.cl (embedded into the library at build time); gpu_android
     HTP             targets htp_x86 (host-side prepare), htp_<arch> per dsp arch, htp_aarch64
     DSP             v68 and later: the HTP layout, targets dsp_x86, dsp_<arch>, dsp_aarch64;
                     v65/v66: src/dsp_v65_v66/ (its own interface, one library per op), dsp_<arch>
+
+The libraries are named as the vendor's generated makefiles name them (`names.library`): a QNN
+package (XML configs) builds build/<target>/libQnn<Pkg>.so (HTP, DSP) or
+libs/<target>/lib<Pkg>.so (CPU, GPU); an SNPE UDO package (JSON configs) builds
+libs/<target>/libUdo<Pkg>Impl<Core>.so. The package keeps its name on every backend.
 
 A DSP package for v65/v66 only has no src/<Pkg>Interface.cpp or src/ops/: its sources live under
 src/dsp_v65_v66/ whatever other arches are listed, so adding v68 never moves a file.
@@ -19,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .names import QNN, library, op_library
 from .tables import Toolchain, split_archs, toolchain
 from .views import OpView
 
@@ -74,8 +80,21 @@ class Layout:
     makefile: str = "common/Makefile.j2"  # the template of the top Makefile
 
 
-def layout(name: str, backend: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
-    return BACKEND_LAYOUTS[backend](name, archs, ops)
+@dataclass(frozen=True)
+class Naming:
+    """Whose package this is: its name, backend and the vendor layout (names.QNN or SNPE)."""
+
+    name: str
+    backend: str
+    flavor: str = QNN
+
+    def lib(self, platform: str, sources: tuple[str, ...]) -> Lib:
+        return Lib(library(self.name, self.backend, platform, self.flavor), sources, platform)
+
+
+def layout(name: str, backend: str, archs: tuple[str, ...], ops: tuple[OpView, ...],
+           flavor: str = QNN) -> Layout:
+    return BACKEND_LAYOUTS[backend](Naming(name, backend, flavor), archs, ops)
 
 
 def _sources(name: str, ops: tuple[OpView, ...], folder: str = "src") -> list[Rendered]:
@@ -88,47 +107,42 @@ def _family(files: list[Rendered], family: str) -> list[Rendered]:
     return [Rendered(f.path, f.template.format(family=family), f.context) for f in files]
 
 
-def _one_lib(name: str, platform: str, sources: tuple[str, ...]) -> Lib:
-    return Lib(f"{toolchain(platform).folder}/lib{name}.so", sources, platform)
-
-
-def _htp_style(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...], prefix: str
+def _htp_style(pkg: Naming, archs: tuple[str, ...], ops: tuple[OpView, ...], prefix: str
                ) -> tuple[list[Rendered], list[MakeTarget]]:
-    files = _family(_sources(name, ops), "htp")
+    files = _family(_sources(pkg.name, ops), "htp")
     sources = tuple(f.path for f in files)
     targets = [MakeTarget(f"{prefix}_x86", "host-side library for offline prepare (x86-64 Linux)",
-                      (_one_lib(name, "x86", sources),))]
+                      (pkg.lib("x86", sources),))]
     targets += [MakeTarget(f"{prefix}_{arch}", f"the library the HTP runs ({arch})",
-                       (_one_lib(name, arch, sources),)) for arch in archs]
+                       (pkg.lib(arch, sources),)) for arch in archs]
     targets.append(MakeTarget(f"{prefix}_aarch64", "library for online prepare on the device "
-                          "(Android aarch64)", (_one_lib(name, "aarch64", sources),)))
+                          "(Android aarch64)", (pkg.lib("aarch64", sources),)))
     return files, targets
 
 
-def _htp(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+def _htp(pkg: Naming, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
     _, hexagon = split_archs(archs)
-    files, targets = _htp_style(name, hexagon, ops, "htp")
+    files, targets = _htp_style(pkg, hexagon, ops, "htp")
     notes = () if hexagon else ("no dsp arch was given: add SoCs to the recipe's prepare "
                                 "matrix (or --arch) for htp_<arch> targets",)
     return Layout(tuple(files), tuple(targets), includes=("HTP",), notes=notes)
 
 
-def _dsp(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+def _dsp(pkg: Naming, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
     legacy, hexagon = split_archs(archs)
     files: list[Rendered] = []
     targets: list[MakeTarget] = []
     if hexagon or not legacy:
-        files, targets = _htp_style(name, hexagon, ops, "dsp")
+        files, targets = _htp_style(pkg, hexagon, ops, "dsp")
     if legacy:
-        part = _family(_sources(name, ops, LEGACY_DIR), "dsp")
+        part = _family(_sources(pkg.name, ops, LEGACY_DIR), "dsp")
         files += part
         interface, op_files = part[0].path, part[1:]
         older = []
         for arch in legacy:
-            folder = toolchain(arch).folder
-            libs = [Lib(f"{folder}/lib{name}.so", (interface,), arch)]
-            libs += [Lib(f"{folder}/lib{name}_{f.context['op'].name}.so", (f.path,), arch)
-                     for f in op_files]
+            libs = [pkg.lib(arch, (interface,))]
+            libs += [Lib(op_library(pkg.name, f.context["op"].name, arch, pkg.flavor),
+                         (f.path,), arch) for f in op_files]
             older.append(MakeTarget(f"dsp_{arch}", f"the registration library and one "
                                 f"implementation library per op ({arch})", tuple(libs)))
         at = 1 if targets else 0  # in arch order: after dsp_x86, before dsp_v68 and later
@@ -136,21 +150,21 @@ def _dsp(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
     return Layout(tuple(files), tuple(targets), includes=("DSP", "HTP"))
 
 
-def _cpu(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
-    files = _family(_sources(name, ops), "cpu")
+def _cpu(pkg: Naming, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+    files = _family(_sources(pkg.name, ops), "cpu")
     sources = tuple(f.path for f in files)
     targets = (
-        MakeTarget("cpu_x86", "x86-64 Linux", (_one_lib(name, "x86", sources),),
+        MakeTarget("cpu_x86", "x86-64 Linux", (pkg.lib("x86", sources),),
                "makefiles/Makefile.linux-x86_64"),
-        MakeTarget("cpu_android", "Android aarch64", (_one_lib(name, "aarch64", sources),),
+        MakeTarget("cpu_android", "Android aarch64", (pkg.lib("aarch64", sources),),
                "makefiles/Makefile.android-aarch64"),
     )
     files += [Rendered(t.makefile, "cpu/Makefile.platform.j2", {"target": t}) for t in targets]
     return Layout(tuple(files), targets, includes=("CPU",), makefile="cpu/Makefile.j2")
 
 
-def _gpu(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
-    files = _family(_sources(name, ops), "gpu")
+def _gpu(pkg: Naming, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
+    files = _family(_sources(pkg.name, ops), "gpu")
     files += [Rendered(f"src/kernels/{op.name}.cl", "gpu/kernel.cl.j2", {"op": op})
               for op in ops]
     embeds = tuple(Embed(f"build/gen/{op.name}_cl.cpp", f"src/kernels/{op.name}.cl",
@@ -158,10 +172,10 @@ def _gpu(name: str, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
     sources = (*(f.path for f in files if f.path.endswith(".cpp")),
                *(e.output for e in embeds))
     targets = (MakeTarget("gpu_android", "Android aarch64 (Adreno GPU)",
-                      (_one_lib(name, "aarch64", sources),)),)
+                      (pkg.lib("aarch64", sources),)),)
     return Layout(tuple(files), targets, embeds, includes=("GPU",))
 
 
-BACKEND_LAYOUTS: dict[str, Callable[[str, tuple[str, ...], tuple[OpView, ...]], Layout]] = {
+BACKEND_LAYOUTS: dict[str, Callable[[Naming, tuple[str, ...], tuple[OpView, ...]], Layout]] = {
     "CPU": _cpu, "GPU": _gpu, "DSP": _dsp, "HTP": _htp,
 }

@@ -174,3 +174,57 @@ def py_literal(value: Any) -> str:
             raise ValueError(f"not a finite default: {value!r}")
         return repr(value)
     return repr(value)
+
+
+# -- the vendor's names of a package's libraries ------------------------------------------------
+#
+# Checked against the vendor's generated makefiles as public projects carry them: a QNN HTP (and
+# DSP v68+) package builds build/<target>/libQnn<PackageName>.so for x86_64-linux-clang,
+# hexagon-<arch> and aarch64-android; a QNN CPU or GPU package builds
+# libs/<target>/lib<PackageName>.so; the SNPE UDO generator's makefile copies those into
+# libs/<x86-64_linux_clang | arm64-v8a | dsp_<arch>>/libUdo<PackageName>Impl<Core>.so next to the
+# registration library libUdo<PackageName>Reg.so. Loaders find a package's interface by the
+# symbol <PackageName>InterfaceProvider.
+
+QNN, SNPE = "qnn", "snpe"  # the layouts: QNN op packages (XML configs), SNPE UDO (JSON configs)
+_QNN_TARGETS = {"x86": "x86_64-linux-clang", "aarch64": "aarch64-android"}
+_SNPE_TARGETS = {"x86": "x86-64_linux_clang", "aarch64": "arm64-v8a"}
+_SNPE_CORES = {"CPU": "Cpu", "GPU": "Gpu", "DSP": "Dsp", "HTP": "Dsp"}
+
+
+def target_folder(platform: str, flavor: str = QNN) -> str:
+    """The vendor's folder name of a build target: x86 | aarch64 | a hexagon arch (v73)."""
+    if flavor == SNPE:
+        return _SNPE_TARGETS.get(platform, f"dsp_{platform}")
+    return _QNN_TARGETS.get(platform, f"hexagon-{platform}")
+
+
+def library(package: str, backend: str, platform: str, flavor: str = QNN) -> str:
+    """The path of the library a package's makefile builds for `platform`, as the vendor's
+    generated makefiles name it (relative to the package folder)."""
+    folder = target_folder(platform, flavor)
+    if flavor == SNPE:
+        # the DSP implementation library for online prepare on the device is the _AltPrep one
+        alt = "_AltPrep" if _SNPE_CORES[backend] == "Dsp" and platform == "aarch64" else ""
+        return f"libs/{folder}/libUdo{package}Impl{_SNPE_CORES[backend]}{alt}.so"
+    if backend in ("CPU", "GPU"):
+        return f"libs/{folder}/lib{package}.so"
+    return f"build/{folder}/libQnn{package}.so"
+
+
+def op_library(package: str, op: str, arch: str, flavor: str = QNN) -> str:
+    """A v65/v66 DSP package's implementation library of one op, next to the package library
+    (whose interface loads it by this name)."""
+    folder = library(package, "DSP", arch, flavor).rsplit("/", 1)[0]
+    return f"{folder}/lib{package}_{op}.so"
+
+
+def provider(package: str) -> str:
+    """The symbol a loader asks a package library for (`--op_packages lib.so:<provider>`)."""
+    return f"{package}InterfaceProvider"
+
+
+def package_folder(backend: str, package: str) -> str:
+    """Where a backend's package goes in an output folder: one folder per backend, the package
+    keeping its name (several backends of one config are not renamed packages)."""
+    return f"{backend}/{package}"

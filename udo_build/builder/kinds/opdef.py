@@ -5,8 +5,8 @@ recipe builds (`CPU`, `HTP`, ...), each the canonical JSON of the model, `semant
 package without its documentation: descriptions, shape texts and references emptied, for the
 steps that only compute with the ops, so that editing a description re-runs only the op
 packages, whose sources carry it) and `origins` (which config entry defines each op, so that
-packages know which ops have kernels). Published as `opdef/<Package>.json` and
-`opdef/<Package><Suffix>.json`.
+packages know which ops have kernels). Published as `opdef/<Package>.json` and, per backend,
+`opdef/<BACKEND>/<Package>.json` (every backend's package keeps the PackageName).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from ...opdef.model import OpPackageDef
 
 
-# version 3: the output `semantics`
-@action_kind("opdef", version=3, params=OpdefParams.KEY_PARAMS)
+# version 3: the output `semantics`; 4: per-backend packages keep the name, published by backend
+@action_kind("opdef", version=4, params=OpdefParams.KEY_PARAMS)
 def opdef(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...errors import Diagnostics
@@ -39,7 +39,7 @@ def opdef(ctx: ActionContext) -> Produced:
     publish = {f"opdef/{package.name}.json": "generic"}
     for backend, pkg in resolved.items():
         outputs[backend] = pkg.canonical_bytes()
-        publish[f"opdef/{pkg.name}.json"] = backend
+        publish[f"opdef/{backend}/{pkg.name}.json"] = backend
     origins = {}  # op -> the index of the config that defines it (its kernels are that entry's)
     for i, name in enumerate(configs):
         for pkg in load_config(ctx.input_path(name), Diagnostics()):

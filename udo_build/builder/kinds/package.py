@@ -3,7 +3,9 @@
 Inputs: `opdef` (the package resolved for the backend, canonical JSON), `origins` ({op: index of
 the config entry defining it}) and `config[i]` (the op config files, copied into the package).
 Params: udo_build.package.params.PackageParams.
-Output `package`, a tree published at `packages/<PackageName><Suffix>/`.
+Output `package`, a tree published at `packages/<BACKEND>/<PackageName>/`: every backend's
+package keeps the name (the one the converted model's custom nodes give), in its own folder. When
+every config is a SNPE JSON UDO config the libraries take the SNPE UDO names, else the QNN ones.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def package(ctx: ActionContext) -> Produced:
     from ...opdef import config_format
     from ...opdef.model import OpPackageDef
     from ...package.generate import config_file_names, generate
+    from ...package.names import QNN, SNPE, package_folder
     from ...package.tree import write_tree
 
     p = PackageParams.from_params(ctx.params)
@@ -33,8 +36,9 @@ def package(ctx: ActionContext) -> Produced:
     origins: dict[str, int] = json.loads(ctx.input_bytes("origins"))
     inputs = numbered(ctx, "config")
     given = list(p.config_names)
+    formats = [config_format(ctx.input_path(n)) for n in inputs]
     names = config_file_names(given if len(given) == len(inputs) else [None] * len(inputs),
-                              [config_format(ctx.input_path(n)) for n in inputs])
+                              formats)
     lacking = [op.name for op in resolved.ops if not p.has_kernels(origins.get(op.name))]
     stubs = _generic_ops(ctx, inputs, origins, lacking)
     configs = {n: ctx.input_bytes(i) for n, i in zip(names, inputs, strict=True)}
@@ -42,11 +46,13 @@ def package(ctx: ActionContext) -> Produced:
         resolved, list(p.archs), configs,
         {op: names[i] for op, i in origins.items() if 0 <= i < len(names)},
         [(op, names[origins[op.name]]) for op in stubs],
+        SNPE if formats and all(f == "json" for f in formats) else QNN,
     )
     folder = ctx.workdir / resolved.name
     write_tree(files, folder)
     ops = ", ".join(op.name for op in resolved.ops)
-    return Produced({"package": Tree(folder)}, {f"packages/{resolved.name}": "package"},
+    return Produced({"package": Tree(folder)},
+                    {f"packages/{package_folder(p.backend, resolved.name)}": "package"},
                     f"{p.backend} op package {resolved.name} ({ops})")
 
 
