@@ -68,7 +68,7 @@ def test_the_recipe_builds_once_the_kernels_are_written(project: Path) -> None:
     assert code == 0, err
     built = {a["id"] for a in json.loads(out)["actions"]}
     assert {"convert", "package:CPU", "package:HTP"} <= built
-    assert (project / "out" / "packages" / "NetOpPackageHtp").is_dir()
+    assert (project / "out" / "packages" / "HTP" / "NetOpPackage").is_dir()
     code, out, err = cli("info", str(project / "out" / "model" / "net.udb"), "--json")
     assert code == 0 and json.loads(out)["udos"] == ["NetOpPackage::Softplus",
                                                     "NetOpPackage::Swish"], err

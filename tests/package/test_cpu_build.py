@@ -59,7 +59,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     code, _, err = cli("package", str(SOFTPLUS), str(SWISH), "--backend", "CPU",
                        "--out", str(root / "out"), "--store", str(root / "store"))
     assert code == 0, err
-    (folder,) = [p.parent for p in (root / "out").glob("*/package.json")
+    (folder,) = [p.parent for p in (root / "out").glob("**/package.json")
                  if json.loads(p.read_text())["backend"] == "CPU"]
     return folder
 

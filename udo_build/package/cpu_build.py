@@ -1,7 +1,7 @@
 """Compiling a generated CPU op package for the host, so the emulator runs its C++ op bodies in
 place of the numpy kernels (udo_build/kernels/native.py loads the library).
 
-    udo-build build-cpu out/softplus-demo/packages/SoftplusPackageCpu
+    udo-build build-cpu out/softplus-demo/packages/CPU/SoftplusPackage
 
 compiles the package's `src/ops/*.cpp` (as `package.json` lists them) and a shim udo-build
 writes (`build/host-emulator/udo_build_shim.cpp`) with `g++ -std=c++17 -O2 -shared -fPIC`
