@@ -118,6 +118,33 @@ def _rules(makefile: str) -> dict[str, list[str]]:
     return rules
 
 
+def _check_vendor_build_lines(backend: str, lines: list[str]) -> None:
+    """The flags, include paths and link libraries of the vendor's generated Makefiles."""
+    built = [(line.split("-shared -o ")[1].split()[0].split("/")[1], line)
+             for line in lines if "-shared -o build/" in line]
+    for folder, line in built:
+        assert "-DQNN_API=" in line and "-fvisibility=default" in line
+        assert "-I/qnn/include/QNN" in line and "-DTHIS_PKG_NAME=" in line and "-std=c++17" in line
+        if folder.startswith("hexagon-"):
+            arch = folder.removeprefix("hexagon-")
+            assert line.startswith("/tools/Tools/bin/hexagon-clang++ ")
+            assert f"-m{arch} " in line and "-mhvx -mhvx-length=128B" in line
+            assert f"-I/hexagon/rtos/qurt/compute{arch}/include/qurt" in line
+            assert f"-I/hexagon/rtos/qurt/compute{arch}/include/posix" in line
+            assert "-DUSE_OS_QURT" in line and "-I/hexagon/incs/stddef" in line
+            assert ("-mhmx" in line) == (int(arch[1:]) >= 68)
+        elif folder == "aarch64-android":
+            assert line.startswith("/ndk/toolchains/llvm/prebuilt/linux-x86_64/bin/clang++ ")
+            assert "--target=aarch64-none-linux-android21" in line and "-DANDROID" in line
+            assert ("-lQnnHtp -lQnnHtpPrepare" in line) == (backend == "HTP")
+        else:
+            assert folder == "x86_64-linux-clang"
+            libnative = "-L/tools/Tools/libnative/lib -lnative"
+            assert (libnative in line) == (backend in ("HTP", "DSP"))
+    folders = {folder for folder, _ in built}
+    assert len(folders) == {"CPU": 2, "GPU": 1, "DSP": 4, "HTP": 4}[backend], sorted(folders)
+
+
 @pytest.mark.parametrize("backend", sorted(ARCHS))
 def test_makefiles(tmp_path: Path, backend: str) -> None:
     files = package_files(tmp_path / "work", [VENDOR, SOFTPLUS], backend, ARCHS[backend])
@@ -134,6 +161,11 @@ def test_makefiles(tmp_path: Path, backend: str) -> None:
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "-shared -o build/" in done.stdout
+    _check_vendor_build_lines(backend, done.stdout.splitlines())
+    if backend == "HTP":  # a hexagon arch can use its own Hexagon SDK
+        v73 = subprocess.run(["make", "-n", "htp_v73"], cwd=folder, capture_output=True, text=True,
+                             timeout=60, env={**env, "HEXAGON_SDK_ROOT_V73": "/sdk73"})
+        assert "-I/sdk73/rtos/qurt/computev73/include/qurt" in v73.stdout, v73.stderr
     missing = subprocess.run(["make", "-n", "all"], cwd=folder, capture_output=True, text=True,
                              timeout=60, env={k: v for k, v in env.items()
                                               if k != "QNN_SDK_ROOT"})
