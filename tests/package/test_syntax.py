@@ -83,21 +83,26 @@ def test_vendor_generated_sources_compile_against_the_standins() -> None:
     assert len(list(folder.rglob("*.cpp"))) == 2
 
 
-def test_generated_htp_sources_compile_with_the_vendor_flags(tmp_path: Path) -> None:
-    files = package_files(tmp_path / "work", [VENDOR, SOFTPLUS], "HTP", ["v73"])
-    interface = next(v.decode() for k, v in files.items() if k.endswith("Interface.cpp"))
-    # the hooks of the vendor's generated interfaces
-    for hook in ("sdkBuildId = QNN_SDK_BUILD_ID", "sdkApiVersion = &sg_sdkApiVersion",
-                 "QNN_HTP_API_VERSION_INIT", "DEFINE_UNIQ_TY()", "INIT_PKG_CORE_INIT_FUNC()",
-                 "REGISTER_PACKAGE_PARAM_ORDERS()", "REGISTER_PACKAGE_AXIS_PARAMS()",
-                 "REGISTER_PACKAGE_PER_CHANNEL_QUANTIZED_OPS()",
-                 "interfaceVersion = QNN_OP_PACKAGE_API_VERSION_1_4_0",
-                 "createOpImpl = nullptr", "InterfaceProvider("):
-        assert hook in interface, hook
+HTP_HOOKS = ("DEFINE_UNIQ_TY()", "INIT_PKG_CORE_INIT_FUNC()", "REGISTER_PACKAGE_PARAM_ORDERS()",
+             "REGISTER_PACKAGE_AXIS_PARAMS()", "REGISTER_PACKAGE_PER_CHANNEL_QUANTIZED_OPS()",
+             "createOpImpl = nullptr")
+
+
+@pytest.mark.parametrize("backend", sorted(ARCHS))
+def test_generated_sources_compile_with_the_vendor_flags(tmp_path: Path, backend: str) -> None:
+    files = package_files(tmp_path / "work", [VENDOR, SOFTPLUS], backend, ARCHS[backend])
+    interfaces = [v.decode() for k, v in files.items() if k.endswith("Interface.cpp")]
+    assert interfaces
+    for interface in interfaces:  # the hooks of the vendor's generated interfaces
+        for hook in ("sdkBuildId = QNN_SDK_BUILD_ID", "sdkApiVersion = &sg_sdkApiVersion",
+                     f"QNN_{backend}_API_VERSION_INIT", "InterfaceProvider(",
+                     "interfaceVersion = QNN_OP_PACKAGE_API_VERSION_1_4_0",
+                     *(HTP_HOOKS if backend == "HTP" else ())):
+            assert hook in interface, hook
     folder = write(files, tmp_path / "p")
-    package = re.search(r"^PACKAGE := (\S+)$", files["Makefile"].decode(), re.M)
-    assert package is not None
-    done = _vendor_check(folder, package.group(1))
+    package = next(Path(k).name.removesuffix("Interface.cpp") for k in files
+                   if k.startswith("src/") and k.endswith("Interface.cpp"))
+    done = _vendor_check(folder, package)
     assert done.returncode == 0, done.stderr
 
 
