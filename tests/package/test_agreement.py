@@ -44,6 +44,11 @@ DRIVER = """#include <cstdio>
 
 extern "C" Qnn_ErrorHandle_t {provider}(QnnOpPackage_Interface_t* interface);
 
+// the stand-in headers declare what the SDK's registration does, and implement nothing
+namespace udo_standin {{
+bool registers(const char*, const char*) {{ return true; }}
+}}
+
 static QnnOpPackage_Interface_t iface;
 
 static Qnn_Param_t param(const char* name) {{

@@ -1,6 +1,8 @@
 """The generated sources are well-formed: g++ -fsyntax-only (with -Wall -Wextra -Werror) over
 every C++ source of every backend against the stand-in headers, the OpenCL kernels as C with
 stand-in built-ins, and the Makefiles (recipe lines start with a tab; `make -n` when installed).
+The stand-ins are held to the vendor's headers: sources the vendor's generator wrote
+(data/vendor/) compile against them with the flags of the vendor's Makefiles.
 
 One g++ process per backend, all started at once, so the check stays well under a second or two.
 """
@@ -19,8 +21,10 @@ import pytest
 from .helpers import (
     DATA,
     SOFTPLUS,
+    STANDIN,
     SWISH,
     VENDOR,
+    need_gxx,
     opencl_check,
     package_files,
     syntax_check,
@@ -59,6 +63,50 @@ def test_a_syntax_error_is_caught(tmp_path: Path) -> None:
     assert process.returncode != 0 and "Softplus.cpp" in output
 
 
+# the warning and define flags of the vendor's generated HTP Makefiles that g++ understands
+VENDOR_FLAGS = ["-std=c++17", "-fPIC", "-Wall", "-Wreorder", "-Wno-missing-braces",
+                "-Wno-unused-function", "-Werror", "-Wno-format",
+                '-DQNN_API=__attribute__((visibility("default")))']
+
+
+def _vendor_check(folder: Path, package: str) -> subprocess.CompletedProcess[str]:
+    sources = sorted(str(p) for p in folder.rglob("*.cpp"))
+    command = [need_gxx(), "-fsyntax-only", *VENDOR_FLAGS, f"-DTHIS_PKG_NAME={package}",
+               f"-I{STANDIN / 'include'}", f"-I{folder / 'include'}", *sources]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "LC_ALL": "C"})
+
+
+def test_vendor_generated_sources_compile_against_the_standins() -> None:
+    folder = DATA / "vendor/ExampleOpPackage"
+    done = _vendor_check(folder, "ExampleOpPackage")
+    assert done.returncode == 0, done.stderr
+    assert len(list(folder.rglob("*.cpp"))) == 2
+
+
+HTP_HOOKS = ("DEFINE_UNIQ_TY()", "INIT_PKG_CORE_INIT_FUNC()", "REGISTER_PACKAGE_PARAM_ORDERS()",
+             "REGISTER_PACKAGE_AXIS_PARAMS()", "REGISTER_PACKAGE_PER_CHANNEL_QUANTIZED_OPS()",
+             "createOpImpl = nullptr")
+
+
+@pytest.mark.parametrize("backend", sorted(ARCHS))
+def test_generated_sources_compile_with_the_vendor_flags(tmp_path: Path, backend: str) -> None:
+    files = package_files(tmp_path / "work", [VENDOR, SOFTPLUS], backend, ARCHS[backend])
+    interfaces = [v.decode() for k, v in files.items() if k.endswith("Interface.cpp")]
+    assert interfaces
+    for interface in interfaces:  # the hooks of the vendor's generated interfaces
+        for hook in ("sdkBuildId = QNN_SDK_BUILD_ID", "sdkApiVersion = &sg_sdkApiVersion",
+                     f"QNN_{backend}_API_VERSION_INIT", "InterfaceProvider(",
+                     "interfaceVersion = QNN_OP_PACKAGE_API_VERSION_1_4_0",
+                     *(HTP_HOOKS if backend == "HTP" else ())):
+            assert hook in interface, hook
+    folder = write(files, tmp_path / "p")
+    package = next(Path(k).name.removesuffix("Interface.cpp") for k in files
+                   if k.startswith("src/") and k.endswith("Interface.cpp"))
+    done = _vendor_check(folder, package)
+    assert done.returncode == 0, done.stderr
+
+
 def _rules(makefile: str) -> dict[str, list[str]]:
     """target -> recipe lines, checking that every recipe line starts with a tab."""
     rules: dict[str, list[str]] = {}
@@ -74,6 +122,33 @@ def _rules(makefile: str) -> dict[str, list[str]]:
             assert re.match(r"[A-Za-z0-9_.]+ *(:=|\?=|=)", line), f"unexpected line: {line!r}"
             current = None
     return rules
+
+
+def _check_vendor_build_lines(backend: str, lines: list[str]) -> None:
+    """The flags, include paths and link libraries of the vendor's generated Makefiles."""
+    built = [(line.split("-shared -o ")[1].split()[0].split("/")[1], line)
+             for line in lines if re.search(r"-shared -o (build|libs)/", line)]
+    for folder, line in built:
+        assert "-DQNN_API=" in line and "-fvisibility=default" in line
+        assert "-I/qnn/include/QNN" in line and "-DTHIS_PKG_NAME=" in line and "-std=c++17" in line
+        if folder.startswith("hexagon-"):
+            arch = folder.removeprefix("hexagon-")
+            assert line.startswith("/tools/Tools/bin/hexagon-clang++ ")
+            assert f"-m{arch} " in line and "-mhvx -mhvx-length=128B" in line
+            assert f"-I/hexagon/rtos/qurt/compute{arch}/include/qurt" in line
+            assert f"-I/hexagon/rtos/qurt/compute{arch}/include/posix" in line
+            assert "-DUSE_OS_QURT" in line and "-I/hexagon/incs/stddef" in line
+            assert ("-mhmx" in line) == (int(arch[1:]) >= 68)
+        elif folder == "aarch64-android":
+            assert line.startswith("/ndk/toolchains/llvm/prebuilt/linux-x86_64/bin/clang++ ")
+            assert "--target=aarch64-none-linux-android21" in line and "-DANDROID" in line
+            assert ("-lQnnHtp -lQnnHtpPrepare" in line) == (backend == "HTP")
+        else:
+            assert folder == "x86_64-linux-clang"
+            libnative = "-L/tools/Tools/libnative/lib -lnative"
+            assert (libnative in line) == (backend in ("HTP", "DSP"))
+    folders = {folder for folder, _ in built}
+    assert len(folders) == {"CPU": 2, "GPU": 1, "DSP": 4, "HTP": 4}[backend], sorted(folders)
 
 
 @pytest.mark.parametrize("backend", sorted(ARCHS))
@@ -93,6 +168,11 @@ def test_makefiles(tmp_path: Path, backend: str) -> None:
     assert done.returncode == 0, done.stderr
     outputs = [o for t in json.loads(files["package.json"])["targets"] for o in t["outputs"]]
     assert all(f"-shared -o {o} " in done.stdout for o in outputs)
+    _check_vendor_build_lines(backend, done.stdout.splitlines())
+    if backend == "HTP":  # a hexagon arch can use its own Hexagon SDK
+        v73 = subprocess.run(["make", "-n", "htp_v73"], cwd=folder, capture_output=True, text=True,
+                             timeout=60, env={**env, "HEXAGON_SDK_ROOT_V73": "/sdk73"})
+        assert "-I/sdk73/rtos/qurt/computev73/include/qurt" in v73.stdout, v73.stderr
     missing = subprocess.run(["make", "-n", "all"], cwd=folder, capture_output=True, text=True,
                              timeout=60, env={k: v for k, v in env.items()
                                               if k != "QNN_SDK_ROOT"})

@@ -5,20 +5,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-#define QNN_API __attribute__((visibility("default")))
-#else
-#define QNN_API
-#endif
-
-typedef uint64_t Qnn_ErrorHandle_t;
-#define QNN_SUCCESS 0
+#include "QnnCommon.h"
 
 typedef struct {
   uint32_t major;
   uint32_t minor;
   uint32_t patch;
 } Qnn_Version_t;
+
+// the core API version and the backend's (see <Backend>/Qnn<Backend>Common.h)
+typedef struct {
+  Qnn_Version_t coreApiVersion;
+  Qnn_Version_t backendApiVersion;
+} Qnn_ApiVersion_t;
 
 typedef enum {
   QNN_DATATYPE_INT_8, QNN_DATATYPE_INT_16, QNN_DATATYPE_INT_32, QNN_DATATYPE_INT_64,

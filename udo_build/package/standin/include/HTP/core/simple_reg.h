@@ -4,20 +4,51 @@
 // GraphStatus; a parameter order lists (name, mandatory, const Qnn_Param_t* default) triples.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "HTP/core/op_package_name.h"
 #include "QnnTypes.h"
 
 enum class GraphStatus { Success, ErrorFatal, ErrorDimensions, ErrorPrecision, ErrorUnsupported };
 
-// Tensors: the generic one and the typed ones the skeletons name (declared, not defined here).
-class Tensor;
-class PlainFloatTensor;
-class PlainFloat16Tensor;
-class QuantUint8Tensor;
-class QuantUint16Tensor;
-class QuantInt8Tensor;
-class QuantInt16Tensor;
-class QuantInt32Tensor;
-class Int32Tensor;
+// The element types of HTP tensors (the SDK's dtype_enum.h).
+enum class DType : uint32_t {
+  UNKNOWN = 0, QUInt8 = 1, QUInt16 = 2, QInt16 = 3, Float32 = 4, Int32 = 5, QInt32 = 6,
+  QInt8 = 7, Float16 = 8, Int64 = 9, BFloat16 = 10
+};
+
+// A tensor's element type and quantization (Tensor::get_dtype_intfc()).
+struct DTypeScaleOff {
+  DType dtype;
+  float scale;
+  int offset;
+  DTypeScaleOff(DType dt, float sc, int zo) : dtype(dt), scale(sc), offset(zo) {}
+  explicit DTypeScaleOff(DType dt) : dtype(dt), scale(1.0f), offset(0) {}
+  DTypeScaleOff() : DTypeScaleOff(DType::UNKNOWN) {}
+};
+
+class Op;
+
+// Tensors: the generic one with the members the sources call, and the typed ones.
+class Tensor {
+ public:
+  size_t total_storage_elements() const;
+  DType get_dtype() const;
+  DTypeScaleOff get_dtype_intfc() const;
+  const void* raw_data_const() const;
+  void* raw_data();
+};
+class PlainFloatTensor : public Tensor {};
+class PlainFloat16Tensor : public Tensor {};
+class QuantUint8Tensor : public Tensor {};
+class QuantUint16Tensor : public Tensor {};
+class QuantInt8Tensor : public Tensor {};
+class QuantInt16Tensor : public Tensor {};
+class QuantInt32Tensor : public Tensor {};
+class Int32Tensor : public Tensor {};
 
 enum Cost { GLACIAL, SNAIL, FAST, FREE };
 
@@ -30,6 +61,9 @@ void udo_standin_errlog(const char* format, ...) __attribute__((format(printf, 1
 #define errlog(...) udo_standin_errlog(__VA_ARGS__)
 
 namespace udo_standin {
+// what the SDK's REGISTER_PACKAGE_* statements do: add a table to the package's registry
+bool registers(const char* package, const char* table);
+
 template <typename... Args>
 bool register_op(GraphStatus (*impl)(Args...), const char* op);
 template <typename... Args, typename... Flag>
