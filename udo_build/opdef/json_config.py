@@ -26,7 +26,8 @@ from jsonschema import Draft202012Validator
 from .. import source
 from ..errors import Diagnostics, Problem, capped, raise_if_any
 from ..schema_problems import JSON_WORDS, schema_problems
-from .checks import IDENTIFIER, DefaultError, check_op, parse_default
+from . import rules
+from .checks import IDENTIFIER, DefaultError, check_op
 from .model import BackendOverride, Default, OpDef, OpPackageDef, Origin, ParamDef, TensorDef
 from .vocab import BACKEND_SPECIFIC, BACKENDS, DSP_ARCHS
 from .vocab import normalize_datatype as _normalize
@@ -185,8 +186,9 @@ class _Item:
         return TensorDef(
             name=self.raw["name"], datatypes=datatypes, rank="ND",
             layout=self.raw.get("tensor_layout", "UNDEFINED"), mandatory=True,
-            static=self.raw.get("static", False), default=self._default(datatypes, "ND"),
-            overrides=overrides, origin=self.ctx.origin(self.path),
+            static=self.raw.get("static", False),
+            default=self._default(datatypes, overrides, "ND"), overrides=overrides,
+            origin=self.ctx.origin(self.path),
         )
 
     def param(self, rank: str) -> ParamDef:
@@ -195,7 +197,7 @@ class _Item:
             name=self.raw["name"], datatypes=datatypes, rank=rank,
             layout=self.raw.get("tensor_layout", "UNDEFINED"),
             mandatory="default_value" not in self.raw,
-            default=self._default(datatypes, rank), overrides=overrides,
+            default=self._default(datatypes, overrides, rank), overrides=overrides,
             origin=self.ctx.origin(self.path),
         )
 
@@ -216,7 +218,9 @@ class _Item:
             overrides += [BackendOverride(b, (dtype,)) for b in CORE_BACKENDS[core]]
         return generic, tuple(overrides)
 
-    def _default(self, datatypes: tuple[str, ...], rank: str) -> Default | None:
+    def _default(self, datatypes: tuple[str, ...], overrides: tuple[BackendOverride, ...],
+                 rank: str) -> Default | None:
+        """The default, checked against data_type, else against the per_core_data_types."""
         if "default_value" not in self.raw:
             return None
         where = (*self.path, "default_value")
@@ -225,10 +229,14 @@ class _Item:
             self.ctx.error(where, f"{label}: outputs cannot have a default",
                            "remove the default_value")
             return None
+        concrete = [d for d in datatypes if d != BACKEND_SPECIFIC] or list(dict.fromkeys(
+            d for o in overrides for d in o.datatypes))
         try:
-            return parse_default(self.raw["default_value"], datatypes, rank)
+            return rules.read_default(
+                self.raw["default_value"], concrete, rank, mandatory=False,
+                quantized="quantization_mode" in self.raw,
+                warn=lambda message, hint: self.ctx.warn(where, f"{label}: {message}", hint))
         except DefaultError as exc:
-            concrete = [d for d in datatypes if d != BACKEND_SPECIFIC]
             what = f"type {' or '.join(concrete)}" if concrete else "the datatype"
             self.ctx.error(where, f"{label}: {exc}",
                            f"give a default_value that fits {what} and rank {rank}")
