@@ -75,24 +75,33 @@ def test_supported_backend_says_where_an_op_runs(here: Path) -> None:
     assert warnings == []
     htp = resolve_all(package, ["HTP"])["HTP"]
     assert [op.name for op in htp.ops] == ["Op", "Other"]  # Op is not in SupportedOps: kept
-    assert htp.ops[0].inputs[0].datatypes == ("UFIXED_POINT_8",)  # and its supplement applies
+    assert htp.ops[0].inputs[0].datatypes == ("FLOAT_32", "UFIXED_POINT_8")  # supplement applies
 
 
-def test_supported_ops_naming_an_op_off_the_backend_warns(here: Path) -> None:
+def test_supported_ops_adds_its_backend(here: Path) -> None:
     text = doc(IN, OUT, "<SupportedBackend>CPU</SupportedBackend>", extra=(
         '<SupplementalOpDefList Backend="HTP"><SupportedOps><OpName>Op</OpName><OpName>Ghost'
         "</OpName></SupportedOps></SupplementalOpDefList>"))
     package, warnings = load(text)
-    assert package.ops[0].backends == ("CPU",)
+    assert package.ops[0].backends == ("CPU", "HTP")
     assert warnings == [
-        "ops.xml:10: SupplementalOpDefList[HTP].SupportedOps.OpName[#1]: SupportedOps lists op Op "
-        "for "
-        "HTP, but its OpDef does not list HTP in SupportedBackend; the op does not run on HTP; "
-        "add <SupportedBackend>HTP</SupportedBackend> to the OpDef of Op to build it for that "
-        "backend",
         "ops.xml:10: SupplementalOpDefList[HTP].SupportedOps.OpName[#2]: SupportedOps names op "
-        "Ghost, "
-        "which no OpDef defines; ignored; check the spelling, or remove the OpName"]
+        "Ghost, which no OpDef defines; ignored; check the spelling, or remove the OpName"]
+
+
+# -- supplement_datatypes -----------------------------------------------------------------------
+
+
+def test_a_supplement_adds_datatypes(here: Path) -> None:
+    text = doc(IN, "<Output><Name>y</Name><Datatype>BACKEND_SPECIFIC</Datatype></Output>",
+               extra=('<SupplementalOpDefList Backend="HTP"><SupplementalOpDef><Name>Op</Name>'
+                      "<Input><Name>x</Name><Datatype>FLOAT_16</Datatype></Input>"
+                      "<Output><Name>y</Name><Datatype>FLOAT_16</Datatype></Output>"
+                      "</SupplementalOpDef></SupplementalOpDefList>"))
+    package, _ = load(text)
+    htp = resolve_all(package, ["HTP"])["HTP"].ops[0]
+    assert htp.inputs[0].datatypes == ("FLOAT_32", "FLOAT_16")  # FLOAT_32 of the OpDef kept
+    assert htp.outputs[0].datatypes == ("FLOAT_16",)  # BACKEND_SPECIFIC dropped
 
 
 # -- stray_supplement ---------------------------------------------------------------------------

@@ -4,8 +4,10 @@ The loaders (xml_config, json_config) read the files; what a file *means* where 
 formats leave room is decided by the functions below, each saying what the vendor tools do:
 
 - `op_backends`: an op runs on the backends its OpDef lists (SupportedBackend, core_types);
-- `supported_ops_scope`: a SupplementalOpDefList's SupportedOps only names the ops its entries
-  are for; it never takes an op off a backend;
+- `supported_ops_backend`: a SupplementalOpDefList's SupportedOps adds its backend to the ops it
+  names; it never takes an op off a backend;
+- `supplement_datatypes`: a supplement's datatypes are added to the OpDef's (BACKEND_SPECIFIC
+  dropped);
 - `unknown_backend`: backends udo-build does not build (LPAI, ...) are warnings, never errors;
 - `stray_supplement`: a SupplementalOpDef naming an op no OpDef defines is ignored with a
   warning;
@@ -33,8 +35,8 @@ def op_backends(declared: Iterable[str], op: str, warn: Warn) -> tuple[str, ...]
     """The backends an op runs on: the ones its OpDef lists that udo-build builds.
 
     The vendor generators build an op for every backend its SupportedBackend (XML) or
-    core_types (JSON, mapped to backends first) names, whatever any SupportedOps says; an OpDef
-    that lists none runs on every backend. Names udo-build does not build are warnings
+    core_types (JSON, mapped to backends first) names (and, XML, `supported_ops_backend`); an
+    OpDef that lists none runs on every backend. Names udo-build does not build are warnings
     (`unknown_backend`), so a file that also targets LPAI still loads for HTP.
     """
     given = [b for b in dict.fromkeys(declared) if b]
@@ -59,23 +61,32 @@ def unknown_backend(name: str, where: str, warn: Warn) -> None:
          "ignored", f"udo-build builds {', '.join(BACKENDS)}")
 
 
-def supported_ops_scope(listed: str, backend: str, op: OpDef | None, warn: Warn) -> None:
-    """What an OpName of a SupplementalOpDefList's SupportedOps may tell, as warnings only.
+def supported_ops_backend(listed: str, backend: str, op: OpDef | None,
+                          warn: Warn) -> tuple[str, ...]:
+    """The backends of the op a SupportedOps OpName names, with the list's backend added.
 
-    SupportedOps names the ops a list's supplemental entries are for; where an op runs is its
-    OpDef's SupportedBackend (the vendor's generated interface registers every op of the
-    backend, listed there or not). So SupportedOps never removes an op from a backend, and a
-    supplement of an op it leaves out still applies. A name that matches no OpDef, or an op
-    that does not run on the list's backend, is only worth a warning.
+    The vendor's translator registers an op for a backend from its OpDef's SupportedBackend
+    and from every SupplementalOpDefList whose SupportedOps names it: SupportedOps adds a
+    backend, it never takes one away, and an op it leaves out keeps its SupportedBackend (and
+    its supplements). A name no OpDef defines is ignored with a warning.
     """
     if op is None:
         warn(f"SupportedOps names op {listed}, which no OpDef defines; ignored",
              "check the spelling, or remove the OpName")
-    elif backend not in op.backends:
-        warn(f"SupportedOps lists op {listed} for {backend}, but its OpDef does not list "
-             f"{backend} in SupportedBackend; the op does not run on {backend}",
-             f"add <SupportedBackend>{backend}</SupportedBackend> to the OpDef of {listed} "
-             "to build it for that backend")
+        return ()
+    return tuple(b for b in BACKENDS if b in op.backends or b == backend)
+
+
+def supplement_datatypes(generic: Sequence[str], supplement: Sequence[str]) -> tuple[str, ...]:
+    """The datatypes of an item on a backend its SupplementalOpDef gives datatypes for.
+
+    The vendor merges a supplement into the OpDef: BACKEND_SPECIFIC is dropped from the
+    generic datatypes and the supplement's are added to the rest (a union, not a replacement).
+    """
+    if not supplement:
+        return ()
+    kept = [d for d in generic if d != BACKEND_SPECIFIC]
+    return tuple(dict.fromkeys([*kept, *supplement]))
 
 
 def stray_supplement(name: str, known: Sequence[str], warn: Warn) -> None:

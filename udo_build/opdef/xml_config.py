@@ -207,8 +207,8 @@ class _Loader:
 
 
 class _Supplements:
-    """The SupplementalOpDefLists of a file: per-backend overrides of the ops' datatypes and
-    layouts (which ops run where is their OpDefs' SupportedBackend: see `rules`)."""
+    """The SupplementalOpDefLists of a file: the backends their SupportedOps add to ops, and the
+    per-backend overrides of datatypes and layouts (see `rules`)."""
 
     def __init__(self, loader: _Loader, ops: dict[str, OpDef]) -> None:
         self.loader = loader
@@ -223,9 +223,14 @@ class _Supplements:
                                       functools.partial(self.loader.warn, listed))
                 continue
             for el in listed.iterfind("SupportedOps/OpName"):
-                rules.supported_ops_scope(token(el), backend, self.ops.get(token(el)),
-                                          functools.partial(self.loader.warn, el))
-            for el in listed.iterfind("SupplementalOpDef"):
+                op = self.ops.get(token(el))
+                backends = rules.supported_ops_backend(
+                    token(el), backend, op, functools.partial(self.loader.warn, el))
+                if op is not None:
+                    self.ops[op.name] = replace(op, backends=backends)
+        for listed in root.findall("SupplementalOpDefList"):
+            backend = collapse(listed.get("Backend"))
+            for el in listed.iterfind("SupplementalOpDef") if backend in vocab.BACKENDS else ():
                 self.supplement(el, backend)
         return tuple(self.fill(op) for op in self.ops.values())
 
@@ -258,8 +263,9 @@ class _Supplements:
                                     f"backend {backend}",
                                 f"merge it with the one at line {self.given[key][1]}")
         elif name:
-            override = BackendOverride(backend, self.loader.datatypes(el, required=False),
-                                       token(el, "Shape/Layout") or None)
+            generic = next(t.datatypes for t in pool if t.name == name)
+            datatypes = rules.supplement_datatypes(generic, self.loader.datatypes(el, False))
+            override = BackendOverride(backend, datatypes, token(el, "Shape/Layout") or None)
             self.given[key] = (override, el.sourceline)
 
     def fill(self, op: OpDef) -> OpDef:
