@@ -149,6 +149,9 @@ def test_an_op_only_for_an_unknown_backend_is_in_no_package(here: Path) -> None:
         "no package; list one of CPU, GPU, DSP, HTP to build it"]
     with pytest.raises(UserError, match="package Pkg has no op for backend HTP"):
         resolve_all(package, ["HTP"])
+    code, _, err = cli("opdef", "show", "ops.xml", "--backend", "HTP")
+    assert code == 2
+    assert err.index("runs only on LPAI") < err.index("has no op for backend HTP")
 
 
 # -- default_is_real ----------------------------------------------------------------------------

@@ -32,13 +32,13 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 
     diag = Diagnostics()
     packages = load_config(args.config, diag)
+    for warning in diag.warnings:  # before resolving: they may explain its errors
+        rep.warning(warning)
     if args.backend:
         packages = tuple(resolve_all(p, [args.backend])[args.backend] for p in packages)
     else:
         for package in packages:
             check_declared_backends(package)
-    for warning in diag.warnings:
-        rep.warning(warning)
     if rep.mode == "json":
         rep.emit({"ok": True, "file": display_path(args.config), "backend": args.backend,
                   "packages": [p.to_json() for p in packages],
