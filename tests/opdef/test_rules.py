@@ -236,6 +236,8 @@ VENDOR_FILES = {
     "split_custom_op_package.xml": ("SplitCustomOpPackage", {"SplitCustomOp": ("HTP",)}),
     "example_op_package_lpai.xml": ("ExampleLpaiOpPackage", {"ExampleCustomOp": ()}),
     "conv2d_udo.json": ("Conv2DPackage", {"Conv": ("CPU", "GPU", "DSP", "HTP")}),
+    "qidk_input_pack.xml": ("qhci", {"InputPack": ("HTP",)}),
+    "qidk_selu.json": ("SeluUdoPackage", {"Selu": ("CPU",)}),
 }
 
 
