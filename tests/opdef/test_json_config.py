@@ -257,30 +257,37 @@ def test_bad_datatype(tmp_path: Path) -> None:
     assert p.file == str(tmp_path / "ops.json")
 
 
-def test_bad_per_core_datatype_and_core(tmp_path: Path) -> None:
+def test_bad_per_core_datatype_and_unknown_core(tmp_path: Path) -> None:
     line = ('      {"type": "A", "inputs": [{"name": "x", '
             '"per_core_data_types": {"TPU": "FLOAT_32", "CPU": "float32"}}], '
             '"outputs": [{"name": "y", "data_type": "FLOAT_32"}]}')
     text = config(line)
     found = problems(tmp_path, text)
     assert [(p.message, p.field, p.column) for p in found] == [
-        ("'TPU' is not one of CPU, GPU, DSP",
-         "UdoPackage_0.Operators[0].inputs[0].per_core_data_types.TPU",
-         column(text, 5, '"TPU"')),
         ("'float32' is not a known datatype",
          "UdoPackage_0.Operators[0].inputs[0].per_core_data_types.CPU",
          column(text, 5, '"float32"')),
     ]
+    path = tmp_path / "ops.json"
+    path.write_text(text.replace("float32", "FLOAT_32"))
+    diag = Diagnostics()
+    load_json_config(path, diag)
+    assert [(w.message, w.field) for w in diag.warnings] == [
+        ("op A, input 'x': backend TPU is not one udo-build builds; what the file says for it is "
+         "ignored", "UdoPackage_0.Operators[0].inputs[0].per_core_data_types.TPU")]
 
 
-def test_bad_core_type(tmp_path: Path) -> None:
+def test_unknown_core_type_is_a_warning(tmp_path: Path) -> None:
     text = config(f'      {{"type": "A", {IO},', '       "core_types": ["CPU", "TPU"]}')
-    p = only(tmp_path, text)
-    assert p.message == "'TPU' is not one of CPU, GPU, DSP"
-    assert p.hint == ("core types are the SNPE cores CPU, GPU and DSP; DSP also builds the op "
-                      "for the HTP")
-    assert (p.line, p.column, p.field) == (
-        6, column(text, 6, '"TPU"'), "UdoPackage_0.Operators[0].core_types[1]")
+    path = tmp_path / "ops.json"
+    path.write_text(text)
+    diag = Diagnostics()
+    (package,) = load_json_config(path, diag)
+    assert package.ops[0].backends == ("CPU",)
+    (w,) = diag.warnings
+    assert w.message == ("op A: backend TPU is not one udo-build builds; what the file says for "
+                         "it is ignored")
+    assert (w.line, w.field) == (6, "UdoPackage_0.Operators[0].core_types")
 
 
 def test_empty_core_types(tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     show = sub.add_parser(
         "show", parents=[common], help="print the normalized definition of an op config",
         description="Load an XML OpDefCollection or a SNPE JSON UDO config and print its "
-                    "normalized op definitions; with --backend, as that backend builds them "
-                    "(supplements applied, BACKEND_SPECIFIC resolved, package name suffixed).",
+                    "normalized op definitions, checked against the rules of every backend the "
+                    "file declares; with --backend, as that backend builds them (supplements "
+                    "applied, BACKEND_SPECIFIC resolved, package name suffixed).",
     )
     show.add_argument("config", metavar="CONFIG", help="the op config (.xml or .json)")
     show.add_argument("--backend", choices=BACKENDS, type=str.upper,
@@ -27,14 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..opdef import load_config, resolve_all
+    from ..opdef import check_declared_backends, load_config, resolve_all
 
     diag = Diagnostics()
     packages = load_config(args.config, diag)
+    for warning in diag.warnings:  # before resolving: they may explain its errors
+        rep.warning(warning)
     if args.backend:
         packages = tuple(resolve_all(p, [args.backend])[args.backend] for p in packages)
-    for warning in diag.warnings:
-        rep.warning(warning)
+    else:
+        for package in packages:
+            check_declared_backends(package)
     if rep.mode == "json":
         rep.emit({"ok": True, "file": display_path(args.config), "backend": args.backend,
                   "packages": [p.to_json() for p in packages],

@@ -16,7 +16,8 @@ from ..errors import Diagnostics, Problem, UserError, raise_if_any
 if TYPE_CHECKING:
     from .model import OpDef, OpPackageDef
 
-__all__ = ["OpPackageDef", "load_config", "recipe_package", "resolve_all", "resolve_backend"]
+__all__ = ["OpPackageDef", "check_declared_backends", "declared_backends", "load_config",
+           "recipe_package", "resolve_all", "resolve_backend"]
 
 
 def __getattr__(name: str) -> Any:  # the model is imported when first used, not with vocab
@@ -97,3 +98,20 @@ def resolve_all(package: OpPackageDef, backends: Iterable[str]) -> dict[str, OpP
             problems.extend(exc.problems)
     raise_if_any(problems)
     return resolved
+
+
+def declared_backends(package: OpPackageDef) -> tuple[str, ...]:
+    """Every backend udo-build builds that some op of the package runs on, in BACKENDS order."""
+    from .vocab import BACKENDS
+
+    return tuple(b for b in BACKENDS if any(b in op.backends for op in package.ops))
+
+
+def check_declared_backends(package: OpPackageDef) -> None:
+    """The rules of every backend the file itself declares, as if each were built.
+
+    A config is only as good as its worst backend: Repeated inputs on a DSP or HTP op, or a
+    BACKEND_SPECIFIC datatype left unresolved for HTP, are errors even when no backend is
+    asked for (`opdef show FILE` without --backend), as the vendor generator would refuse them.
+    """
+    resolve_all(package, declared_backends(package))

@@ -92,22 +92,24 @@ def check_enumeration(values: Sequence[str], datatypes: Sequence[str], rank: str
 
 
 def parse_default(raw: Any, datatypes: Sequence[str], rank: str,
-                  enumeration: Sequence[str] = ()) -> Default:
+                  enumeration: Sequence[str] = (), *, real: bool | None = None) -> Default:
     """A Default from config text (XML) or a JSON value, checked against datatype and rank.
 
-    Numbers are normalized to the datatype: floats for float types (1 and 1.0 are one default),
-    whole numbers within the range of an integer type.
+    Numbers are normalized to the datatype: floats where the default is a real value (`real`;
+    by default, for float types: 1 and 1.0 are one default), else whole numbers within the
+    range of an integer type. Which defaults are real is `rules.default_is_real`.
     """
     concrete = [d for d in datatypes if d != BACKEND_SPECIFIC]
+    if real is None:
+        real = bool(concrete) and all(d in FLOAT_TYPES for d in concrete)
     if enumeration:
         return _enum_default(raw, enumeration)
     if isinstance(raw, str):
         value = _from_text(raw.strip(), concrete)
     else:
         value = _from_json(raw)
-    _fit(value, concrete, rank)
-    if concrete and all(d in FLOAT_TYPES for d in concrete) and value.kind in ("scalar",
-                                                                                "tensor"):
+    _fit(value, concrete, rank, real)
+    if real and value.kind in ("scalar", "tensor"):
         value = Default(value.kind, _map(value.value, float))
     return value
 
@@ -211,7 +213,7 @@ def _depth(value: Any) -> int:
     return depth
 
 
-def _fit(default: Default, concrete: Sequence[str], rank: str) -> None:
+def _fit(default: Default, concrete: Sequence[str], rank: str, real: bool) -> None:
     dims = rank_dims(rank)
     if default.kind == "tensor":
         if dims == 0:
@@ -229,7 +231,7 @@ def _fit(default: Default, concrete: Sequence[str], rank: str) -> None:
                            f"{' or '.join(concrete)}")
     if default.kind == "boolean" and "BOOL_8" not in concrete and not numeric:
         raise DefaultError(f"a boolean default does not fit type {' or '.join(concrete)}")
-    if all(d in INTEGER_TYPES for d in concrete):
+    if not real and all(d in INTEGER_TYPES for d in concrete):
         for x in _flat(default.value):
             if isinstance(x, float):
                 raise DefaultError(

@@ -6,8 +6,8 @@ carry extra keys); every other mistake is a `UserError` problem with file, line,
 hint, all of them collected before raising.
 
 SNPE cores map to backends: CPU -> CPU, GPU -> GPU, DSP -> DSP and HTP (SNPE runs DSP UDOs on the
-HTP from v68 on). `per_core_data_types` become per-backend overrides; `model.resolve_backend`
-resolves them.
+HTP from v68 on); other core names are warnings (`rules.op_backends`). `per_core_data_types`
+become per-backend overrides; `model.resolve_backend` resolves them.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from jsonschema import Draft202012Validator
 from .. import source
 from ..errors import Diagnostics, Problem, capped, raise_if_any
 from ..schema_problems import JSON_WORDS, schema_problems
-from .checks import IDENTIFIER, DefaultError, check_op, parse_default
+from . import rules
+from .checks import IDENTIFIER, DefaultError, check_op
 from .model import BackendOverride, Default, OpDef, OpPackageDef, Origin, ParamDef, TensorDef
-from .vocab import BACKEND_SPECIFIC, BACKENDS, DSP_ARCHS
+from .vocab import BACKEND_SPECIFIC, DSP_ARCHS
 from .vocab import normalize_datatype as _normalize
 
 SCHEMA_FILE = "udo-config.schema.json"
@@ -143,7 +144,10 @@ def _package(ctx: _Context, raw: dict[str, Any], path: FieldPath) -> OpPackageDe
 
 def _op(ctx: _Context, raw: dict[str, Any], path: FieldPath) -> OpDef:
     name = raw["type"]
-    cores = _unique(raw["core_types"], SNPE_CORES) if "core_types" in raw else SNPE_CORES
+    given = list(dict.fromkeys(raw.get("core_types", ())))
+    cores = _unique(given, SNPE_CORES) if given else SNPE_CORES
+    named = [b for core in given for b in CORE_BACKENDS.get(core, (core,))]
+    warn = functools.partial(ctx.warn, (*path, "core_types"), key=False)
     item = functools.partial(_Item, ctx, name, cores)
     op = OpDef(
         name=name,
@@ -155,7 +159,7 @@ def _op(ctx: _Context, raw: dict[str, Any], path: FieldPath) -> OpDef:
                   for i, p in enumerate(raw.get("scalar_params", []))),
                 *(item("parameter", p, (*path, "tensor_params", i)).param("ND")
                   for i, p in enumerate(raw.get("tensor_params", [])))),
-        backends=tuple(b for b in BACKENDS if any(b in CORE_BACKENDS[c] for c in cores)),
+        backends=rules.op_backends(named, name, warn),
         dsp_arch_types=_unique(raw.get("dsp_arch_types", []), DSP_ARCHS),
         origin=ctx.origin(path),
     )
@@ -185,8 +189,9 @@ class _Item:
         return TensorDef(
             name=self.raw["name"], datatypes=datatypes, rank="ND",
             layout=self.raw.get("tensor_layout", "UNDEFINED"), mandatory=True,
-            static=self.raw.get("static", False), default=self._default(datatypes, "ND"),
-            overrides=overrides, origin=self.ctx.origin(self.path),
+            static=self.raw.get("static", False),
+            default=self._default(datatypes, overrides, "ND"), overrides=overrides,
+            origin=self.ctx.origin(self.path),
         )
 
     def param(self, rank: str) -> ParamDef:
@@ -195,7 +200,7 @@ class _Item:
             name=self.raw["name"], datatypes=datatypes, rank=rank,
             layout=self.raw.get("tensor_layout", "UNDEFINED"),
             mandatory="default_value" not in self.raw,
-            default=self._default(datatypes, rank), overrides=overrides,
+            default=self._default(datatypes, overrides, rank), overrides=overrides,
             origin=self.ctx.origin(self.path),
         )
 
@@ -204,6 +209,10 @@ class _Item:
                    else BACKEND_SPECIFIC,)
         per_core = self.raw.get("per_core_data_types", {})
         overrides: list[BackendOverride] = []
+        for core in (c for c in per_core if c not in SNPE_CORES):
+            rules.unknown_backend(core, f"op {self.op}, {self.kind} '{self.raw['name']}'",
+                                  functools.partial(self.ctx.warn,
+                                                    (*self.path, "per_core_data_types", core)))
         for core in (c for c in SNPE_CORES if c in per_core):
             if core not in self.cores:
                 self.ctx.warn(
@@ -216,7 +225,9 @@ class _Item:
             overrides += [BackendOverride(b, (dtype,)) for b in CORE_BACKENDS[core]]
         return generic, tuple(overrides)
 
-    def _default(self, datatypes: tuple[str, ...], rank: str) -> Default | None:
+    def _default(self, datatypes: tuple[str, ...], overrides: tuple[BackendOverride, ...],
+                 rank: str) -> Default | None:
+        """The default, checked against data_type, else against the per_core_data_types."""
         if "default_value" not in self.raw:
             return None
         where = (*self.path, "default_value")
@@ -225,10 +236,14 @@ class _Item:
             self.ctx.error(where, f"{label}: outputs cannot have a default",
                            "remove the default_value")
             return None
+        concrete = [d for d in datatypes if d != BACKEND_SPECIFIC] or list(dict.fromkeys(
+            d for o in overrides for d in o.datatypes))
         try:
-            return parse_default(self.raw["default_value"], datatypes, rank)
+            return rules.read_default(
+                self.raw["default_value"], concrete, rank, mandatory=False,
+                quantized="quantization_mode" in self.raw,
+                warn=lambda message, hint: self.ctx.warn(where, f"{label}: {message}", hint))
         except DefaultError as exc:
-            concrete = [d for d in datatypes if d != BACKEND_SPECIFIC]
             what = f"type {' or '.join(concrete)}" if concrete else "the datatype"
             self.ctx.error(where, f"{label}: {exc}",
                            f"give a default_value that fits {what} and rank {rank}")

@@ -12,6 +12,7 @@ The steps, each refusing bad input with a `UserError` that names file, line and 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,8 +20,8 @@ from lxml import etree
 
 from ..errors import Diagnostics, Problem, raise_if_any
 from ..source import read_limited
-from . import vocab, xsd
-from .checks import IDENTIFIER, DefaultError, check_enumeration, check_op, parse_default
+from . import rules, vocab, xsd
+from .checks import IDENTIFIER, DefaultError, check_enumeration, check_op
 from .model import (
     BackendOverride,
     Default,
@@ -119,11 +120,13 @@ class _Loader:
         return found
 
     def default(self, el: etree._Element | None, datatypes: tuple[str, ...], rank: str,
-                enumeration: tuple[str, ...] = ()) -> Default | None:
+                mandatory: bool, enumeration: tuple[str, ...] = ()) -> Default | None:
         if el is None:
             return None
         try:
-            return parse_default((el.text or "").strip(), datatypes, rank, enumeration)
+            return rules.read_default((el.text or "").strip(), datatypes, rank,
+                                      mandatory=mandatory, enumeration=enumeration,
+                                      warn=functools.partial(self.warn, el))
         except DefaultError as exc:
             self.problem(el, str(exc), "give a default that fits the Datatype and Rank")
         except ValueError as exc:  # e.g. an integer too long for int()
@@ -132,14 +135,14 @@ class _Loader:
 
     def tensor(self, el: etree._Element) -> TensorDef:
         datatypes, rank = self.datatypes(el), token(el, "Shape/Rank", "ND")
-        found = el.find("Default")
+        found, mandatory = el.find("Default"), _flag(el, "Mandatory", True)
         if el.tag == "Output" and found is not None:  # check_op refuses it, with its message
             default: Default | None = Default("string", found.text or "")
         else:
-            default = self.default(found, datatypes, rank)
+            default = self.default(found, datatypes, rank, mandatory)
         return TensorDef(
             self.name(el), datatypes, rank, token(el, "Shape/Layout", "UNDEFINED"),
-            mandatory=_flag(el, "Mandatory", True), repeated=_flag(el, "Repeated", False),
+            mandatory=mandatory, repeated=_flag(el, "Repeated", False),
             static=_flag(el, "IsStaticTensor", False), default=default,
             description=_description(el), shape_text=token(el, "Shape/Text"),
             origin=self.origin(el),
@@ -153,23 +156,24 @@ class _Loader:
         if listed is not None:
             self.problems.extend(check_enumeration(
                 enumeration, datatypes, rank, self.origin(listed), op, name))
+        mandatory = _flag(el, "Mandatory", False)
         return ParamDef(
-            name, datatypes, rank, token(el, "Shape/Layout", "UNDEFINED"),
-            mandatory=_flag(el, "Mandatory", False),
-            default=self.default(el.find("Default"), datatypes, rank, enumeration),
+            name, datatypes, rank, token(el, "Shape/Layout", "UNDEFINED"), mandatory=mandatory,
+            default=self.default(el.find("Default"), datatypes, rank, mandatory, enumeration),
             enumeration=enumeration, description=_description(el),
             shape_text=token(el, "Shape/Text"), origin=self.origin(el),
         )
 
     def op(self, el: etree._Element) -> OpDef:
         name = self.name(el)
-        given = {token(b) for b in el.findall("SupportedBackend")}
+        given = [token(b) for b in el.findall("SupportedBackend")]
+        warn = functools.partial(self.warn, el)
         op = OpDef(
             name,
             tuple(t for t in map(self.tensor, el.findall("Input")) if t.name),
             tuple(t for t in map(self.tensor, el.findall("Output")) if t.name),
             tuple(p for p in (self.param(c, name) for c in el.findall("Parameter")) if p.name),
-            backends=tuple(b for b in vocab.BACKENDS if b in given) or vocab.BACKENDS,
+            backends=rules.op_backends(given, name, warn),
             use_default_translation=_flag(el, "UseDefaultTranslation", False),
             description=_description(el),
             references=tuple(Reference(r.get("Source", ""), r.get("Url", ""))
@@ -203,7 +207,8 @@ class _Loader:
 
 
 class _Supplements:
-    """The SupplementalOpDefLists of a file: which ops run on a backend, and their overrides."""
+    """The SupplementalOpDefLists of a file: the backends their SupportedOps add to ops, and the
+    per-backend overrides of datatypes and layouts (see `rules`)."""
 
     def __init__(self, loader: _Loader, ops: dict[str, OpDef]) -> None:
         self.loader = loader
@@ -211,41 +216,36 @@ class _Supplements:
         self.given: dict[tuple[str, str, str, str], tuple[BackendOverride, int]] = {}
 
     def apply(self, root: etree._Element) -> tuple[OpDef, ...]:
-        lists = root.findall("SupplementalOpDefList")
-        backends = self.backends(lists)
-        for listed in lists:
-            for el in listed.iterfind("SupplementalOpDef"):
-                self.supplement(el, collapse(listed.get("Backend")), backends)
-        return tuple(self.fill(op, backends[name]) for name, op in self.ops.items())
+        for listed in root.findall("SupplementalOpDefList"):
+            backend = collapse(listed.get("Backend"))
+            if backend not in vocab.BACKENDS:
+                rules.unknown_backend(backend, "SupplementalOpDefList",
+                                      functools.partial(self.loader.warn, listed))
+                continue
+            for el in listed.iterfind("SupportedOps/OpName"):
+                op = self.ops.get(token(el))
+                backends = rules.supported_ops_backend(
+                    token(el), backend, op, functools.partial(self.loader.warn, el))
+                if op is not None:
+                    self.ops[op.name] = replace(op, backends=backends)
+        for listed in root.findall("SupplementalOpDefList"):
+            backend = collapse(listed.get("Backend"))
+            for el in listed.iterfind("SupplementalOpDef") if backend in vocab.BACKENDS else ():
+                self.supplement(el, backend)
+        return tuple(self.fill(op) for op in self.ops.values())
 
-    def backends(self, lists: list[etree._Element]) -> dict[str, tuple[str, ...]]:
-        supported: dict[str, set[str]] = {}
-        for listed in lists:
-            for group in listed.iterfind("SupportedOps"):
-                names = supported.setdefault(collapse(listed.get("Backend")), set())
-                for el in group.iterfind("OpName"):
-                    op_name = token(el)
-                    names.add(op_name)
-                    if op_name not in self.ops:
-                        self.loader.problem(
-                            el, f"SupportedOps names op {op_name}, which no OpDef defines",
-                            f"the ops are: {', '.join(self.ops) or 'none'}")
-        return {name: tuple(b for b in op.backends if b not in supported or name in supported[b])
-                for name, op in self.ops.items()}
-
-    def supplement(self, el: etree._Element, backend: str,
-                   backends: dict[str, tuple[str, ...]]) -> None:
+    def supplement(self, el: etree._Element, backend: str) -> None:
         name = self.loader.name(el)
         op = self.ops.get(name)
         if op is None:
             if name:
-                self.loader.problem(el, f"SupplementalOpDef names op {name}, which no OpDef "
-                                        "defines", f"the ops are: {', '.join(self.ops) or 'none'}")
+                rules.stray_supplement(name, list(self.ops),
+                                       functools.partial(self.loader.warn, el))
             return
-        if backend not in backends[name]:
+        if backend not in op.backends:
             self.loader.warn(
                 el, f"SupplementalOpDef for op {name} is ignored: the op does not run on {backend}",
-                f"op {name} runs on: {', '.join(backends[name]) or 'no backend'}")
+                f"op {name} runs on: {', '.join(op.backends) or 'no backend udo-build builds'}")
             return
         for item in el:
             if item.tag != "Name":
@@ -263,17 +263,18 @@ class _Supplements:
                                     f"backend {backend}",
                                 f"merge it with the one at line {self.given[key][1]}")
         elif name:
-            override = BackendOverride(backend, self.loader.datatypes(el, required=False),
-                                       token(el, "Shape/Layout") or None)
+            generic = next(t.datatypes for t in pool if t.name == name)
+            datatypes = rules.supplement_datatypes(generic, self.loader.datatypes(el, False))
+            override = BackendOverride(backend, datatypes, token(el, "Shape/Layout") or None)
             self.given[key] = (override, el.sourceline)
 
-    def fill(self, op: OpDef, backends: tuple[str, ...]) -> OpDef:
+    def fill(self, op: OpDef) -> OpDef:
         def overrides(tag: str, name: str) -> tuple[BackendOverride, ...]:
             found = [self.given.get((op.name, tag, name, b)) for b in vocab.BACKENDS]
             return tuple(f[0] for f in found if f and (f[0].datatypes or f[0].layout))
 
         return replace(
-            op, backends=backends,
+            op,
             inputs=tuple(replace(t, overrides=overrides("Input", t.name)) for t in op.inputs),
             outputs=tuple(replace(t, overrides=overrides("Output", t.name)) for t in op.outputs),
             params=tuple(replace(p, overrides=overrides("Parameter", p.name)) for p in op.params),
