@@ -314,7 +314,10 @@ def test_killing_the_server_mid_build_degrades_to_local_building(
     assert len(cached) == summary["remote"]["hits"] <= 1 and len(looked_up) >= 2
     assert len(executed(summary)) == 9 - len(cached) and summary["failed"] == 0
     assert all(a["source"] == "remote" for a in cached)
-    assert err.count("warning:") == 1 and err.count("remote cache unreachable") == 1
+    # one warning: the server is found unreachable (connections refused), or, when it dies
+    # while a download is in flight, its reads fail in a row; either way the build goes local
+    assert err.count("warning:") == 1
+    assert err.count("remote cache unreachable") + err.count("reads failed") == 1
     assert "building locally" in err and summary["remote"]["disabled"]
     assert summary["remote"]["entries_uploaded"] == 0
     code, out, _ = cli("store", "verify", "--store", str(other.store), "--json")
