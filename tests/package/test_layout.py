@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from udo_build.package import GENERATOR_VERSION
+
 from .helpers import SOFTPLUS, SWISH, VENDOR, package_files
 
 COMMON = ["Makefile", "config/softplus.xml", "config/swish.json", "package.json"]
@@ -57,7 +59,8 @@ def test_example_layout_and_manifest(tmp_path: Path, backend: str) -> None:
     assert manifest["package"] == PKG and manifest["backend"] == backend
     assert (manifest["flavor"], manifest["provider"]) == ("qnn", f"{PKG}InterfaceProvider")
     assert (manifest["domain"], manifest["package_version"]) == ("aisw", "1.0.0")
-    assert manifest["generator_version"] == 3 and len(manifest["opdef_digest"]) == 64
+    assert manifest["generator_version"] == GENERATOR_VERSION
+    assert len(manifest["opdef_digest"]) == 64
     assert [op["name"] for op in manifest["ops"]] == ["Softplus", "Swish"]
     assert {t["name"]: t["outputs"] for t in manifest["targets"]} == TARGETS[backend]
     assert all(op["kernels_stub"] is None for op in manifest["ops"])
@@ -74,10 +77,11 @@ def test_dsp_for_v66_only_keeps_its_sources_in_their_folder(tmp_path: Path) -> N
     assert targets == ["dsp_v65", "dsp_v66"]
 
 
-def test_htp_without_arches_builds_host_and_device_prepare_only(tmp_path: Path) -> None:
+def test_htp_without_arches_builds_every_arch_the_sdk_supports(tmp_path: Path) -> None:
     files = package_files(tmp_path, [SOFTPLUS], "HTP")
     targets = [t["name"] for t in json.loads(files["package.json"])["targets"]]
-    assert targets == ["htp_x86", "htp_aarch64"]
+    assert targets == ["htp_x86", "htp_v68", "htp_v69", "htp_v73", "htp_v75", "htp_v79",
+                       "htp_v81", "htp_aarch64"]
     assert "# Note: no dsp arch was given" in files["Makefile"].decode()
 
 

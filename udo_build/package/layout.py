@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .names import QNN, library, op_library
-from .tables import Toolchain, split_archs, toolchain
+from .tables import Toolchain, sdk_htp_archs, split_archs, toolchain
 from .views import OpView
 
 LEGACY_DIR = "src/dsp_v65_v66"
@@ -122,9 +122,13 @@ def _htp_style(pkg: Naming, archs: tuple[str, ...], ops: tuple[OpView, ...], pre
 
 def _htp(pkg: Naming, archs: tuple[str, ...], ops: tuple[OpView, ...]) -> Layout:
     _, hexagon = split_archs(archs)
+    notes: tuple[str, ...] = ()
+    if not hexagon:
+        hexagon = sdk_htp_archs()
+        notes = (f"no dsp arch was given: htp_<arch> targets for every arch the SDK supports "
+                 f"({', '.join(hexagon)}); the recipe's prepare matrix (or --arch) narrows "
+                 "them",)
     files, targets = _htp_style(pkg, hexagon, ops, "htp")
-    notes = () if hexagon else ("no dsp arch was given: add SoCs to the recipe's prepare "
-                                "matrix (or --arch) for htp_<arch> targets",)
     return Layout(tuple(files), tuple(targets), includes=("HTP",), notes=notes)
 
 

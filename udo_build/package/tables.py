@@ -82,6 +82,15 @@ def registration(types: tuple[str, ...], all_generic: bool) -> Registration:
 LEGACY_DSP_ARCHS = ("v65", "v66")  # the DSP before the HTP: one implementation library per op
 
 
+def sdk_htp_archs() -> tuple[str, ...]:
+    """Every HTP arch the SoC table knows (v68 and later): what a package builds for when no
+    arch is given, as the vendor's generated Makefiles build every arch their SDK supports."""
+    from ..soc.table import builtin_socs
+
+    archs = {soc.arch for soc in builtin_socs().values()}
+    return tuple(sorted((a for a in archs if a not in LEGACY_DSP_ARCHS), key=arch_number))
+
+
 def arch_number(arch: str) -> int:
     return int(arch[1:])
 
