@@ -52,6 +52,7 @@ def test_the_ready_recipe_builds_everything_then_nothing(ready: Ready) -> None:
     assert (first["executed"], first["failed"], first["skipped"]) == (25, 0, 0)
     twins = [a for a in first["actions"] if a["id"].startswith("prepare:")
              and a["status"] == "cached"]
+    assert first["shared"] == 16 and first["hit_rate"] == 0  # nothing came from an earlier build
     assert len(twins) == 16 and all(a["reason"] == "the same key as " + a["id"].replace(
         "layers=head", "tensors=logits") + ", which ran in this build" for a in twins)
     run = next(a for a in first["actions"] if a["id"] == "run:smoke")

@@ -38,6 +38,9 @@ if TYPE_CHECKING:  # concurrent.futures is imported only when an action runs
 STATUSES = ("built", "cached", "failed", "skipped")
 
 
+SAME_KEY = "the same key as"  # the reason of an action whose key another of the build ran
+
+
 @dataclass
 class ActionState:
     action: PlannedAction
@@ -380,7 +383,7 @@ class Engine:
     def _same_key(self, key: str) -> str:
         """The reason of a cached action whose key an action of this build ran."""
         ran = self._built.get(key)
-        return f"the same key as {ran}, which ran in this build" if ran else ""
+        return f"{SAME_KEY} {ran}, which ran in this build" if ran else ""
 
     def _failed(self, states: list[ActionState], error: BaseException, ran: float,
                 elapsed: float) -> None:

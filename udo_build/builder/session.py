@@ -107,6 +107,14 @@ class ActionOutcome(NamedTuple):
                    get_kind(action.kind) is not None, state.error)
 
     @property
+    def shared(self) -> bool:
+        """Cached because another action of this build had its key and ran (two targets whose
+        outputs resolve to the same tensors): no reuse of an earlier build."""
+        from .engine import SAME_KEY
+
+        return self.status == "cached" and self.reason.startswith(SAME_KEY)
+
+    @property
     def internal(self) -> bool:
         """Failed through a bug of udo-build (not the user's input or step)."""
         return self.error is not None and not isinstance(self.error, (UserError, StepFailed))
@@ -159,14 +167,17 @@ class BuildReport(NamedTuple):
         counts = {s: sum(1 for a in self.actions if a.status == s and not a.would_run)
                   for s in STATUSES}
         counts["would_run"] = sum(1 for a in self.actions if a.would_run)
+        counts["shared"] = sum(1 for a in self.actions if a.shared)
         return counts
 
     @property
     def hit_rate(self) -> float | None:
-        """Cached among the actions the build needed (None in a dry run: nothing was built)."""
+        """Cached among the actions the build needed (None in a dry run: nothing was built);
+        an action sharing the key of one built in this build counts on neither side."""
         counts = self.counts
-        reused = counts["cached"] + counts["built"]
-        return round(counts["cached"] / reused, 4) if reused and not self.dry_run else None
+        hits = counts["cached"] - counts["shared"]
+        return round(hits / (hits + counts["built"]), 4) \
+            if hits + counts["built"] and not self.dry_run else None
 
     @property
     def stale(self) -> int:
@@ -192,7 +203,7 @@ class BuildReport(NamedTuple):
             "out": None if self.out is None else display_path(self.out),
             "dry_run": self.dry_run, "actions": [a.to_json(self.dry_run) for a in self.actions],
             "executed": counts["built"], "cached": counts["cached"], "failed": counts["failed"],
-            "skipped": counts["skipped"],
+            "skipped": counts["skipped"], "shared": counts["shared"],
             **({"would_run": counts["would_run"]} if self.dry_run else {}),
             "hit_rate": self.hit_rate,
             "seconds": round(self.seconds, 4),

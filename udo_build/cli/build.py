@@ -86,7 +86,9 @@ def _summary(rep: Reporter, report: BuildReport) -> None:
     for line in _run_lines(report):
         rep.line(line)
     counts = report.counts
-    parts = [f"{counts['built']} built", f"{counts['cached']} cached",
+    shared = (f" ({counts['shared']} of them the same key as an action built now)"
+              if counts["shared"] else "")
+    parts = [f"{counts['built']} built", f"{counts['cached']} cached{shared}",
              f"{counts['failed']} failed", f"{counts['skipped']} skipped"]
     rate = report.hit_rate
     rep.heading(f"{report.recipe}: {', '.join(parts)} in {round(report.seconds, 4):.2f} s"
