@@ -101,13 +101,18 @@ def test_vendor_style_config_generates_every_op(tmp_path: Path, backend: str) ->
     assert "config/vendor_ops.xml" in files and "config/softplus.xml" in files
 
 
+REG = {p: f"libs/{f}/libUdo{PKG}Reg.so" for p, f in (("x86", "x86-64_linux_clang"),
+                                                      ("aarch64", "arm64-v8a"))}
 SNPE_TARGETS = {
-    "CPU": {"cpu_x86": ["libs/x86-64_linux_clang/libUdoSoftplusPackageImplCpu.so"],
-            "cpu_android": ["libs/arm64-v8a/libUdoSoftplusPackageImplCpu.so"]},
-    "GPU": {"gpu_android": ["libs/arm64-v8a/libUdoSoftplusPackageImplGpu.so"]},
-    "DSP": {"dsp_x86": ["libs/x86-64_linux_clang/libUdoSoftplusPackageImplDsp.so"],
+    "CPU": {"cpu_x86": ["libs/x86-64_linux_clang/libUdoSoftplusPackageImplCpu.so", REG["x86"]],
+            "cpu_android": ["libs/arm64-v8a/libUdoSoftplusPackageImplCpu.so", REG["aarch64"]]},
+    # no x86 GPU library: the registration library's x86 build has a target of its own
+    "GPU": {"gpu_android": ["libs/arm64-v8a/libUdoSoftplusPackageImplGpu.so", REG["aarch64"]],
+            "reg_x86": [REG["x86"]]},
+    "DSP": {"dsp_x86": ["libs/x86-64_linux_clang/libUdoSoftplusPackageImplDsp.so", REG["x86"]],
             "dsp_v73": ["libs/dsp_v73/libUdoSoftplusPackageImplDsp.so"],
-            "dsp_aarch64": ["libs/arm64-v8a/libUdoSoftplusPackageImplDsp_AltPrep.so"],
+            "dsp_aarch64": ["libs/arm64-v8a/libUdoSoftplusPackageImplDsp_AltPrep.so",
+                            REG["aarch64"]],
             "dsp_v66": ["libs/dsp_v66/libUdoSoftplusPackageImplDsp.so",
                         "libs/dsp_v66/libSoftplusPackage_Swish.so"]},
 }
@@ -120,3 +125,11 @@ def test_snpe_json_configs_take_the_snpe_udo_library_names(tmp_path: Path, backe
     assert (manifest["package"], manifest["flavor"]) == (PKG, "snpe")
     assert {t["name"]: t["outputs"] for t in manifest["targets"]} == SNPE_TARGETS[backend]
     assert f"include/{PKG}.hpp" in files
+    assert f"src/reg/{PKG}RegLib.cpp" in files  # the registration library's source
+
+
+def test_only_snpe_packages_have_a_registration_library(tmp_path: Path) -> None:
+    files = package_files(tmp_path, [SOFTPLUS, SWISH], "CPU")  # XML and JSON: the QNN layout
+    assert not any(f.startswith("src/reg/") for f in files)
+    built = b"".join(v for k, v in files.items() if "akefile" in k or k == "package.json")
+    assert b"libs/x86_64-linux-clang/libSoftplusPackage.so" in built and b"Reg.so" not in built

@@ -36,6 +36,8 @@ CASES = {
     "vendor": ([VENDOR, SOFTPLUS, SWISH], [False, True, False]),
     # names that are keywords or hold newlines and comment ends; half, 64-bit, empty defaults
     "odd": ([DATA / "odd_names.json", SOFTPLUS], [False, False]),
+    # a JSON config alone: the SNPE UDO layout, with the registration library's source
+    "snpe": ([SWISH], [False]),
 }
 ARCHS = {"CPU": [], "GPU": [], "DSP": ["v66", "v73"], "HTP": ["v68", "v73"]}
 
@@ -53,6 +55,8 @@ def test_every_backend_compiles_against_the_standins(tmp_path: Path, case: str) 
         assert process.returncode == 0, f"{backend}:\n{output}"
     sources = {b: sorted(p.name for p in f.rglob("*.cpp")) for b, f in folders.items()}
     assert all(sources.values()) and len(sources["DSP"]) > len(sources["HTP"])
+    assert all(("SoftplusPackageRegLib.cpp" in names) == (case == "snpe")
+               for names in sources.values())
 
 
 def test_a_syntax_error_is_caught(tmp_path: Path) -> None:

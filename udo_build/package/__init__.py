@@ -10,6 +10,7 @@ generators produce (see `layout.py`):
     CPU: makefiles/Makefile.linux-x86_64, makefiles/Makefile.android-aarch64
     GPU: src/kernels/<Op>.cl
     DSP: v68 and later like HTP; v65/v66 under src/dsp_v65_v66/ (one library per op)
+    SNPE UDO (JSON configs): src/reg/<Pkg>RegLib.cpp, the registration library
 
 `standin/` holds minimal declarations of the vendor macros and types the skeletons use, written by
 this project for syntax checks (`g++ -fsyntax-only`); they are no SDK.
@@ -21,4 +22,5 @@ Importing this package costs nothing: Jinja2 is imported when a package is gener
 # a change invalidates the cached packages.
 # 3: every backend's package keeps the PackageName; libraries named as the vendor's makefiles do
 # 4: with no arch given, HTP packages build for every arch the SDK supports
-GENERATOR_VERSION = 4
+# 5: SNPE UDO packages have their registration library; make clean removes libs/ too
+GENERATOR_VERSION = 5

@@ -12,7 +12,10 @@
 The libraries are named as the vendor's generated makefiles name them (`names.library`): a QNN
 package (XML configs) builds build/<target>/libQnn<Pkg>.so (HTP, DSP) or
 libs/<target>/lib<Pkg>.so (CPU, GPU); an SNPE UDO package (JSON configs) builds
-libs/<target>/libUdo<Pkg>Impl<Core>.so. The package keeps its name on every backend.
+libs/<target>/libUdo<Pkg>Impl<Core>.so and, from src/reg/<Pkg>RegLib.cpp, the registration
+library libs/<x86-64_linux_clang | arm64-v8a>/libUdo<Pkg>Reg.so (built by the x86 and aarch64
+targets, or reg_x86 / reg_aarch64 where the backend has none). The package keeps its name on every
+backend; `make clean` removes every folder the Makefile builds into (build/, libs/).
 
 A DSP package for v65/v66 only has no src/<Pkg>Interface.cpp or src/ops/: its sources live under
 src/dsp_v65_v66/ whatever other arches are listed, so adding v68 never moves a file.
@@ -21,11 +24,18 @@ src/dsp_v65_v66/ whatever other arches are listed, so adding v68 never moves a f
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .names import QNN, library, op_library
-from .tables import Toolchain, sdk_htp_archs, split_archs, toolchain
+from .names import QNN, SNPE, impl_library, library, op_library, registration_library, snpe_core
+from .tables import (
+    Toolchain,
+    sdk_htp_archs,
+    snpe_datatypes,
+    snpe_layout,
+    split_archs,
+    toolchain,
+)
 from .views import OpView
 
 LEGACY_DIR = "src/dsp_v65_v66"
@@ -38,6 +48,7 @@ class Lib:
     output: str
     sources: tuple[str, ...]
     platform: str  # x86 | aarch64 | v73 ...
+    vars: str = ""  # the prefix of its make variables (REG_: the SNPE registration library's)
 
     @property
     def toolchain(self) -> Toolchain:
@@ -79,6 +90,28 @@ class Layout:
     notes: tuple[str, ...] = ()  # said at the top of the Makefile
     makefile: str = "common/Makefile.j2"  # the template of the top Makefile
 
+    @property
+    def clean(self) -> tuple[str, ...]:
+        """The top folders of everything the Makefile builds (what `make clean` removes)."""
+        outputs = [lib.output for t in self.targets for lib in t.libs]
+        outputs += [e.output for e in self.embeds]
+        return tuple(sorted({o.split("/", 1)[0] for o in outputs}))
+
+
+@dataclass(frozen=True)
+class UdoRegistration:
+    """What an SNPE UDO registration library says of its package: the core type the ops run on,
+    that core's implementation library, and the SnpeUdo enums of datatypes and layouts."""
+
+    core: str  # SNPE_UDO_CORETYPE_DSP
+    impl_library: str  # libUdo<Pkg>ImplDsp.so
+
+    def datatypes(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        return snpe_datatypes(names)
+
+    def layout(self, name: str) -> str:
+        return snpe_layout(name)
+
 
 @dataclass(frozen=True)
 class Naming:
@@ -94,7 +127,34 @@ class Naming:
 
 def layout(name: str, backend: str, archs: tuple[str, ...], ops: tuple[OpView, ...],
            flavor: str = QNN) -> Layout:
-    return BACKEND_LAYOUTS[backend](Naming(name, backend, flavor), archs, ops)
+    pkg = Naming(name, backend, flavor)
+    found = BACKEND_LAYOUTS[backend](pkg, archs, ops)
+    return _with_registration(pkg, found) if flavor == SNPE else found
+
+
+REG_PLATFORMS = ("x86", "aarch64")  # the registration library runs on the CPU of either
+
+
+def _with_registration(pkg: Naming, found: Layout) -> Layout:
+    """An SNPE UDO package with its registration library: the source, and the library per
+    platform, built by the backend's target for that platform or by a reg_<platform> one."""
+    reg = UdoRegistration(snpe_core(pkg.backend), impl_library(pkg.name, pkg.backend))
+    source = Rendered(f"src/reg/{pkg.name}RegLib.cpp", "snpe/reg_lib.cpp.j2", {"reg": reg})
+    targets = list(found.targets)
+    for platform in REG_PLATFORMS:
+        lib = Lib(registration_library(pkg.name, platform), (source.path,), platform, "REG_")
+        at = next((i for i, t in enumerate(targets)
+                   if any(x.platform == platform for x in t.libs)), None)
+        if at is None:
+            targets.append(MakeTarget(f"reg_{platform}", "the SNPE UDO registration library "
+                                      f"({platform})", (lib,)))
+        else:
+            targets[at] = replace(targets[at], libs=(*targets[at].libs, lib))
+    grown = dict(zip(found.targets, targets, strict=False))
+    # a file rendered for one target (the CPU's per-platform makefiles) renders the grown one
+    files = [replace(f, context={**f.context, "target": grown[f.context["target"]]})
+             if "target" in f.context else f for f in found.files]
+    return replace(found, files=(*files, source), targets=tuple(targets))
 
 
 def _sources(name: str, ops: tuple[OpView, ...], folder: str = "src") -> list[Rendered]:

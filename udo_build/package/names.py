@@ -206,10 +206,28 @@ def library(package: str, backend: str, platform: str, flavor: str = QNN) -> str
     if flavor == SNPE:
         # the DSP implementation library for online prepare on the device is the _AltPrep one
         alt = "_AltPrep" if _SNPE_CORES[backend] == "Dsp" and platform == "aarch64" else ""
-        return f"libs/{folder}/libUdo{package}Impl{_SNPE_CORES[backend]}{alt}.so"
+        return f"libs/{folder}/{impl_library(package, backend).removesuffix('.so')}{alt}.so"
     if backend in ("CPU", "GPU"):
         return f"libs/{folder}/lib{package}.so"
     return f"build/{folder}/libQnn{package}.so"
+
+
+def impl_library(package: str, backend: str) -> str:
+    """The file name of an SNPE UDO implementation library, as the registration library names
+    it for its core type (the runtime finds it on the library path)."""
+    return f"libUdo{package}Impl{_SNPE_CORES[backend]}.so"
+
+
+def registration_library(package: str, platform: str) -> str:
+    """The path of an SNPE UDO package's registration library for `platform` (x86 | aarch64),
+    which the runtime loads first: it registers the package's ops and names the implementation
+    library of each core type."""
+    return f"libs/{target_folder(platform, SNPE)}/libUdo{package}Reg.so"
+
+
+def snpe_core(backend: str) -> str:
+    """The SNPE UDO core type a backend's implementation runs on (HTP and DSP: the DSP)."""
+    return f"SNPE_UDO_CORETYPE_{_SNPE_CORES[backend].upper()}"
 
 
 def op_library(package: str, op: str, arch: str, flavor: str = QNN) -> str:

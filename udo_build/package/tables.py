@@ -62,6 +62,33 @@ def dtype(name: str) -> DType:
     return DTYPES[name]
 
 
+# -- SNPE UDO registration: the SnpeUdo API's datatype and layout enums (UdoBase.h) -------------
+
+_SNPE_DATATYPES = {
+    "FLOAT_16": "FLOAT_16", "FLOAT_32": "FLOAT_32",
+    "SFIXED_POINT_4": "FIXED_4", "UFIXED_POINT_4": "FIXED_4",
+    "SFIXED_POINT_8": "FIXED_8", "UFIXED_POINT_8": "FIXED_8",
+    "SFIXED_POINT_16": "FIXED_16", "UFIXED_POINT_16": "FIXED_16",
+    "SFIXED_POINT_32": "FIXED_32", "UFIXED_POINT_32": "FIXED_32",
+    "UINT_8": "UINT_8", "UINT_16": "UINT_16", "UINT_32": "UINT_32", "BOOL_8": "UINT_8",
+    "INT_8": "INT_8", "INT_16": "INT_16", "INT_32": "INT_32",
+}
+_SNPE_LAYOUTS = ("NHWC", "NCHW", "NDHWC")
+
+
+def snpe_datatypes(datatypes: tuple[str, ...]) -> tuple[str, ...]:
+    """The SnpeUdo datatypes of op-definition datatypes, in order, without repeats; the ones the
+    SnpeUdo API has no value for (64-bit, STRING) are left out."""
+    found = (f"SNPE_UDO_DATATYPE_{_SNPE_DATATYPES[d]}" for d in datatypes if d in _SNPE_DATATYPES)
+    return tuple(dict.fromkeys(found))
+
+
+def snpe_layout(layout: str) -> str:
+    """The SnpeUdo layout of a tensor; what the API does not name is taken as NHWC, as the
+    SNPE UDO generator's default layout."""
+    return f"SNPE_UDO_LAYOUT_{layout if layout in _SNPE_LAYOUTS else 'NHWC'}"
+
+
 # -- HTP registration: the generic implementation is the slow fallback, typed ones are cheaper --
 
 @dataclass(frozen=True)
