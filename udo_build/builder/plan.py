@@ -17,11 +17,14 @@ JSON, each kind's the `to_params()` of one typed value that the kind reads back 
 RunSettings, and RunCheck with the run's name for a check); only
 those an action kind lists enter its key (a SoC's name is a parameter for messages, its arch and
 VTCM are the ones that count; a run's checks are its check's).
+
+`Plan.shard` splits a plan for N CI runners sharing a remote cache (`--shard K/N`): see `owners`.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +98,16 @@ class Plan:
                 raise UserError(f"no action matches '{pattern}'",
                                 hint="actions of this recipe: " + ", ".join(self.actions))
             chosen.update(hits)
+        return self._closure(chosen)
+
+    def shard(self, shard: Shard) -> Plan:
+        """The actions `shard` owns (see `owners`), with everything they need."""
+        owner = owners(self, shard.count)
+        return self._closure({aid for aid, k in owner.items() if k == shard.index})
+
+    def _closure(self, chosen: set[str]) -> Plan:
+        """The actions of `chosen` and everything they need, in dependency order."""
+        chosen = set(chosen)
         stack = list(chosen)
         while stack:
             for dep in self.actions[stack.pop()].deps:
@@ -106,6 +119,62 @@ class Plan:
             if aid in chosen:
                 sub.actions[aid] = action
         return sub
+
+
+# -- shards: N CI runners split a plan through a shared remote cache --------------------------
+
+FAN_OUT_KINDS = ("prepare", "run")  # the expensive, many-per-recipe work shards split
+JOIN = 0  # the owner of an action that needs the work of several shards: the join build
+
+
+@dataclass(frozen=True)
+class Shard:
+    """The `index`-th (from 1) of `count` shards of a plan (`--shard K/N`)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise UserError(f"shard '{self}': K must be from 1 to N",
+                            hint="--shard K/N builds the K-th of N shards, e.g. --shard 1/3")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        index, slash, count = text.partition("/")
+        if not (slash and index.strip().isdigit() and count.strip().isdigit()):
+            raise UserError(f"shard '{text}' is not K/N (two whole numbers)",
+                            hint="--shard K/N builds the K-th of N shards, e.g. --shard 1/3")
+        return cls(int(index), int(count))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def shard_of(action_id: str, count: int) -> int:
+    """The shard (1..count) an action id hashes to: the same on every machine and Python."""
+    return int(hashlib.sha256(action_id.encode("utf-8")).hexdigest(), 16) % count + 1
+
+
+def owners(plan: Plan, count: int) -> dict[str, int]:
+    """Each action's owner among `count` shards (1..count), or JOIN. A fan-out action (prepare,
+    run) is owned by the shard its id hashes to; any other action goes with the fan-out work
+    it needs (a check with its run); an action needing fan-out work of several shards (the
+    assemble step, a run of the deployable bundle) is the join's; upstream work that needs no
+    fan-out (opdef, packages, convert, quantize, outputs) is owned by the shard its id hashes
+    to, and shared: every shard whose actions need it looks it up or builds it too."""
+    spans: dict[str, frozenset[int]] = {}  # action -> the shards of the fan-out work it needs
+    owner: dict[str, int] = {}
+    for aid, action in plan.actions.items():  # in dependency order
+        span = frozenset().union(*(spans[d] for d in action.deps))
+        if action.kind in FAN_OUT_KINDS:
+            span |= {shard_of(aid, count)}
+        spans[aid] = span
+        if not span:
+            owner[aid] = shard_of(aid, count)
+        else:
+            owner[aid] = next(iter(span)) if len(span) == 1 else JOIN
+    return owner
 
 
 def plan_recipe(recipe: Recipe) -> Plan:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .engine import ActionState, Options
     from .explain import Explanation
     from .outputs import Owner
-    from .plan import Plan
+    from .plan import Plan, Shard
 
 STATUSES = ("built", "cached", "failed", "skipped")
 
@@ -77,6 +77,7 @@ class BuildRequest(NamedTuple):
     keep_going: bool = False
     dry_run: bool = False
     remote: RemoteRequest = RemoteRequest()
+    shard: Shard | None = None  # build only this shard's actions; write no output folder
 
 
 class ActionOutcome(NamedTuple):
@@ -159,6 +160,7 @@ class BuildReport(NamedTuple):
     actions: tuple[ActionOutcome, ...]
     seconds: float
     remote: RemoteSummary | None
+    shard: str | None = None  # "K/N" for a build of one shard (`--shard`)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -208,6 +210,7 @@ class BuildReport(NamedTuple):
             "hit_rate": self.hit_rate,
             "seconds": round(self.seconds, 4),
             "remote": None if self.remote is None else self.remote.to_json(),
+            "shard": self.shard,
         }
 
 
@@ -241,12 +244,15 @@ def load(store: Store, recipe: str, events: Events) -> Recipe:
     return loaded
 
 
-def plan(recipe: Recipe, targets: tuple[str, ...]) -> tuple[Plan, Plan]:
-    """(the whole plan, the part that `targets` select: all of it without targets)."""
+def plan(recipe: Recipe, targets: tuple[str, ...],
+         shard: Shard | None = None) -> tuple[Plan, Plan]:
+    """(the whole plan, the part that `targets` select, all of it without targets, or of that
+    part the actions of `shard` and what they need)."""
     from .plan import plan_recipe
 
     full = plan_recipe(recipe)
-    return full, full.select(list(targets)) if targets else full
+    selected = full.select(list(targets)) if targets else full
+    return full, selected if shard is None else selected.shard(shard)
 
 
 def run_plan(store: Store, selected: Plan, options: Options,
@@ -274,23 +280,29 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
         remote = remote_summary(store)
     return BuildReport(recipe.name, recipe.path, store.root, None if request.dry_run else out,
                        request.dry_run, tuple(ActionOutcome.of(s) for s in states.values()),
-                       seconds, remote)
+                       seconds, remote, None if request.shard is None else str(request.shard))
 
 
 def _build(store: Store, request: BuildRequest,
-           events: Events) -> tuple[Recipe, dict[str, ActionState], Path]:
+           events: Events) -> tuple[Recipe, dict[str, ActionState], Path | None]:
     from .engine import Options
     from .history import save_history
     from .outputs import check_outside_store, owned
 
     recipe = load(store, request.recipe, events)
-    open_remote(store, recipe.path.parent, request.remote, events.warning)
-    full, selected = plan(recipe, request.targets)
+    sharded = request.shard is not None and not request.dry_run  # it must upload its work
+    open_remote(store, recipe.path.parent, request.remote, events.warning, need_upload=sharded)
+    full, selected = plan(recipe, request.targets, request.shard)
     options = Options(jobs=request.jobs, keep_going=request.keep_going,
                       dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch")
     out = Path(request.out) if request.out else Path("out") / recipe.name
     if request.dry_run:
         return recipe, run_plan(store, selected, options, events), out
+    if sharded:  # a shard fills the remote; the join build writes the output folder
+        states = run_plan(store, selected, options, events)
+        with store.recording("the build's history"):
+            save_history(store, recipe.path, recipe.name, states, list(full.actions))
+        return recipe, states, None
     check_outside_store(out, store.root)
     with owned(out, lambda text: events.warning(Problem(text, file=str(out)))) as owner:
         states = run_plan(store, selected, options, events)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..errors import display_path
+from ..errors import UserError, display_path
 from .common import add_remote_arguments, add_store_arguments, remote_line, remote_request
 from .reporter import Reporter
 
 EXIT_STALE = 1  # --check: some action would run
 
 if TYPE_CHECKING:
+    from ..builder.plan import Shard
     from ..builder.session import BuildReport
 
 
@@ -40,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.add_argument("--check", action="store_true",
                         help="like --dry-run, then exit 1 when anything would run and 0 when "
                              "everything is cached (is the build up to date?)")
+    parser.add_argument("--shard", type=_shard, metavar="K/N",
+                        help="build the K-th of N stable shards of the selected actions and "
+                             "upload them (needs a remote and a signing key); no output folder: "
+                             "a build without --shard joins them (see README, Sharded CI)")
     add_remote_arguments(parser, upload=True)
 
 
@@ -50,12 +55,22 @@ def _jobs(text: str) -> int:
     return value
 
 
+def _shard(text: str) -> Shard:
+    from ..builder.plan import Shard
+
+    try:
+        return Shard.parse(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.problem.message}; {exc.problem.hint}") from None
+
+
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..builder.session import BuildRequest, run_build
 
     request = BuildRequest(args.recipe, tuple(args.targets), store=args.store, out=args.out,
                            jobs=args.jobs, keep_going=args.keep_going,
-                           dry_run=args.dry_run or args.check, remote=remote_request(args))
+                           dry_run=args.dry_run or args.check, remote=remote_request(args),
+                           shard=args.shard)
     report = run_build(request, rep)
     _failures(rep, report, args.debug)
     if rep.mode == "json":
@@ -91,7 +106,7 @@ def _summary(rep: Reporter, report: BuildReport) -> None:
     parts = [f"{counts['built']} built", f"{counts['cached']} cached{shared}",
              f"{counts['failed']} failed", f"{counts['skipped']} skipped"]
     rate = report.hit_rate
-    rep.heading(f"{report.recipe}: {', '.join(parts)} in {round(report.seconds, 4):.2f} s"
+    rep.heading(f"{_name(report)}: {', '.join(parts)} in {round(report.seconds, 4):.2f} s"
                 + (f"; cache hit rate {rate:.0%}" if rate is not None else ""))
     _details(rep, report)
 
@@ -125,13 +140,17 @@ def _dry_summary(rep: Reporter, report: BuildReport, *, check: bool) -> None:
              + (f" ({later} of them only if an input changes)" if later else ""),
              f"cached {counts['cached']}"]
     parts += [f"{counts[s]} {s}" for s in ("failed", "skipped") if counts[s]]
-    rep.heading(f"{report.recipe} (dry run, nothing ran): {', '.join(parts)} in "
+    rep.heading(f"{_name(report)} (dry run, nothing ran): {', '.join(parts)} in "
                 f"{round(report.seconds, 4):.2f} s")
     if check:
         stale = report.stale
         rep.line(f"  not up to date: {stale} action{'s' if stale > 1 else ''} would run"
                  if stale else "  up to date: every action is cached")
     _details(rep, report)
+
+
+def _name(report: BuildReport) -> str:
+    return report.recipe + (f" shard {report.shard}" if report.shard else "")
 
 
 def _details(rep: Reporter, report: BuildReport) -> None:
@@ -143,3 +162,5 @@ def _details(rep: Reporter, report: BuildReport) -> None:
         rep.line(f"  {remote_line(report.remote)}")
     if report.out is not None:
         rep.line(f"  outputs in {display_path(report.out)}")
+    elif report.shard and not report.dry_run:
+        rep.line("  a shard writes no output folder: the build without --shard does (the join)")
