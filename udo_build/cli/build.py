@@ -40,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.add_argument("--check", action="store_true",
                         help="like --dry-run, then exit 1 when anything would run and 0 when "
                              "everything is cached (is the build up to date?)")
+    parser.add_argument("--executor", metavar="WHERE",
+                        help="where actions run: dask://HOST:PORT for a Dask cluster (see "
+                             "README 'Distributed builds'; default: $UDO_BUILD_EXECUTOR, the "
+                             "config files' `executor`, else this machine)")
     add_remote_arguments(parser, upload=True)
 
 
@@ -55,7 +59,8 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 
     request = BuildRequest(args.recipe, tuple(args.targets), store=args.store, out=args.out,
                            jobs=args.jobs, keep_going=args.keep_going,
-                           dry_run=args.dry_run or args.check, remote=remote_request(args))
+                           dry_run=args.dry_run or args.check, remote=remote_request(args),
+                           executor=args.executor)
     report = run_build(request, rep)
     _failures(rep, report, args.debug)
     if rep.mode == "json":

@@ -1,0 +1,171 @@
+"""Builds on a real Dask cluster: a `dask scheduler` and two `dask worker` processes on
+loopback, started here, sharing the store's folder (the same machine stands for a shared file
+system). The output folder is byte-identical to a local build's; a second build executes
+nothing; a worker killed while the build runs costs only what it was running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..conftest import REPO
+from .test_main_job import Ready, executed
+
+pytest.importorskip("distributed", reason="the Dask tests need dask[distributed] "
+                                          "(pip install 'udo-build[dask]')")
+
+START_TIMEOUT = 30.0  # seconds for the scheduler and the workers to come up
+
+
+class Cluster:
+    """The scheduler and its workers, as subprocesses; `address` is dask://HOST:PORT."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), "DASK_DISTRIBUTED__WORKER__"
+                    "DAEMON": "False"}
+        self.file = folder / "scheduler.json"
+        self.scheduler = self._spawn("scheduler", "--host", "127.0.0.1", "--port", "0",
+                                     "--no-dashboard", "--scheduler-file", str(self.file))
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.address = json.loads(self.file.read_text())["address"]
+
+    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.folder / f"{args[0]}-{len(list(self.folder.iterdir()))}.log", "wb")
+        return subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_" + args[0],
+                                 *args[1:]], env=self.env, stdout=log, stderr=log,
+                                cwd=self.folder)
+
+    def add_worker(self, name: str) -> None:
+        self.workers[name] = self._spawn("worker", "--scheduler-file", str(self.file),
+                                         "--nthreads", "1", "--no-nanny", "--name", name,
+                                         "--host", "127.0.0.1", "--no-dashboard")
+
+    def client(self) -> Any:
+        from distributed import Client
+
+        return Client(self.address, timeout=START_TIMEOUT, set_as_default=False)
+
+    @property
+    def executor(self) -> str:
+        return "dask://" + self.address.removeprefix("tcp://")
+
+    def stop(self) -> None:
+        for process in [*self.workers.values(), self.scheduler]:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    found = Cluster(tmp_path_factory.mktemp("dask"))
+    try:
+        found.add_worker("w0")
+        found.add_worker("w1")
+        with found.client() as client:
+            client.wait_for_workers(2, timeout=START_TIMEOUT)
+        yield found
+    finally:
+        found.stop()
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _local(tmp_path: Path) -> dict[str, bytes]:
+    local = Ready(tmp_path / "local", "softplus.yaml")
+    local.build("-j", "2")
+    return _tree(local.root / "out")
+
+
+def _project(tmp_path: Path, name: str) -> Ready:
+    (tmp_path / name).mkdir()
+    return Ready(tmp_path / name, "softplus.yaml")
+
+
+def test_a_build_on_the_cluster_equals_a_local_one_then_executes_nothing(
+        cluster: Cluster, tmp_path: Path) -> None:
+    (tmp_path / "local").mkdir()
+    good = _local(tmp_path)
+    ready = _project(tmp_path, "cluster")
+    before = _tasks_run(cluster)
+    first, _ = ready.build("--executor", cluster.executor)
+    assert len(executed(first)) == 25 and first["failed"] == 0
+    assert _tree(ready.root / "out") == good
+    assert _tasks_run(cluster) - before >= 25  # the actions ran on the workers
+    again, _ = ready.build("--executor", cluster.executor)
+    assert executed(again) == [] and again["cached"] == 41
+    assert _tree(ready.root / "out") == good
+
+
+def _tasks_run(cluster: Cluster) -> int:
+    """How many tasks the workers have finished so far."""
+    with cluster.client() as client:
+        done = client.run(lambda dask_worker: sum(
+            1 for _, _, finish, *_ in dask_worker.state.log if finish == "memory"))
+    return sum(done.values())
+
+
+def test_a_failing_action_on_the_cluster_fails_the_build_as_locally(
+        cluster: Cluster, tmp_path: Path) -> None:
+    ready = _project(tmp_path, "broken")
+    kernels = ready.root / "examples/softplus/ops/kernels.py"
+    kernels.write_text(kernels.read_text() + "\nraise ValueError('broken on purpose')\n")
+    summary, err = ready.build("--executor", cluster.executor, code=1)
+    failed = [a for a in summary["actions"] if a["status"] == "failed"]
+    assert failed and "broken on purpose" in err, err
+    # the file is named as the user knows it, not as the worker's copy
+    assert "ops/kernels.py" in err and "udo-build-action-" not in err
+
+
+def test_a_worker_killed_mid_build_costs_only_what_it_ran(cluster: Cluster,
+                                                         tmp_path: Path) -> None:
+    (tmp_path / "local").mkdir()
+    good = _local(tmp_path)
+    ready = _project(tmp_path, "killed")
+    outcome: dict[str, Any] = {}
+    build = threading.Thread(target=lambda: outcome.update(
+        summary=ready.build("--executor", cluster.executor)[0]))
+    with cluster.client() as client:
+        build.start()
+        victim = _busy_worker(client)
+        cluster.workers[victim].send_signal(signal.SIGKILL)
+        build.join(timeout=120)
+        cluster.add_worker(victim + "-again")  # for the tests after this one
+        client.wait_for_workers(2, timeout=START_TIMEOUT)
+    assert not build.is_alive() and outcome["summary"]["failed"] == 0
+    assert len(executed(outcome["summary"])) == 25
+    assert _tree(ready.root / "out") == good
+
+
+def _busy_worker(client: Any) -> str:
+    """The name of a worker that is running an action now."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        names = {addr: w["name"] for addr, w in client.scheduler_info()["workers"].items()}
+        for addr, keys in client.processing().items():
+            if keys:
+                return str(names[addr])
+        time.sleep(0.01)
+    raise AssertionError("no action ran on the cluster")
+
+
+def test_an_executor_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    ready = _project(tmp_path, "bad")
+    _, err = ready.build("--executor", "ssh://somewhere", code=2)
+    assert "dask://HOST:PORT" in err
