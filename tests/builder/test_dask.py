@@ -18,7 +18,10 @@ from typing import Any
 
 import pytest
 
+from udo_build.store.trust import generate
+
 from ..conftest import REPO
+from ..store.remote_fixtures import start_nginx, write_key
 from .test_main_job import Ready, executed
 
 pytest.importorskip("distributed", reason="the Dask tests need dask[distributed] "
@@ -151,6 +154,36 @@ def test_a_worker_killed_mid_build_costs_only_what_it_ran(cluster: Cluster,
     assert not build.is_alive() and outcome["summary"]["failed"] == 0
     assert len(executed(outcome["summary"])) == 25
     assert _tree(ready.root / "out") == good
+
+
+def test_with_a_remote_cache_workers_with_their_own_store_build_the_same_bytes(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))  # no user's remote settings
+    (tmp_path / "local").mkdir()
+    good = _local(tmp_path)
+    server = start_nginx(tmp_path / "nginx")
+    try:
+        key = write_key(tmp_path / "ci.key", generate("ci-1"))
+        ready = _project(tmp_path, "remote")
+        workers = tmp_path / "worker-store"  # not the build's store: all goes through nginx
+        where = f"{cluster.executor}?store={workers}"
+        first, _ = ready.build("--executor", where, "--remote", server.url, "--ci",
+                               "--signing-key", str(key))
+        assert len(executed(first)) == 25 and _tree(ready.root / "out") == good
+        assert len(server.files("ac")) == 25  # every result the workers built, signed
+        assert (workers / "cas").is_dir() and (workers / "ac").is_dir()
+        fresh = _project(tmp_path, "fresh")  # another machine: all comes from the remote
+        again, _ = fresh.build("--executor", where, "--remote", server.url, "--trusted-key",
+                               _public(key))
+        assert executed(again) == [] and _tree(fresh.root / "out") == good
+    finally:
+        server.kill()
+
+
+def _public(key_file: Path) -> str:
+    from udo_build.store.trust import parse_signing_key
+
+    return parse_signing_key(key_file.read_text().strip()).public().line
 
 
 def _busy_worker(client: Any) -> str:

@@ -217,6 +217,7 @@ class ActionInput:
     type: str = "blob"  # "blob" | "tree"
     file: str = ""  # a source's file name; "" for an output of another action
     label: str = ""  # a source's path as the user knows it (for messages, never read)
+    size: int | None = None  # its bytes (of the manifest, for a tree), when known
 
 
 class ActionContext:
@@ -235,8 +236,9 @@ class ActionContext:
                  cas: Any) -> ActionContext:
         """A context whose inputs are these files, stored in `cas` as the engine stores a
         build's source files (to run a kind by hand)."""
-        return cls(params, {name: ActionInput(cas.put_file(path).digest, "blob", path.name,
-                                              str(path)) for name, path in files.items()}, cas)
+        refs = {name: (cas.put_file(path), path) for name, path in files.items()}
+        return cls(params, {name: ActionInput(ref.digest, "blob", path.name, str(path), ref.size)
+                            for name, (ref, path) in refs.items()}, cas)
 
     def input_names(self) -> list[str]:
         return sorted(self._inputs)

@@ -30,7 +30,7 @@ from ..errors import Problem, StepFailed, UserError
 from ..store import ActionResult, Store
 from .actions import ActionInput, ActionKind, MissingInput, get_kind, load_kinds
 from .execute import ActionSpec, Failed, InternalActionError, machine_fault
-from .plan import Dep, Plan, PlannedAction, Source
+from .plan import Plan, PlannedAction, Source
 
 if TYPE_CHECKING:  # concurrent.futures is imported only when an action runs
     import concurrent.futures as cf
@@ -103,6 +103,7 @@ class Engine:
         self._waiting: list[list[ActionState]] = []  # misses that run once those are stored
         self._local_only: set[str] = set()  # keys whose remote blobs could not be had
         self._sources: dict[tuple[Any, str], str] = {}  # a source's digest, once per build
+        self._stored: dict[Any, tuple[str, int]] = {}  # a source's blob: digest, size
         self._built: dict[str, str] = {}  # key -> the action of this build that ran it
 
     # -- resolving keys ---------------------------------------------------------------------------
@@ -319,35 +320,34 @@ class Engine:
         for name, planned in state.names.items():
             source = state.action.inputs[planned]
             if isinstance(source, Source):
-                inputs[name] = ActionInput(self._source_blob(source), "blob", source.path.name,
-                                           str(source.path))
+                digest, size = self._source_blob(source)
+                inputs[name] = ActionInput(digest, "blob", source.path.name, str(source.path),
+                                           size)
             else:
-                inputs[name] = ActionInput(state.inputs[name], self._output_type(source))
+                result = self.states[source.action].result
+                assert result is not None
+                output = result.outputs[source.output]
+                inputs[name] = ActionInput(output.digest, output.type, size=output.size)
         return inputs
 
-    def _source_blob(self, source: Source) -> str:
-        """The digest of a source file's bytes, stored in the store (once per build; a copy
-        already there is checked, and stored again when damaged)."""
-        known = self._sources.get((source.path, "stored"))
+    def _source_blob(self, source: Source) -> tuple[str, int]:
+        """A source file's bytes, stored in the store (once per build; a copy already there is
+        checked, and stored again when damaged): their digest and size."""
+        known = self._stored.get(source.path)
         if known is None:
             try:
-                known = self.store.cas.put_file(source.path).digest
+                ref = self.store.cas.put_file(source.path)
             except FileNotFoundError:
                 raise UserError("an input file vanished during the build",
                                 file=source.path) from None
-            self._sources[(source.path, "stored")] = known
+            known = self._stored[source.path] = (ref.digest, ref.size)
         return known
-
-    def _output_type(self, dep: Dep) -> str:
-        result = self.states[dep.action].result
-        assert result is not None
-        return result.outputs[dep.output].type
 
     def _executor(self) -> Executor:
         from .executors import open_executor
 
         if self._pool is None:
-            self._pool = open_executor(self.options.executor, str(self.store.root), self.jobs)
+            self._pool = open_executor(self.options.executor, self.store, self.jobs)
         return self._pool
 
     def _collected_fetch(self, future: cf.Future[Any], states: list[ActionState]) -> None:
@@ -418,7 +418,7 @@ class Engine:
         if source is None or states[0].retries >= 1:
             return False
         if isinstance(source, Source):  # its copy in the store: stored again
-            self._sources.pop((source.path, "stored"), None)
+            self._stored.pop(source.path, None)
         else:
             producer = self.states[source.action]
             producer.status, producer.result, producer.key = "pending", None, None

@@ -77,7 +77,7 @@ class ActionSpec:
 _stores: dict[str, Store] = {}
 
 
-def _store(root: str) -> Store:
+def store_at(root: str) -> Store:
     if root not in _stores:  # one per worker process
         _stores[root] = Store(root)
     return _stores[root]
@@ -88,7 +88,7 @@ def execute(store_root: str, spec: ActionSpec) -> tuple[dict[str, Any], bool]:
     StepFailed (also for a fault of the machine: a full disk, a read-only store),
     MissingInput or InternalActionError."""
     try:
-        return _execute(_store(store_root), spec)
+        return _execute(store_at(store_root), spec)
     except Failed as failed:
         raise Failed(machine_fault(spec.kind, failed.error), failed.seconds) from None
     except Exception as exc:
