@@ -235,7 +235,7 @@ def parse_executor(where: str) -> tuple[str, str | None]:
 
 def open_executor(where: str, store: Store, jobs: int) -> Executor:
     """The executor `where` names ("" for this machine: inline for one job, else a pool)."""
-    root = str(store.root)
+    root = os.path.abspath(store.root)  # the same folder for workers started elsewhere
     if where:
         try:
             address, worker_store = parse_executor(where)
