@@ -35,8 +35,8 @@ class Cluster:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), "DASK_DISTRIBUTED__WORKER__"
-                    "DAEMON": "False"}
+        self.env = {**os.environ, "PYTHONPATH": str(REPO),
+                    "UDO_BUILD_PLUGINS": str(Path(__file__).with_name("dask_kinds.py"))}
         self.file = folder / "scheduler.json"
         self.scheduler = self._spawn("scheduler", "--host", "127.0.0.1", "--port", "0",
                                      "--no-dashboard", "--scheduler-file", str(self.file))
@@ -52,10 +52,10 @@ class Cluster:
                                  *args[1:]], env=self.env, stdout=log, stderr=log,
                                 cwd=self.folder)
 
-    def add_worker(self, name: str) -> None:
+    def add_worker(self, name: str, *extra: str) -> None:
         self.workers[name] = self._spawn("worker", "--scheduler-file", str(self.file),
                                          "--nthreads", "1", "--no-nanny", "--name", name,
-                                         "--host", "127.0.0.1", "--no-dashboard")
+                                         "--host", "127.0.0.1", "--no-dashboard", *extra)
 
     def client(self) -> Any:
         from distributed import Client
@@ -187,6 +187,36 @@ def _public(key_file: Path) -> str:
     from udo_build.store.trust import parse_signing_key
 
     return parse_signing_key(key_file.read_text().strip()).public().line
+
+
+def test_a_kind_that_needs_resources_waits_for_a_worker_that_has_them(
+        cluster: Cluster, tmp_path: Path) -> None:
+    from udo_build.builder.execute import ActionSpec
+    from udo_build.builder.executors import open_executor
+    from udo_build.store import ActionResult, Store
+
+    store = Store(tmp_path / "store")
+    executor = open_executor(cluster.executor, store, 2)
+    try:
+        future = executor.submit(ActionSpec("sdk-probe", "5d" * 32, {}, {}, "probe"), {"SDK": 1})
+        with cluster.client() as client:  # no worker has SDK: the scheduler holds the task
+            _wait_for(lambda: "no-worker" in client.run_on_scheduler(
+                lambda dask_scheduler: {t.state for t in dask_scheduler.tasks.values()}))
+            assert not future.done()
+            cluster.add_worker("sdk", "--resources", "SDK=1")
+            doc, ran = future.result(timeout=START_TIMEOUT)
+    finally:
+        executor.close()
+    result = ActionResult.from_json(doc)
+    assert ran and result is not None
+    assert store.cas.get(result.outputs["worker"].digest) == b"sdk"
+
+
+def _wait_for(condition: Any) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
 
 
 def _busy_worker(client: Any) -> str:
