@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from udo_build.builder import actions
+from udo_build.builder import actions, executors
 from udo_build.builder.actions import ActionContext, Produced, Tree, action_kind
 
 CALLS: list[str] = []
@@ -94,9 +94,11 @@ def fake_kinds() -> Iterator[list[str]]:
     CALLS.clear()
     FAIL.clear()
     SLOW.clear()
+    executors.START_METHOD = "fork"  # the workers inherit these kinds and FAIL, SLOW
     try:
         yield CALLS
     finally:
+        executors.START_METHOD = ""
         for name in added:
             actions.unregister(name)
         for name, kind in real.items():

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from udo_build.builder.actions import ActionContext
+from udo_build.builder.actions import ActionContext, ActionInput
 from udo_build.ir.bundle import load_bundle, read_bundle
 from udo_build.store import Store
 from udo_build.store.parts import parse_layout
@@ -62,7 +62,7 @@ def test_a_run_reads_the_head_and_its_record_only(built) -> None:  # type: ignor
     read: list[str] = []
     get = store.cas.get
     store.cas.get = lambda d: read.append(d) or get(d)  # type: ignore[method-assign]
-    ctx = ActionContext({}, {}, {"deployable": (out.digest, "tree")}, store.cas)
+    ctx = ActionContext({}, {"deployable": ActionInput(out.digest, "tree")}, store.cas)
     try:
         bundle = read_bundle(ctx.input_reader("deployable"), "deployable")
         layout = parse_layout(get(out.digest) or b"")

@@ -26,7 +26,12 @@ def run_kind(kind: str, params: dict[str, object], sources: dict[str, Path]) -> 
     load_kinds()
     found = get_kind(kind)
     assert found is not None, f"action kind {kind} is not registered"
-    ctx = ActionContext(params, sources, {}, None)
+    import tempfile
+
+    from udo_build.store import Store
+
+    folder = tempfile.TemporaryDirectory(prefix="udo-build-kind-")
+    ctx = ActionContext.of_files(params, sources, Store(folder.name).cas)
     try:
         produced = found.run(ctx)
         outputs: dict[str, object] = {}
@@ -40,6 +45,7 @@ def run_kind(kind: str, params: dict[str, object], sources: dict[str, Path]) -> 
         return outputs
     finally:
         ctx.cleanup()
+        folder.cleanup()
 
 
 def package_files(tmp: Path, configs: Sequence[Path], backend: str, archs: Sequence[str] = (),

@@ -76,6 +76,7 @@ class ActionKind:
     run: Callable[[ActionContext], Produced]
     doc: str = ""
     set_inputs: tuple[str, ...] = ()  # prefixes of numbered inputs read as a set
+    resources: tuple[tuple[str, float], ...] = ()  # what a worker must have (distributed)
 
     def keyed_names(self, digests: Mapping[str, str]) -> dict[str, str]:
         """The inputs as keyed and handed to the action: name -> the planned input it stands
@@ -124,11 +125,13 @@ _REGISTRY: dict[str, ActionKind] = {}
 
 
 def action_kind(name: str, *, version: int, params: tuple[str, ...] = (),
-                set_inputs: tuple[str, ...] = ()
+                set_inputs: tuple[str, ...] = (), resources: Mapping[str, float] | None = None
                 ) -> Callable[[Callable[[ActionContext], Produced]],
                               Callable[[ActionContext], Produced]]:
     """Register an action kind; refuses duplicates and functions not taking one context.
-    `set_inputs`: prefixes of numbered inputs that are read as a set (see above)."""
+    `set_inputs`: prefixes of numbered inputs that are read as a set (see above); `resources`:
+    what a worker of a cluster must offer to run it (Dask's worker resources, e.g. {"SDK": 1}
+    for workers that hold a vendor SDK); a local build ignores them."""
     def decorate(fn: Callable[[ActionContext], Produced]) -> Callable[[ActionContext], Produced]:
         if name in _REGISTRY:
             raise ValueError(f"action kind {name!r} is registered twice "
@@ -140,7 +143,8 @@ def action_kind(name: str, *, version: int, params: tuple[str, ...] = (),
         if not isinstance(version, int) or version < 1:
             raise ValueError(f"action kind {name!r}: version must be a positive int")
         _REGISTRY[name] = ActionKind(name, version, tuple(params), fn,
-                                     (fn.__doc__ or "").strip(), tuple(set_inputs))
+                                     (fn.__doc__ or "").strip(), tuple(set_inputs),
+                                     tuple(sorted((resources or {}).items())))
         return fn
     return decorate
 
@@ -203,28 +207,53 @@ class MissingInput(Exception):
         return f"input {self.name} ({self.digest[:12]}) is missing from the store or corrupt"
 
 
-class ActionContext:
-    """What an action sees: its parameters, its inputs by name, and a private work folder."""
+@dataclass(frozen=True)
+class ActionInput:
+    """One input of an action as it travels to a worker: a blob or tree of the store by its
+    digest; a source file of the project also has its file name (it is materialized under it:
+    some steps read a name's extension) and, for messages only, where it came from."""
 
-    def __init__(self, params: Mapping[str, Any], sources: Mapping[str, Path],
-                 blobs: Mapping[str, tuple[str, str]], cas: Any) -> None:
+    digest: str
+    type: str = "blob"  # "blob" | "tree"
+    file: str = ""  # a source's file name; "" for an output of another action
+    label: str = ""  # a source's path as the user knows it (for messages, never read)
+    size: int | None = None  # its bytes (of the manifest, for a tree), when known
+
+
+class ActionContext:
+    """What an action sees: its parameters, its inputs by name (each fetched from the store by
+    its digest), and a private work folder."""
+
+    def __init__(self, params: Mapping[str, Any], inputs: Mapping[str, ActionInput],
+                 cas: Any) -> None:
         self.params = dict(params)
-        self._sources = dict(sources)  # input name -> source file
-        self._blobs = dict(blobs)  # input name -> (digest, "blob" | "tree")
+        self._inputs = dict(inputs)
         self._cas = cas
         self.workdir = Path(tempfile.mkdtemp(prefix="udo-build-action-"))
 
+    @classmethod
+    def of_files(cls, params: Mapping[str, Any], files: Mapping[str, Path],
+                 cas: Any) -> ActionContext:
+        """A context whose inputs are these files, stored in `cas` as the engine stores a
+        build's source files (to run a kind by hand)."""
+        refs = {name: (cas.put_file(path), path) for name, path in files.items()}
+        return cls(params, {name: ActionInput(ref.digest, "blob", path.name, str(path), ref.size)
+                            for name, (ref, path) in refs.items()}, cas)
+
     def input_names(self) -> list[str]:
-        return sorted([*self._sources, *self._blobs])
+        return sorted(self._inputs)
 
     def source_path(self, name: str) -> Path | None:
         """The file a source input came from (for messages), or None for action outputs."""
-        return self._sources.get(name)
+        found = self._inputs.get(name)
+        return Path(found.label) if found is not None and found.file else None
+
+    def sources(self) -> dict[Path, str]:
+        """Where the source inputs are materialized -> where they came from (for messages)."""
+        return {self._source_file(n, i): i.label for n, i in self._inputs.items() if i.file}
 
     def input_bytes(self, name: str) -> bytes:
-        if name in self._sources:
-            return self._sources[name].read_bytes()
-        digest, _ = self._blob(name)
+        digest = self._input(name).digest
         data = self._cas.get(digest)
         if data is None:  # deleted, or corrupt (then quarantined): its producer runs again
             raise MissingInput(name, digest)
@@ -236,15 +265,16 @@ class ActionContext:
         from ..store.parts import Part
 
         data = self.input_bytes(name)
-        return Part(0, self._blob(name)[0], len(data)), data
+        return Part(0, self._input(name).digest, len(data)), data
 
     def input_reader(self, name: str) -> Any:
         """Byte ranges of an input (`.size`, `.read(offset, size)`): a FileOfParts output is
         read part by part from the store, never whole; anything else is read whole."""
         from ..store.parts import MissingPart, PartsReader, parse_layout
 
-        if name not in self._sources:
-            digest, kind = self._blob(name)
+        found = self._input(name)
+        if not found.file:
+            digest, kind = found.digest, found.type
             if kind == "tree":
                 layout = parse_layout(self.input_bytes(name))
                 if layout is not None:
@@ -252,18 +282,22 @@ class ActionContext:
         return _Whole(self.input_bytes(name))
 
     def input_path(self, name: str) -> Path:
-        """A file holding the input: the source itself, or the blob written to the workdir."""
-        if name in self._sources:
-            return self._sources[name]
-        target = self.workdir / "inputs" / name.replace("/", "_")
+        """A file holding the input, written to the workdir: a source under its own file
+        name, an output of another action under the input's name."""
+        found = self._input(name)
+        target = (self._source_file(name, found) if found.file
+                  else self.workdir / "inputs" / name.replace("/", "_"))
         if not target.exists():
             write_atomic(target, self.input_bytes(name), readonly=False, durable=False)
         return target
 
-    def _blob(self, name: str) -> tuple[str, str]:
-        if name not in self._blobs:
+    def _source_file(self, name: str, found: ActionInput) -> Path:
+        return self.workdir / "sources" / name.replace("/", "_") / found.file
+
+    def _input(self, name: str) -> ActionInput:
+        if name not in self._inputs:
             raise KeyError(f"action has no input {name!r}; it has: {', '.join(self.input_names())}")
-        return self._blobs[name]
+        return self._inputs[name]
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -28,12 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, StepFailed, UserError
 from ..store import ActionResult, Store
-from .actions import ActionKind, MissingInput, get_kind, load_kinds
-from .execute import Failed, InternalActionError, execute
-from .plan import Dep, Plan, PlannedAction, Source
+from .actions import ActionInput, ActionKind, MissingInput, get_kind, load_kinds
+from .execute import ActionSpec, Failed, InternalActionError, machine_fault
+from .plan import Plan, PlannedAction, Source
 
 if TYPE_CHECKING:  # concurrent.futures is imported only when an action runs
     import concurrent.futures as cf
+
+    from .executors import Executor
 
 STATUSES = ("built", "cached", "failed", "skipped")
 
@@ -79,6 +81,7 @@ class Options:
     keep_going: bool = False
     dry_run: bool = False
     remote: str = "fetch"  # the remote tier, if any: "fetch" hits, "peek" (entries only), "off"
+    executor: str = ""  # where actions run: "" this machine, "dask://HOST:PORT" a Dask cluster
 
 
 class Engine:
@@ -92,7 +95,7 @@ class Engine:
         self.listener = listener or (lambda event, state: None)
         self.states = {aid: ActionState(a) for aid, a in plan.actions.items()}
         self.stopping = False
-        self._pool: cf.ProcessPoolExecutor | None = None
+        self._pool: Executor | None = None
         self._running: dict[cf.Future[Any], list[ActionState]] = {}
         self._by_key: dict[str, cf.Future[Any]] = {}
         self._fetching: set[cf.Future[Any]] = set()  # lookups in the remote tier
@@ -100,6 +103,7 @@ class Engine:
         self._waiting: list[list[ActionState]] = []  # misses that run once those are stored
         self._local_only: set[str] = set()  # keys whose remote blobs could not be had
         self._sources: dict[tuple[Any, str], str] = {}  # a source's digest, once per build
+        self._stored: dict[Any, tuple[str, int]] = {}  # a source's blob: digest, size
         self._built: dict[str, str] = {}  # key -> the action of this build that ran it
 
     # -- resolving keys ---------------------------------------------------------------------------
@@ -184,7 +188,7 @@ class Engine:
             raise
         finally:
             if self._pool is not None:
-                self._pool.shutdown(wait=True)
+                self._pool.close()
         for state in self.states.values():
             if not state.done:
                 self._finish(state, "skipped", reason="the build stopped before it")
@@ -294,45 +298,56 @@ class Engine:
     def _submit(self, state: ActionState, kind: ActionKind | None,
                 others: list[ActionState] | None = None) -> None:
         assert kind is not None
-        action = state.action
-        planned = {name: action.inputs[p] for name, p in state.names.items()}
-        sources = {n: str(i.path) for n, i in planned.items() if isinstance(i, Source)}
-        blobs = {n: (state.inputs[n], self._output_type(i)) for n, i in planned.items()
-                 if isinstance(i, Dep)}
-        args = (str(self.store.root), kind.name, state.key, action.params, sources, blobs,
-                action.label)
         state.status = "running"
         self.listener("start", state)
-        started = time.perf_counter()
-        import concurrent.futures as cf
-
-        future: cf.Future[Any]
-        if self.jobs <= 1:
-            future = cf.Future()
-            try:
-                future.set_result(execute(*args))
-            except Exception as exc:
-                future.set_exception(exc)
-        else:
-            future = self._executor().submit(execute, *args)
-        state.started = started
+        state.started = time.perf_counter()
+        try:
+            inputs = self._spec_inputs(state)
+        except OSError as exc:  # the store cannot take its sources (a full disk): it fails
+            self._failed([state, *(others or [])], machine_fault(kind.name, exc), 0.0, 0.0)
+            return
+        spec = ActionSpec(kind.name, state.key or "", state.action.params, inputs,
+                          state.action.label)
+        future = self._executor().submit(spec, dict(kind.resources))
         self._running[future] = [state, *(others or [])]
         self._by_key[state.key or ""] = future
         if future.done():  # ran in this process: record it before starting anything else
             self._collect({future})
 
-    def _output_type(self, dep: Dep) -> str:
-        result = self.states[dep.action].result
-        assert result is not None
-        return result.outputs[dep.output].type
+    def _spec_inputs(self, state: ActionState) -> dict[str, ActionInput]:
+        """The action's inputs by digest; its source files are stored as blobs first."""
+        inputs = {}
+        for name, planned in state.names.items():
+            source = state.action.inputs[planned]
+            if isinstance(source, Source):
+                digest, size = self._source_blob(source)
+                inputs[name] = ActionInput(digest, "blob", source.path.name, str(source.path),
+                                           size)
+            else:
+                result = self.states[source.action].result
+                assert result is not None
+                output = result.outputs[source.output]
+                inputs[name] = ActionInput(output.digest, output.type, size=output.size)
+        return inputs
 
-    def _executor(self) -> cf.ProcessPoolExecutor:
-        import concurrent.futures as cf
+    def _source_blob(self, source: Source) -> tuple[str, int]:
+        """A source file's bytes, stored in the store (once per build; a copy already there is
+        checked, and stored again when damaged): their digest and size."""
+        known = self._stored.get(source.path)
+        if known is None:
+            try:
+                ref = self.store.cas.put_file(source.path)
+            except FileNotFoundError:
+                raise UserError("an input file vanished during the build",
+                                file=source.path) from None
+            known = self._stored[source.path] = (ref.digest, ref.size)
+        return known
+
+    def _executor(self) -> Executor:
+        from .executors import open_executor
 
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(max_workers=self.jobs,
-                                                initializer=_die_with_parent,
-                                                initargs=(os.getpid(),))
+            self._pool = open_executor(self.options.executor, self.store, self.jobs)
         return self._pool
 
     def _collected_fetch(self, future: cf.Future[Any], states: list[ActionState]) -> None:
@@ -397,12 +412,16 @@ class Engine:
         self.stopping = self.stopping or not self.options.keep_going
 
     def _rebuild_producer(self, states: list[ActionState], exc: MissingInput) -> bool:
-        """An input blob was corrupt or gone: run its producer again, then these actions."""
+        """An input blob was corrupt or gone: run its producer again (or store a source file
+        again), then these actions."""
         source = states[0].action.inputs.get(states[0].names.get(exc.name, exc.name))
-        if not isinstance(source, Dep) or states[0].retries >= 1:
+        if source is None or states[0].retries >= 1:
             return False
-        producer = self.states[source.action]
-        producer.status, producer.result, producer.key = "pending", None, None
+        if isinstance(source, Source):  # its copy in the store: stored again
+            self._stored.pop(source.path, None)
+        else:
+            producer = self.states[source.action]
+            producer.status, producer.result, producer.key = "pending", None, None
         for state in states:
             state.status, state.retries = "pending", state.retries + 1
         self._by_key = {k: f for k, f in self._by_key.items() if f in self._running}
@@ -423,31 +442,8 @@ class Engine:
     def _abort(self) -> None:
         self.stopping = True
         if self._pool is not None:
-            for process in list(getattr(self._pool, "_processes", {}).values()):
-                process.terminate()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.close(cancel=True)
             self._pool = None
-
-
-def _die_with_parent(parent: int) -> None:
-    """A worker exits when the build that started it dies (kill -9, OOM killer): the kernel
-    kills it on Linux, and a watcher thread everywhere else."""
-    import signal
-    import threading
-
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="udo-build-parent-watch", daemon=True).start()
 
 
 def error_problems(error: BaseException) -> list[Problem]:

@@ -8,12 +8,17 @@ poisons the cache.
 How long an action ran is measured here, around its kind and the storing of its outputs: the
 result's `seconds`, or a failure's (`Failed`). The time it waited for a worker or for its lock is
 not in it; the engine reports that apart.
+
+An action travels as an `ActionSpec`: its kind, key, parameters and inputs by digest (source
+files too: the engine stores them as blobs first), so that it runs the same on any machine that
+reaches the store; nothing in it is read from the submitting machine's paths.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,7 @@ from ..store import ActionResult, Output, Store
 from ..store.ac import now
 from .actions import (
     ActionContext,
+    ActionInput,
     FileOfParts,
     MissingInput,
     Produced,
@@ -57,69 +63,95 @@ class Failed(Exception):
         return str(self.error)
 
 
+@dataclass(frozen=True)
+class ActionSpec:
+    """One action as it is sent to a worker (pickled): everything it needs but the store."""
+
+    kind: str
+    key: str
+    params: dict[str, Any]
+    inputs: dict[str, ActionInput]
+    description: str
+
+
 _stores: dict[str, Store] = {}
 
 
-def _store(root: str) -> Store:
+def store_at(root: str) -> Store:
     if root not in _stores:  # one per worker process
         _stores[root] = Store(root)
     return _stores[root]
 
 
-def execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
-            sources: dict[str, str], blobs: dict[str, tuple[str, str]],
-            description: str) -> tuple[dict[str, Any], bool]:
+def execute(store_root: str, spec: ActionSpec) -> tuple[dict[str, Any], bool]:
     """(result as JSON, whether this call executed it). Raises `Failed` around a UserError,
     StepFailed (also for a fault of the machine: a full disk, a read-only store),
     MissingInput or InternalActionError."""
     try:
-        return _execute(store_root, kind_name, key, params, sources, blobs, description)
+        return _execute(store_at(store_root), spec)
     except Failed as failed:
-        raise Failed(_machine_fault(kind_name, failed.error), failed.seconds) from None
+        raise Failed(machine_fault(spec.kind, failed.error), failed.seconds) from None
     except Exception as exc:
-        raise Failed(_machine_fault(kind_name, exc), 0.0) from None
+        raise Failed(machine_fault(spec.kind, exc), 0.0) from None
 
 
-def _machine_fault(kind_name: str, exc: BaseException) -> BaseException:
+def machine_fault(kind_name: str, exc: BaseException) -> BaseException:
     """A fault of the machine as the step's failure; any other error as it is."""
     fault = environment_problem(exc)
     return exc if fault is None else StepFailed(kind_name, str(fault))
 
 
-def _execute(store_root: str, kind_name: str, key: str, params: dict[str, Any],
-             sources: dict[str, str], blobs: dict[str, tuple[str, str]],
-             description: str) -> tuple[dict[str, Any], bool]:
+def _execute(store: Store, spec: ActionSpec) -> tuple[dict[str, Any], bool]:
     load_kinds()
-    store = _store(store_root)
-    kind = get_kind(kind_name)
+    kind = get_kind(spec.kind)
     if kind is None:
-        raise InternalActionError(kind_name, "the kind is not registered in this process", "")
-    with store.action_lock(key):
-        hit = store.ac.get(key)
+        raise InternalActionError(spec.kind, "the kind is not registered in this process", "")
+    with store.action_lock(spec.key):
+        hit = store.ac.get(spec.key)
         if hit is not None:
             return hit.to_json(), False
-        ctx = ActionContext(params, {k: Path(v) for k, v in sources.items()}, blobs, store.cas)
+        ctx = ActionContext(spec.params, spec.inputs, store.cas)
         started = time.perf_counter()
         try:
             produced = kind.run(ctx)
             if not isinstance(produced, Produced):
-                raise TypeError(f"action kind {kind_name} returned {type(produced).__name__}, "
+                raise TypeError(f"action kind {spec.kind} returned {type(produced).__name__}, "
                                 "not Produced")
             outputs = {name: _store_output(store, value)
                        for name, value in produced.outputs.items()}
-        except (UserError, StepFailed, MissingInput) as exc:
+        except (UserError, StepFailed) as exc:
+            raise Failed(_as_sources(exc, ctx), time.perf_counter() - started) from None
+        except MissingInput as exc:
             raise Failed(exc, time.perf_counter() - started) from None
         except Exception as exc:
             if environment_problem(exc) is None:  # not the machine's fault: see execute
-                exc = InternalActionError(kind_name, f"{type(exc).__name__}: {exc}",
+                exc = InternalActionError(spec.kind, f"{type(exc).__name__}: {exc}",
                                           traceback.format_exc())
             raise Failed(exc, time.perf_counter() - started) from None
         finally:
             ctx.cleanup()
-        result = ActionResult(key, kind_name, produced.description or description, outputs,
-                              dict(produced.publish), time.perf_counter() - started, created=now())
+        result = ActionResult(spec.key, spec.kind, produced.description or spec.description,
+                              outputs, dict(produced.publish), time.perf_counter() - started,
+                              created=now())
         store.ac.put(result)
         return result.to_json(), True
+
+
+def _as_sources(error: UserError | StepFailed, ctx: ActionContext) -> BaseException:
+    """The error with the files it names as the user knows them: the project's files, not
+    their copies in the action's work folder."""
+    names = {str(path): label for path, label in ctx.sources().items()}
+
+    def known(text: str | None) -> str | None:
+        for copy, label in names.items():
+            text = text.replace(copy, label) if text else text
+        return text
+
+    if isinstance(error, StepFailed):
+        found = StepFailed(error.step, known(error.message) or "", inputs=error.inputs)
+        return found if found.message != error.message else error
+    return UserError(problems=[replace(p, file=known(p.file), message=known(p.message) or "",
+                                       hint=known(p.hint)) for p in error.problems])
 
 
 def _store_output(store: Store, value: bytes | Path | Tree | FileOfParts) -> Output:

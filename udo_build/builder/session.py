@@ -28,7 +28,13 @@ from ..errors import (
     UserError,
     display_path,
 )
-from .settings import RemoteRequest, RemoteSummary, open_remote, remote_summary
+from .settings import (
+    RemoteRequest,
+    RemoteSummary,
+    executor_setting,
+    open_remote,
+    remote_summary,
+)
 
 if TYPE_CHECKING:
     from ..recipe import Recipe
@@ -78,6 +84,7 @@ class BuildRequest(NamedTuple):
     dry_run: bool = False
     remote: RemoteRequest = RemoteRequest()
     shard: Shard | None = None  # build only this shard's actions; write no output folder
+    executor: str | None = None  # where actions run (None: the settings'; see settings.py)
 
 
 class ActionOutcome(NamedTuple):
@@ -294,7 +301,8 @@ def _build(store: Store, request: BuildRequest,
     open_remote(store, recipe.path.parent, request.remote, events.warning, need_upload=sharded)
     full, selected = plan(recipe, request.targets, request.shard)
     options = Options(jobs=request.jobs, keep_going=request.keep_going,
-                      dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch")
+                      dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch",
+                      executor=executor_setting(recipe.path.parent, request.executor))
     out = Path(request.out) if request.out else Path("out") / recipe.name
     if request.dry_run:
         return recipe, run_plan(store, selected, options, events), out

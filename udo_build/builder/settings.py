@@ -1,4 +1,7 @@
-"""Where the remote cache settings come from: options, environment, config files.
+"""Where the remote cache settings (and the executor) come from: options, environment, config
+files.
+
+    executor = "dask://scheduler:8786"  # top level: where actions run (default: this machine)
 
     [remote]                       # in udo-build.toml or .udo-build/config.toml of the project,
     url = "http://cache:8080/udo"  # or ~/.config/udo-build/config.toml ($XDG_CONFIG_HOME)
@@ -12,7 +15,7 @@
     retries = 2                    # more attempts of a failed request
     max_failures = 3               # failed attempts in a row that disable reads (or uploads)
 
-An option beats the environment (UDO_BUILD_REMOTE, UDO_BUILD_REMOTE_UPLOAD,
+An option beats the environment (UDO_BUILD_EXECUTOR, UDO_BUILD_REMOTE, UDO_BUILD_REMOTE_UPLOAD,
 UDO_BUILD_SIGNING_KEY, UDO_BUILD_TRUSTED_KEYS), which beats the project's file, which beats the
 user's. `trusted_keys` are the union of all of them. The project's file is looked for from the
 recipe's folder up to the project folder. Nothing is read or imported when no file exists.
@@ -40,6 +43,7 @@ ENV_URL = "UDO_BUILD_REMOTE"
 ENV_UPLOAD = "UDO_BUILD_REMOTE_UPLOAD"
 ENV_SIGNING_KEY = "UDO_BUILD_SIGNING_KEY"
 ENV_TRUSTED = "UDO_BUILD_TRUSTED_KEYS"
+ENV_EXECUTOR = "UDO_BUILD_EXECUTOR"
 
 NUMBERS = {"connect_timeout": (float, 0.05, 120.0), "read_timeout": (float, 0.05, 600.0),
            "min_rate": (int, 1, 1 << 40), "budget": (float, 0.1, 86400.0),
@@ -166,7 +170,36 @@ def _apply_file(current: RemoteSettings, path: Path) -> RemoteSettings:
     return current._replace(**changes, warnings=tuple(warnings))
 
 
+def executor_setting(start: Path | None, given: str | None = None,
+                     env: dict[str, str] | None = None) -> str:
+    """Where a build's actions run ("" for this machine, "dask://HOST:PORT"): --executor, else
+    $UDO_BUILD_EXECUTOR, else the top-level `executor` of the nearest config file."""
+    env = dict(os.environ) if env is None else env
+    value, where, field = given, "--executor", None
+    if value is None and ENV_EXECUTOR in env:
+        value, where = env[ENV_EXECUTOR], f"${ENV_EXECUTOR}"
+    for path in [] if value is not None else config_files(start, env):
+        found = _read_doc(path).get("executor")
+        if found is not None:
+            value, where, field = _string(found, path, "executor"), str(path), "executor"
+    value = (value or "").strip()
+    if value:
+        from .executors import check_executor
+
+        problem = check_executor(value)
+        if problem is not None:
+            raise UserError(problem, file=where if field else None, field=field or where)
+    return value
+
+
 def _read_table(path: Path) -> dict[str, Any]:
+    table = _read_doc(path).get("remote", {})
+    if not isinstance(table, dict):
+        raise UserError("must be a table ([remote])", file=str(path), field="remote")
+    return table
+
+
+def _read_doc(path: Path) -> dict[str, Any]:
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -178,10 +211,7 @@ def _read_table(path: Path) -> dict[str, Any]:
             from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"not valid TOML: {exc}", file=str(path)) from None
-    table = doc.get("remote", {})
-    if not isinstance(table, dict):
-        raise UserError("must be a table ([remote])", file=str(path), field="remote")
-    return table
+    return doc
 
 
 def _string(value: Any, path: Path, where: str) -> str:

@@ -43,8 +43,11 @@ class InputList:
         return [e.path for inference in self.inferences for e in inference]
 
 
-def parse_input_list(path: Path, root: Path | None = None) -> InputList:
-    """Parse a list; every named file must exist (and stay inside `root`, when given)."""
+def parse_input_list(path: Path, root: Path | None = None,
+                     files: Sequence[Path] | None = None) -> InputList:
+    """Parse a list; every named file must exist (and stay inside `root`, when given).
+    `files`: the entries' files in order (an action's inputs: a list whose files were handed
+    over by digest), taken instead of the paths the list names."""
     text = decode_text(read_limited(path, MAX_LIST_BYTES, "input list"), str(path))
     layers: list[str] = []
     tensors: list[str] = []
@@ -58,7 +61,12 @@ def parse_input_list(path: Path, root: Path | None = None) -> InputList:
         if not inferences and line[0] in "#%":
             (layers if line[0] == "#" else tensors).extend(line[1:].split())
             continue
-        inferences.append(tuple(_entries(line, number, path, folder, root, problems)))
+        entries = _entries(line, number, path, folder, root if files is None else None,
+                           problems, files is None)
+        if files is not None:
+            start = sum(len(i) for i in inferences)
+            entries = [replace(e, path=files[start + j]) for j, e in enumerate(entries)]
+        inferences.append(tuple(entries))
     if not inferences and not problems:
         problems.append(Problem("the input list names no input file", str(path),
                                 hint="add one line per inference: a path, or name:=path pairs"))
@@ -67,7 +75,7 @@ def parse_input_list(path: Path, root: Path | None = None) -> InputList:
 
 
 def _entries(line: str, number: int, path: Path, folder: Path, root: Path | None,
-             problems: list[Problem]) -> list[Entry]:
+             problems: list[Problem], check: bool = True) -> list[Entry]:
     out = []
     for item in line.split():
         name, sep, target = item.partition(":=")
@@ -80,7 +88,7 @@ def _entries(line: str, number: int, path: Path, folder: Path, root: Path | None
         if root is not None and not resolved.is_relative_to(root):
             problems.append(Problem(f"'{target}' leads outside the project folder {root}",
                                     str(path), number))
-        elif not resolved.is_file():
+        elif check and not resolved.is_file():
             problems.append(Problem(f"input file not found: '{target}' (looked for {resolved})",
                                     str(path), number))
         else:

@@ -33,12 +33,12 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Problem
-from .ac import ActionCache, ActionResult
+from .ac import ActionCache, ActionResult, Output
 from .cas import Cas, sha256_bytes
 from .counters import Counters
 from .httpcache import HttpCache, Refused, RemoteError, Unavailable
@@ -143,7 +143,7 @@ class Remote:
 
     def download(self, result: ActionResult) -> bool:
         """Store every blob of a verified result locally (each verified), then the entry."""
-        if not self._fetch_outputs(result):
+        if not self.fetch_outputs(result.outputs.values()):
             self.counters.add(remote_misses=1)
             return False
         self.ac.put(result)
@@ -161,11 +161,12 @@ class Remote:
                                       "locally what it could not fetch")
             return None
 
-    def _fetch_outputs(self, result: ActionResult) -> bool:
+    def fetch_outputs(self, outputs: Iterable[Output]) -> bool:
         """Download every blob of the outputs the local store lacks; False when one is missing,
         corrupt or could not be downloaded (those downloaded are stored: they are verified)."""
-        blobs = [Blob(o.digest, o.size) for o in result.outputs.values() if o.type == "blob"]
-        trees = [o for o in result.outputs.values() if o.type == "tree"]
+        outputs = list(outputs)
+        blobs = [Blob(o.digest, o.size) for o in outputs if o.type == "blob"]
+        trees = [o for o in outputs if o.type == "tree"]
         if not self._download([*blobs, *(Blob(t.digest, t.size) for t in trees)]):
             return False
         for tree in trees:
@@ -234,20 +235,24 @@ class Remote:
         """Upload the blobs of a result, then its signed entry; True when the entry is up."""
         if not self.uploading or self.signing_key is None:
             return False
-        for blob in self._blobs_of(result):
-            if blob is None or not self._send_blob(blob):
-                return False
+        if not self.send_outputs(result.outputs.values()):
+            return False
         entry = sign_entry(result, self.signing_key, self.public)
         if not self._call(self.http.put, "ac", result.key, entry, upload=True)[0]:
             return False
         self.counters.add(entries_uploaded=1, bytes_uploaded=len(entry))
         return True
 
-    def _blobs_of(self, result: ActionResult) -> list[str | None]:
+    def send_outputs(self, outputs: Iterable[Output]) -> bool:
+        """Upload the blobs of these outputs that the remote may lack (no entry: a worker of a
+        distributed build fetches them by digest); False when one could not be."""
+        return all(blob is not None and self._send_blob(blob) for blob in self._blobs_of(outputs))
+
+    def _blobs_of(self, outputs: Iterable[Output]) -> list[str | None]:
         """The digests to upload, trees' files before their manifests (None: not stored
         locally, so the entry cannot be uploaded)."""
         digests: list[str | None] = []
-        for output in result.outputs.values():
+        for output in outputs:
             if output.type == "tree":
                 entries = self.cas.tree_entries(output.digest)
                 if entries is None:

@@ -25,7 +25,10 @@ def kernel_files(ctx: ActionContext) -> list[Path]:
 
 
 def input_list(ctx: ActionContext) -> InputList:
-    """The action's input list (`input_list`), read by the one parser the plan uses too."""
+    """The action's input list (`input_list`), read by the one parser the plan uses too; the
+    files it names are its inputs `input_list.files[i]` (in the order of the list's entries),
+    never the paths it names on the machine that planned the build."""
     from ...model.input_list import parse_input_list
 
-    return parse_input_list(ctx.input_path("input_list"))
+    files = [ctx.input_path(n) for n in numbered(ctx, "input_list.files")]
+    return parse_input_list(ctx.input_path("input_list"), files=files)
