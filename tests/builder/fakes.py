@@ -84,12 +84,13 @@ def fake_kinds() -> Iterator[list[str]]:
     added, real = [], {}
     for name, (version, params, fn) in KINDS.items():
         kind = actions.get_kind(name)
-        if kind is not None:  # implemented: keep it, but let FAIL fail it
+        sets: tuple[str, ...] = ()
+        if kind is not None:  # implemented: keep it (its key too), but let FAIL fail it
             real[name] = kind
             actions.unregister(name)
             fn = _failing(name, kind.run)
-            version, params = kind.version, kind.params
-        action_kind(name, version=version, params=params)(fn)
+            version, params, sets = kind.version, kind.params, kind.set_inputs
+        action_kind(name, version=version, params=params, set_inputs=sets)(fn)
         added.append(name)
     CALLS.clear()
     FAIL.clear()
@@ -101,7 +102,8 @@ def fake_kinds() -> Iterator[list[str]]:
         executors.START_METHOD = ""
         for name in added:
             actions.unregister(name)
-        for name, kind in real.items():
-            action_kind(name, version=kind.version, params=kind.params)(kind.run)
+        for name, kind in real.items():  # as registered: set inputs and resources too
+            action_kind(name, version=kind.version, params=kind.params,
+                        set_inputs=kind.set_inputs, resources=dict(kind.resources))(kind.run)
         FAIL.clear()
         SLOW.clear()
