@@ -1,8 +1,8 @@
 """Sharded CI (`udo-build RECIPE --shard K/N`): N runners, each with an empty store, split the
-softplus recipe through one remote cache (a real nginx WebDAV server); the build without
---shard (the join) then downloads the shards' work, builds only what needs several shards
-(assemble and the run of the deployable bundle) and writes the output folder a local build
-writes, byte for byte; a build after it executes nothing. Shards are disjoint, cover every
+softplus recipe through one remote cache (a real nginx WebDAV server); the last shard waits for
+the others' work in the remote and builds what needs several shards (assemble and the run of
+the deployable bundle); the build without --shard (the join) then executes nothing and writes
+the output folder a local build writes, byte for byte. Shards are disjoint, cover every
 action, and do not depend on the hash seed or where the project lives."""
 
 from __future__ import annotations
@@ -54,16 +54,18 @@ def test_three_shards_then_a_join_build_what_a_local_build_does(
         shard = _build(tmp_path, f"shard{k}", "--shard", f"{k}/3", *upload)
         assert (shard["shard"], shard["out"], shard["failed"]) == (f"{k}/3", None, 0)
         assert not (tmp_path / f"shard{k}" / "out").exists()  # a shard writes no outputs
-        assert [a["id"] for a in shard["actions"]] == list(plan.shard(Shard(k, 3)).actions)
+        gathered = set(plan.gathering(3).actions) if k == 3 else set()  # the last shard's
+        assert {a["id"] for a in shard["actions"]} == set(plan.shard(Shard(k, 3)).actions) | \
+            gathered
         assert {a for a, o in owner.items() if o == k} <= set(executed(shard)) | {
             a["id"] for a in shard["actions"] if a.get("source") == "remote"
             or a.get("reason", "").startswith(SAME_KEY)}
         built_keys += [a["key"] for a in shard["actions"] if a["status"] == "built"]
     assert len(built_keys) == len(set(built_keys))  # no work done twice
-    assert set(built_keys) == {a["key"] for a in local["actions"]
-                               if a["status"] == "built" and a["id"] not in GATHER}
+    assert set(built_keys) == {a["key"] for a in local["actions"] if a["status"] == "built"}
+    assert set(GATHER) <= set(executed(shard))  # the last shard gathered
     join = _build(tmp_path, "join", *upload)
-    assert executed(join) == GATHER  # every prepare came from the remote
+    assert executed(join) == []  # everything came from the remote
     assert out_files(tmp_path / "join" / "out") == out_files(tmp_path / "local" / "out")
     again = _build(tmp_path, "again", *remote)  # an empty store: all remote hits
     assert (again["executed"], again["cached"]) == (0, len(plan.actions))
@@ -150,3 +152,19 @@ def test_a_shard_that_could_not_upload_is_refused(tmp_path: Path) -> None:
                        "--shard", "1/3")
     assert code == 2 and "no remote cache is configured" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_the_last_shard_says_what_it_waited_for_in_vain(
+        nginx_server: Nginx, keys: Keys, tmp_path: Path) -> None:
+    (tmp_path / ".udo-build-root").write_text("")
+    shutil.copytree(EXAMPLES / "softplus", tmp_path / "examples" / "softplus")
+    (tmp_path / "recipes").mkdir()
+    recipe = tmp_path / "recipes" / "softplus.yaml"  # other records: no shard has built them
+    recipe.write_text(SOFTPLUS.read_text().replace("quantizer: enhanced", "quantizer: tf"))
+    code, _, err = cli("build", str(recipe), "--store", str(tmp_path / "store"), "--json",
+                       "--shard", "3/3", "--shard-wait", "0", "--remote", nginx_server.url,
+                       "--trusted-key", keys.public, "--signing-key", str(keys.writer_file))
+    assert code == 2
+    assert "the other shards' work is not in the remote cache: prepare:" in err
+    assert "--shard-wait" in err

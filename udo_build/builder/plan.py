@@ -101,9 +101,16 @@ class Plan:
         return self._closure(chosen)
 
     def shard(self, shard: Shard) -> Plan:
-        """The actions `shard` owns (see `owners`), with everything they need."""
+        """The actions `shard` owns (see `owners`), with everything they need; the gathering
+        work (`gathering`) apart."""
         owner = owners(self, shard.count)
         return self._closure({aid for aid, k in owner.items() if k == shard.index})
+
+    def gathering(self, count: int) -> Plan:
+        """The work that needs the fan-out of several of `count` shards (the assemble step, a
+        run of the deployable bundle), with everything it needs: the last shard builds it once
+        the other shards' work is in the remote."""
+        return self._closure({aid for aid, k in owners(self, count).items() if k == JOIN})
 
     def _closure(self, chosen: set[str]) -> Plan:
         """The actions of `chosen` and everything they need, in dependency order."""
@@ -124,7 +131,8 @@ class Plan:
 # -- shards: N CI runners split a plan through a shared remote cache --------------------------
 
 FAN_OUT_KINDS = ("prepare", "run")  # the expensive, many-per-recipe work shards split
-JOIN = 0  # the owner of an action that needs the work of several shards: the join build
+JOIN = 0  # the owner of an action that needs the work of several shards: the last shard's
+# gathering (see Plan.gathering), or the join build's when no shard gathers
 
 
 @dataclass(frozen=True)

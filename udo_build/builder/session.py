@@ -84,6 +84,7 @@ class BuildRequest(NamedTuple):
     dry_run: bool = False
     remote: RemoteRequest = RemoteRequest()
     shard: Shard | None = None  # build only this shard's actions; write no output folder
+    shard_wait: float = 1800.0  # seconds the last shard waits for the others' work
     executor: str | None = None  # where actions run (None: the settings'; see settings.py)
 
 
@@ -308,6 +309,12 @@ def _build(store: Store, request: BuildRequest,
         return recipe, run_plan(store, selected, options, events), out
     if sharded:  # a shard fills the remote; the join build writes the output folder
         states = run_plan(store, selected, options, events)
+        assert request.shard is not None
+        if _gathers(request.shard, states):
+            gather = plan(recipe, request.targets)[1].gathering(request.shard.count)
+            _wait_for_shards(store, gather, request.shard.count, options, events,
+                             request.shard_wait)
+            states = {**run_plan(store, gather, options, events), **states}
         with store.recording("the build's history"):
             save_history(store, recipe.path, recipe.name, states, list(full.actions))
         return recipe, states, None
@@ -320,6 +327,46 @@ def _build(store: Store, request: BuildRequest,
         with store.recording("the build's history"):
             save_history(store, recipe.path, recipe.name, states, list(full.actions))
     return recipe, states, out
+
+
+SHARD_POLL = 2.0  # seconds between looks at the remote while the other shards work
+
+
+def _gathers(shard: Shard, states: dict[str, ActionState]) -> bool:
+    """Whether this shard gathers the others' work: it is the last of several, and its own work
+    did not fail."""
+    return shard.count > 1 and shard.index == shard.count and not any(
+        s.status == "failed" for s in states.values())
+
+
+def _wait_for_shards(store: Store, gather: Plan, count: int, options: Options,
+                     events: Events, timeout: float) -> None:
+    """Wait until the remote holds every action the gathering needs from the other shards
+    (a dry run that peeks at the remote: only the gathering itself would run); a UserError
+    naming what is missing after `timeout` seconds."""
+    from dataclasses import replace
+
+    from .plan import JOIN, owners
+
+    own = {aid for aid, k in owners(gather, count).items() if k == JOIN}
+    deadline = time.monotonic() + timeout
+    told = False
+    while True:
+        peek = run_plan(store, gather, replace(options, dry_run=True, remote="peek"))
+        missing = sorted(aid for aid, s in peek.items() if s.would_run and aid not in own)
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            shown = ", ".join(missing[:3]) + (f" (and {len(missing) - 3} more)"
+                                              if len(missing) > 3 else "")
+            raise UserError(f"the other shards' work is not in the remote cache: {shown}",
+                            hint="run every shard K/N with the same recipe and remote; this "
+                                 "last shard gathers their work (--shard-wait SECONDS)")
+        if not told:
+            events.warning(Problem(f"waiting for the other shards' work in the remote cache "
+                                   f"({len(missing)} actions)", file=str(gather.recipe.path)))
+            told = True
+        time.sleep(SHARD_POLL)
 
 
 def _publish(store: Store, out: Path, selected: Plan, options: Options,

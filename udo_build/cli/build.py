@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="build the K-th of N stable shards of the selected actions and "
                              "upload them (needs a remote and a signing key); no output folder: "
                              "a build without --shard joins them (see README, Sharded CI)")
+    parser.add_argument("--shard-wait", type=float, default=1800.0, metavar="SECONDS",
+                        help="how long the last shard (N/N) waits for the other shards' work "
+                             "in the remote before it gathers it (default: 1800)")
     parser.add_argument("--executor", metavar="WHERE",
                         help="where actions run: dask://HOST:PORT for a Dask cluster (see "
                              "README 'Distributed builds'; default: $UDO_BUILD_EXECUTOR, the "
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     request = BuildRequest(args.recipe, tuple(args.targets), store=args.store, out=args.out,
                            jobs=args.jobs, keep_going=args.keep_going,
                            dry_run=args.dry_run or args.check, remote=remote_request(args),
-                           shard=args.shard,
+                           shard=args.shard, shard_wait=args.shard_wait,
                            executor=args.executor)
     report = run_build(request, rep)
     _failures(rep, report, args.debug)
