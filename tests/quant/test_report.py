@@ -6,6 +6,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from udo_build.cli import main
 
 from ..conftest import EXAMPLES
@@ -47,3 +49,18 @@ def test_report_of_the_example(tmp_path: Path) -> None:
     code, out, err = cli("quant-report", str(tmp_path / "out/model/net.udb"), "--input-list",
                          str(tmp_path / "ex/data/test.txt"))
     assert code == 2 and "the bundle is not quantized (it has no encodings)" in err
+
+
+def test_a_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from udo_build.errors import UserError
+    from udo_build.quant.report import require_plotting
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(UserError) as info:
+        require_plotting()
+    assert "needs matplotlib" in info.value.problem.message
+    assert "udo-build[report]" in (info.value.problem.hint or "")

@@ -26,8 +26,10 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..kernels.load import packages_for
     from ..model.input_list import feeds, parse_input_list
     from ..model.op_check import load_checked_bundle
-    from ..quant.report import layer_sqnr, plot
+    from ..quant.report import layer_sqnr, plot, require_plotting
 
+    if args.png:
+        require_plotting()
     bundle = load_checked_bundle(args.bundle)
     qmodel = from_bundle(bundle, args.bundle)
     packages = packages_for(bundle, [Path(f) for f in args.kernels])

@@ -63,8 +63,21 @@ def _db(signal: float, noise: float) -> float:
     return 10.0 * math.log10(max(signal, 1e-30) / noise)
 
 
+def require_plotting() -> None:
+    """A UserError unless matplotlib (the `report` extra) is installed: checked before the
+    long work a plot comes after."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        from ..errors import UserError
+
+        raise UserError("the per-layer plot needs matplotlib, which is not installed",
+                        hint="pip install 'udo-build[report]' (or leave out --png)")
+
+
 def plot(layers: list[LayerSqnr], path: Path, title: str) -> None:
     """A bar per layer (SQNR in dB), the worst ones labeled, written as a PNG."""
+    require_plotting()
     import matplotlib
 
     matplotlib.use("Agg")
