@@ -112,3 +112,16 @@ def test_adding_a_soc_runs_only_its_prepares_assemble_and_runs(ready: Ready) -> 
         "prepare:ssg2115p/O2/input=4x3x32x32/tensors=logits/int8",
         "prepare:ssg2115p/O3/input=4x3x32x32/tensors=logits/int8",
         "assemble", "run:smoke"])
+
+
+def test_a_dry_run_counts_targets_sharing_a_key_once(ready: Ready) -> None:
+    ready.build("outputs:*")  # the upstream only: every prepare's key is known, none cached
+    dry, _ = ready.build("-n")
+    prepares = [a for a in dry["actions"] if a["kind"] == "prepare"]
+    runs = [a for a in prepares if a["would_run"]]
+    twins = [a for a in prepares if not a["would_run"]]
+    assert len(runs) == len(twins) == 16 and len({a["key"] for a in prepares}) == 16
+    assert all(a["reason"].startswith("the same key as ") for a in twins)
+    assert dry["shared"] == 16 and dry["would_run"] == 16 + 5  # + packages, assemble, run, check
+    assert {a["id"] for a in dry["actions"] if a["would_run"]} >= {"assemble", "run:smoke",
+                                                                   "check:smoke"}

@@ -59,6 +59,7 @@ class ActionState:
     started: float = 0.0
     cause: ActionState | None = None  # for a skip: the action that is not built
     would_run: bool = False  # dry run: this action would execute
+    sharing: bool = False  # dry run: another action of the build with its key would execute
     retries: int = 0  # times rescheduled because an input blob was corrupt
     origin: str = ""  # for a cached action: "local" or "remote" (the tier that had it)
     healed: str = ""  # what was wrong with its cached outputs in the store (then made again)
@@ -204,10 +205,12 @@ class Engine:
                 continue
             progressed = True
             blocked = [d for d in deps if d.status in ("failed", "skipped")]
-            if blocked and self.options.dry_run and all(d.would_run for d in blocked):
+            if blocked and self.options.dry_run and all(d.would_run or d.sharing
+                                                        for d in blocked):
                 state.would_run = True
                 self._known_inputs(state)
-                self._finish(state, "skipped", reason=f"after {blocked[0].id}, if "
+                first = next(d for d in blocked if d.would_run or d is blocked[-1])
+                self._finish(state, "skipped", reason=f"after {first.id}, if "
                              "its output changes")
             elif blocked:
                 cause = blocked[0].cause or blocked[0]
@@ -256,10 +259,13 @@ class Engine:
 
     def _miss(self, states: list[ActionState], kind: ActionKind) -> None:
         """No cache has their key: run the first (once downloads of inputs are done)."""
-        if self.options.dry_run:
+        if self.options.dry_run:  # the first of a key would run; the others would share it
             for state in states:
-                state.would_run = True
-                self._finish(state, "skipped", reason="no cache entry for its key")
+                first = self._built.setdefault(state.key or "", state.id)
+                state.would_run = first == state.id
+                state.sharing = not state.would_run
+                self._finish(state, "skipped", reason="no cache entry for its key"
+                             if state.would_run else f"{SAME_KEY} {first}, which would run")
         elif self._downloads:
             for state in states:
                 state.status = "waiting"

@@ -118,10 +118,11 @@ class ActionOutcome(NamedTuple):
     @property
     def shared(self) -> bool:
         """Cached because another action of this build had its key and ran (two targets whose
-        outputs resolve to the same tensors): no reuse of an earlier build."""
+        outputs resolve to the same tensors): no reuse of an earlier build; in a dry run,
+        skipped because another with its key would run."""
         from .engine import SAME_KEY
 
-        return self.status == "cached" and self.reason.startswith(SAME_KEY)
+        return self.status in ("cached", "skipped") and self.reason.startswith(SAME_KEY)
 
     @property
     def internal(self) -> bool:

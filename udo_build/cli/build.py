@@ -148,6 +148,8 @@ def _dry_summary(rep: Reporter, report: BuildReport, *, check: bool) -> None:
              + (f" ({later} of them only if an input changes)" if later else ""),
              f"cached {counts['cached']}"]
     parts += [f"{counts[s]} {s}" for s in ("failed", "skipped") if counts[s]]
+    if counts["shared"]:
+        parts.append(f"{counts['shared']} sharing the key of one that would run")
     rep.heading(f"{_name(report)} (dry run, nothing ran): {', '.join(parts)} in "
                 f"{round(report.seconds, 4):.2f} s")
     if check:
