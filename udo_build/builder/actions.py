@@ -279,7 +279,9 @@ class ActionContext:
                 layout = parse_layout(self.input_bytes(name))
                 if layout is not None:
                     return _Guarded(PartsReader(self._cas, layout), name, digest, MissingPart)
-        return _Whole(self.input_bytes(name))
+        from ..ir.bundle import MemoryReader
+
+        return MemoryReader(self.input_bytes(name))
 
     def input_path(self, name: str) -> Path:
         """A file holding the input, written to the workdir: a source under its own file
@@ -301,15 +303,6 @@ class ActionContext:
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-class _Whole:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.size = len(data)
-
-    def read(self, offset: int, size: int) -> bytes:
-        return self.data[offset:offset + size]
 
 
 class _Guarded:

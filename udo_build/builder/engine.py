@@ -59,7 +59,7 @@ class ActionState:
     started: float = 0.0
     cause: ActionState | None = None  # for a skip: the action that is not built
     would_run: bool = False  # dry run: this action would execute
-    sharing: bool = False  # dry run: another action of the build with its key would execute
+    sharing: bool = False  # another action of this build with its key ran (or, dry: would run)
     retries: int = 0  # times rescheduled because an input blob was corrupt
     origin: str = ""  # for a cached action: "local" or "remote" (the tier that had it)
     healed: str = ""  # what was wrong with its cached outputs in the store (then made again)
@@ -235,7 +235,7 @@ class Engine:
         hit, state.origin = self.store.lookup(key)
         if hit is not None:
             state.result = hit
-            self._finish(state, "cached", reason=self._same_key(key))
+            self._finish(state, "cached", reason=self._same_key(state))
             return
         state.healed = state.healed or self.store.ac.damage(key)
         if key in self._by_key:
@@ -399,11 +399,13 @@ class Engine:
                 status = "built" if executed and i == 0 else "cached"
                 self._finish(state, status, seconds=ran if status == "built" else 0.0,
                              queued=max(0.0, elapsed - ran) if i == 0 else 0.0,
-                             reason=self._same_key(state.key or "") if i else "")
+                             reason=self._same_key(state) if i else "")
 
-    def _same_key(self, key: str) -> str:
-        """The reason of a cached action whose key an action of this build ran."""
-        ran = self._built.get(key)
+    def _same_key(self, state: ActionState) -> str:
+        """The reason of a cached action whose key an action of this build ran (it is then
+        `sharing`), else ''."""
+        ran = self._built.get(state.key or "")
+        state.sharing = ran is not None
         return f"{SAME_KEY} {ran}, which ran in this build" if ran else ""
 
     def _failed(self, states: list[ActionState], error: BaseException, ran: float,

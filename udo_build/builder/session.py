@@ -102,6 +102,7 @@ class ActionOutcome(NamedTuple):
     reason: str
     description: str | None  # its result's, when it has one
     would_run: bool
+    shared: bool  # another action of this build with its key ran (dry: would run)
     available: bool  # this udo-build implements its kind
     error: BaseException | None
 
@@ -113,16 +114,7 @@ class ActionOutcome(NamedTuple):
         return cls(state.id, action.kind, action.label, state.status, state.key,
                    state.seconds, state.queued, state.origin, state.reason,
                    None if result is None else result.description, state.would_run,
-                   get_kind(action.kind) is not None, state.error)
-
-    @property
-    def shared(self) -> bool:
-        """Cached because another action of this build had its key and ran (two targets whose
-        outputs resolve to the same tensors): no reuse of an earlier build; in a dry run,
-        skipped because another with its key would run."""
-        from .engine import SAME_KEY
-
-        return self.status in ("cached", "skipped") and self.reason.startswith(SAME_KEY)
+                   state.sharing, get_kind(action.kind) is not None, state.error)
 
     @property
     def internal(self) -> bool:

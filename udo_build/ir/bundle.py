@@ -174,7 +174,9 @@ class Reader(Protocol):
     def read(self, offset: int, size: int) -> bytes: ...
 
 
-class _Memory:
+class MemoryReader:
+    """A `Reader` of bytes in memory."""
+
     def __init__(self, data: bytes) -> None:
         self.view = memoryview(data)
         self.size = len(data)
@@ -220,7 +222,7 @@ class LazyParts(Mapping[str, bytes]):
 def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
     """Parse and verify a bundle; a UserError names the part or field that is wrong. The graph,
     weights and op definitions are read and verified here; further parts when first used."""
-    reader: Reader = data if hasattr(data, "read") else _Memory(data)  # type: ignore[assignment]
+    reader: Reader = data if hasattr(data, "read") else MemoryReader(data)  # type: ignore[assignment]
     header = _header(reader, file)
     parts = LazyParts(reader, file)
     model_parts: dict[str, bytes] = {}

@@ -80,11 +80,13 @@ def _reference(float_bundle: Any, settings: RunSettings, packages: Any) -> Refer
         from ...runtime.float_session import Session
 
         return Session(float_bundle.model, packages).run
-    from ...compiler import compile_bundle
-    from ...compiler.record import read_record
+    from dataclasses import replace
 
-    compiled = compile_bundle(float_bundle, settings.reference_target, packages)
-    runner = read_record(compiled.record()).runner(packages)
+    from ...compiler.serve import record_for_run
+
+    reference = replace(settings, target=settings.reference_target)
+    record, _, _ = record_for_run(float_bundle, reference, packages, choose=False)
+    runner = record.runner(packages)
     return lambda feed, names: runner.run(feed)
 
 
