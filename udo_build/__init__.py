@@ -48,8 +48,9 @@ Where things go:
   and, where the device computes it in integers, a kernel and its binder in runtime/integer/.
 - a new rewrite rule: a `Rule` value in a rule list (compiler/ for the HTP passes, rewrite/ for
   the folds every layer shares); users add theirs with `package.rule(...)` in a kernels file.
-- a new cache backend: a module in store/ behind the remote interface the engine uses; its
-  settings in builder/settings.py.
+- a new cache backend: a transport module in store/ (the `transport.Transport` interface,
+  its requests run through `transport.Breaker`), picked by URL scheme in
+  `store/connect.py`; its settings in builder/settings.py.
 - a new command: a module in cli/ (add_arguments, run), listed in cli/__init__.py, calling the
   library in builder/ or a stage.
 """

@@ -23,8 +23,9 @@ import pytest
 
 from udo_build.store import ActionResult, Output, Store
 from udo_build.store import trust as T
-from udo_build.store.httpcache import HttpCache, Refused, RemoteError, RemoteOptions, Unavailable
+from udo_build.store.httpcache import HttpCache
 from udo_build.store.remote import Remote
+from udo_build.store.transport import Refused, RemoteError, RemoteOptions, Unavailable
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project

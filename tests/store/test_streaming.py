@@ -14,8 +14,9 @@ from udo_build.atomic import TMP_PREFIX
 from udo_build.store import ActionResult, Output, Store
 from udo_build.store.cas import PROBE_FROM
 from udo_build.store.counters import Counters
-from udo_build.store.httpcache import HttpCache, RemoteError, RemoteOptions
+from udo_build.store.httpcache import HttpCache
 from udo_build.store.remote import STREAM_FROM, Remote
+from udo_build.store.transport import RemoteError, RemoteOptions
 from udo_build.store.trust import generate
 
 from .nginx import Nginx
@@ -226,7 +227,7 @@ def test_a_server_that_dies_mid_blob_leaves_no_partial_blob(nginx_server: Nginx,
     finally:
         remote.close()
     assert killed.is_set() and not store.cas.has(sha(data))
-    assert leftovers(store.root) == [] and remote.http.errors >= 1
+    assert leftovers(store.root) == [] and remote.transport.errors >= 1
 
 
 def test_get_into_returns_none_on_a_miss_and_streams_a_hit(nginx_server: Nginx) -> None:

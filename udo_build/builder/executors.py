@@ -175,23 +175,23 @@ class RemotePlane:
     build, signed with the build's key (workers are trusted as CI is)."""
 
     url: str
-    options: Any  # store.httpcache.RemoteOptions
+    options: Any  # store.transport.RemoteOptions
     trusted: tuple[str, ...]  # public keys (their lines)
     signing_key: str  # its line
 
     @classmethod
     def of(cls, remote: Remote) -> RemotePlane:
         assert remote.signing_key is not None
-        return cls(remote.url, remote.http.options,
+        return cls(remote.url, remote.transport.options,
                    tuple(sorted(k.line for k in remote.trusted.values())), remote.signing_key.line)
 
     def open(self, store: Store) -> Remote:
-        from ..store.httpcache import HttpCache
+        from ..store.connect import open_transport
         from ..store.remote import Remote
         from ..store.trust import parse_public_key, parse_signing_key, trusted_set
 
         trusted = trusted_set([parse_public_key(line) for line in self.trusted])
-        return Remote(store.cas, store.ac, HttpCache(self.url, self.options), trusted,
+        return Remote(store.cas, store.ac, open_transport(self.url, self.options), trusted,
                       store.counters, signing_key=parse_signing_key(self.signing_key))
 
 

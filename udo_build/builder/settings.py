@@ -275,18 +275,19 @@ def open_remote(store: Store, start: Path, request: RemoteRequest, warn: Warn, *
                      hint="add the writers' public keys to trusted_keys (or --trusted-key, "
                           "UDO_BUILD_TRUSTED_KEYS)"))
         return None
-    from ..store.httpcache import HttpCache, RemoteOptions
+    from ..store.connect import open_transport
     from ..store.remote import Remote
+    from ..store.transport import RemoteOptions
     from ..store.trust import trusted_set
 
     options = RemoteOptions(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
                             retries=cfg.retries, max_failures=cfg.max_failures,
                             min_rate=cfg.min_rate, budget=cfg.budget)
     try:
-        http = HttpCache(cfg.url, options)
+        transport = open_transport(cfg.url, options)
     except ValueError as exc:
         raise UserError(str(exc), field="remote URL") from None
-    remote = Remote(store.cas, store.ac, http, trusted_set(trusted), store.counters,
+    remote = Remote(store.cas, store.ac, transport, trusted_set(trusted), store.counters,
                     signing_key=signing, warn=warn)
     store.attach_remote(remote)
     return remote
@@ -340,5 +341,5 @@ def remote_summary(store: Store) -> RemoteSummary | None:
         blobs_downloaded=c.blobs_downloaded, bytes_uploaded=c.bytes_uploaded,
         blobs_uploaded=c.blobs_uploaded, entries_uploaded=c.entries_uploaded,
         rejected=dict(sorted(c.rejected.items())), errors=c.remote_errors,
-        disabled=remote.http.disabled, uploading=remote.uploading,
+        disabled=remote.transport.disabled, uploading=remote.uploading,
         warnings=tuple(remote.warnings))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 TICK = 0.1  # seconds between looks at the transfers in flight
@@ -34,6 +35,7 @@ class Transfer:
         self.min_rate = min_rate
         self.window = window
         self.conn: Any = None  # the connection it uses, once it has one
+        self.cancel: Callable[[], None] | None = None  # ends it, where it has no socket
         self.connected = False
         self.recent = 0  # bytes moved since the last look
         self.total = 0
@@ -65,6 +67,8 @@ class Transfer:
             if self._done or self.reason is not None:
                 return
             self.reason = reason
+            if self.cancel is not None:
+                self.cancel()
             sock = getattr(self.conn, "sock", None)
             if sock is not None:
                 try:

@@ -1,4 +1,5 @@
-"""The remote tier of a store: shared action results over the Bazel HTTP remote-cache protocol.
+"""The remote tier of a store: shared action results in a remote cache, through a transport
+(the Bazel HTTP cache protocol; see `transport` for the others), as in the HTTP protocol:
 
     {URL}/ac/<action key>   a signed envelope around the action's result (see `trust`)
     {URL}/cas/<sha256>      a blob: its raw, uncompressed bytes, named by their sha256
@@ -18,7 +19,7 @@ finish. Blobs the remote has are not sent again (HEAD first, for blobs over 64 K
 
 Faults never fail a build: a failed request is a miss (or a skipped upload), the client retries,
 drops a server that stalls or trickles, and opens its circuit breakers (reads and uploads apart;
-both when the server is unreachable or took the build's budget: see `httpcache`); each kind of
+both when the server is unreachable or took the build's budget: see `transport`); each kind of
 trouble is told once through `warn`, saying what failed; the counters say how often.
 
 Blobs go up raw: bazel-remote checks that a /cas/ body hashes to its name, nginx stores what it
@@ -41,7 +42,7 @@ from ..errors import Problem
 from .ac import ActionCache, ActionResult, Output
 from .cas import Cas, sha256_bytes
 from .counters import Counters
-from .httpcache import HttpCache, Refused, RemoteError, Unavailable
+from .transport import Refused, RemoteError, Transport, Unavailable
 from .trust import CORRUPT_BLOB, PublicKey, SigningKey, open_entry, sign_entry
 
 HEAD_FIRST = 64 * 1024  # bytes: smaller blobs are PUT without asking whether they are there
@@ -61,13 +62,13 @@ class Blob:
 
 
 class Remote:
-    def __init__(self, cas: Cas, ac: ActionCache, http: HttpCache,
+    def __init__(self, cas: Cas, ac: ActionCache, transport: Transport,
                  trusted: dict[bytes, PublicKey], counters: Counters, *,
                  signing_key: SigningKey | None = None,
                  warn: Callable[[Problem], None] | None = None) -> None:
         self.cas = cas
         self.ac = ac
-        self.http = http
+        self.transport = transport
         self.trusted = dict(trusted)
         self.counters = counters
         self.signing_key = signing_key
@@ -89,7 +90,7 @@ class Remote:
 
     @property
     def url(self) -> str:
-        return self.http.url
+        return self.transport.url
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -100,7 +101,7 @@ class Remote:
         when they could not be had (then no entry is written). With `store=False` the entry
         is only read and verified, and there is no blob future. None when the remote is
         disabled."""
-        if not self.trusted or self.http.disabled is not None:
+        if not self.trusted or self.transport.disabled is not None:
             return None
         return self._pool("lookups").submit(self._guarded, self._lookup, key, store)
 
@@ -129,7 +130,7 @@ class Remote:
     def entry(self, key: str) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
         (None: no entry, a refused one, or the remote failed; counted as a miss)."""
-        _, data = self._call(self.http.get, "ac", key, limit=ENTRY_LIMIT)
+        _, data = self._call(self.transport.get, "ac", key, limit=ENTRY_LIMIT)
         if data is None:
             self.counters.add(remote_misses=1)
             return None
@@ -187,7 +188,7 @@ class Remote:
     def _download_one(self, blob: Blob) -> bool:
         if blob.size is not None and blob.size >= STREAM_FROM:
             return self._stream_one(blob, blob.size)
-        ok, data = self._call(self.http.get, "cas", blob.digest, limit=blob.size)
+        ok, data = self._call(self.transport.get, "cas", blob.digest, limit=blob.size)
         if data is None:
             return self._absent(ok)
         if sha256_bytes(data) != blob.digest or blob.size not in (None, len(data)):
@@ -196,7 +197,7 @@ class Remote:
         return self._stored(blob, len(data))
 
     def _stream_one(self, blob: Blob, size: int) -> bool:
-        ok, writer = self._call(self.http.get_into, "cas", blob.digest,
+        ok, writer = self._call(self.transport.get_into, "cas", blob.digest,
                                 lambda: self.cas.writer(blob.digest, size), limit=size)
         if writer is None:
             return self._absent(ok)
@@ -224,7 +225,7 @@ class Remote:
 
     def publish(self, result: ActionResult) -> cf.Future[bool] | None:
         """Upload a result in the background (see `wait`); None when not uploading."""
-        if not self.uploading or self.http.disabled_for("write") is not None:
+        if not self.uploading or self.transport.disabled_for("write") is not None:
             return None
         future = self._pool("uploads").submit(self.upload, result)
         with self._lock:
@@ -238,7 +239,7 @@ class Remote:
         if not self.send_outputs(result.outputs.values()):
             return False
         entry = sign_entry(result, self.signing_key, self.public)
-        if not self._call(self.http.put, "ac", result.key, entry, upload=True)[0]:
+        if not self._call(self.transport.put, "ac", result.key, entry, upload=True)[0]:
             return False
         self.counters.add(entries_uploaded=1, bytes_uploaded=len(entry))
         return True
@@ -268,13 +269,13 @@ class Remote:
         if data is None:
             return False
         if len(data) > HEAD_FIRST and digest not in self._bad:
-            ok, there = self._call(self.http.head, "cas", digest, upload=True)
+            ok, there = self._call(self.transport.head, "cas", digest, upload=True)
             if not ok:
                 return False
             if there:
                 self._sent.add(digest)
                 return True
-        if not self._call(self.http.put, "cas", digest, data, upload=True)[0]:
+        if not self._call(self.transport.put, "cas", digest, data, upload=True)[0]:
             return False
         self.counters.add(blobs_uploaded=1, bytes_uploaded=len(data))
         self._sent.add(digest)
@@ -294,7 +295,7 @@ class Remote:
         for pool in (self._lookups, self._downloads, self._files, self._uploads):
             if pool is not None:
                 pool.shutdown(wait=True)
-        self.http.close()
+        self.transport.close()
 
     # -- faults -----------------------------------------------------------------------------------
 
@@ -321,10 +322,10 @@ class Remote:
 
     def _tell_disabled(self, side: str) -> None:
         """Once per cause: that the remote (or one side of it) is disabled, and why."""
-        why, detail = self.http.why.get(side), self.http.disabled_for(side)
+        why, detail = self.transport.why.get(side), self.transport.disabled_for(side)
         if why is None:
             return
-        if self.http.disabled_for("write") is not None:
+        if self.transport.disabled_for("write") is not None:
             self.uploading = False
         kind = why if why != "failing" else f"{side}s failing"
         if kind in self._told:
