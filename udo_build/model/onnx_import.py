@@ -70,6 +70,7 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
     kernels, when known: the shapes after a custom op are then its kernel's (shape_fill.py)."""
     with bulk_building():
         checked = _checked(model, file)
+        _refuse_unknown_ops(checked, CustomOps(opdefs, file), file)
         dims = input_dims or {}
         imported = _import(_inferred(checked, file, dims), file, opdefs)
         native = (lambda: _infos(_inferred(checked, file, {}))) if dims else (lambda: None)
@@ -140,6 +141,19 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
 def model_opset(model: onnx.ModelProto) -> int | None:
     """The model's ONNX opset (None when it imports none)."""
     return next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
+
+
+def _refuse_unknown_ops(model: onnx.ModelProto, customs: CustomOps, file: str) -> None:
+    """Standard ops the default package lacks, refused before shape inference runs on them."""
+    problems = []
+    for index, node in enumerate(model.graph.node):
+        if (node.domain in ONNX_DOMAINS and node.op_type not in _supported_ops()
+                and node.op_type != "Constant" and not customs.claims(node)):
+            problems.append(Problem(
+                f"node {node.name or f'{node.op_type}_{index}'}: op {node.op_type} not "
+                "supported by the emulator's default package", file,
+                hint="supported: " + ", ".join(sorted(_supported_ops()))))
+    raise_if_any(problems)
 
 
 def _inferred(model: onnx.ModelProto, file: str,
