@@ -139,7 +139,8 @@ def _signature_problems(op: str) -> list[str]:
                 default != expected:
             problems.append(f"{op}.{name}: default {default!r}, ONNX {expected!r}")
     problems += [f"{op}: keyword {k} is not an ONNX attribute" for k in keywords
-                 if k not in schema.attributes and (op, k) not in LATER]
+                 if k not in schema.attributes and (op, k) not in LATER
+                 and k != "num_outputs"]  # the node's output count, filled by the runtime
     onnx_variadic = any(i.option == i.option.Variadic for i in schema.inputs)
     extra_inputs = [i for i in inputs if (op, i) in LATER]
     if variadic != onnx_variadic or (not variadic and
