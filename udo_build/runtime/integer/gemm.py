@@ -110,8 +110,9 @@ def bind_matmul(ctx: Context) -> Bound | None:
         if b.array.ndim != 2:
             return None
         return _by_constant(ctx, np.ascontiguousarray(b.array.T), b.encodings, None)
-    if b.encoding is None or a.shape is None or not isinstance(a.shape[-1], int):
-        return None
+    if b.encoding is None or a.shape is None or not isinstance(a.shape[-1], int) \
+            or len(a.shape) < 2 or b.shape is None or len(b.shape) < 2:
+        return None  # a vector operand: float fallback
     bound = math.prod((a.shape[-1], reach(a.encoding), reach(b.encoding)))
     requant = Requant.make(a.encoding.scale * b.encoding.scale / ctx.out.scale, bound,
                            ctx.out, ctx.output.clamp)
