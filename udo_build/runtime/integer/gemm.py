@@ -3,7 +3,9 @@ output column or not, int32 bias), and MatMul of two quantized activations.
 
 Weights are packed at load (`exact.pack`) as (N, K); a product computes W @ (A - zp)^T, exact,
 requantizes per output column and transposes back (the result is small next to the product).
-Two activations are centered and multiplied in K chunks small enough to stay exact.
+Two activations are centered and multiplied in K chunks small enough to stay exact (batch
+dimensions broadcast as numpy's matmul does); 16-bit operands, or a K no shape tells before the
+run, take the wide (int64) requantization of `fixed.py`.
 """
 
 from __future__ import annotations
