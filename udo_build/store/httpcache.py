@@ -152,6 +152,9 @@ class HttpCache(Breaker):
                  open_sink: Callable[[], Sink] | None, transfer: Transfer) -> Any:
         """The answer's body (bytes, the sink, or None for a HEAD); the connection goes back
         to the pool when the body was read whole, else it is closed."""
+        # the watchdog now ends the read through the response: the connection goes back to
+        # the pool (and to another thread) as the body's last bytes are read
+        transfer.conn, transfer.cancel = None, _canceller(response)
         data: Any = None
         if method == "HEAD":
             response.read()
@@ -173,6 +176,16 @@ class HttpCache(Breaker):
                                                             http.client.HTTPException)):
             return Stalled(transfer.reason)
         return plain_error(exc, self.proxy)
+
+
+def _canceller(response: urllib3.BaseHTTPResponse) -> Callable[[], None]:
+    def cancel() -> None:
+        try:
+            response.shutdown()  # ends a blocked read at once
+        except (RuntimeError, ValueError, OSError):
+            pass  # its connection went back to the pool: the transfer is over
+
+    return cancel
 
 
 def _reraise(error: BaseException, exc: BaseException) -> None:
