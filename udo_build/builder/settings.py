@@ -14,11 +14,17 @@ files.
     budget = 10.0                  # seconds of failed requests per build, then it is dropped
     retries = 2                    # more attempts of a failed request
     max_failures = 3               # failed attempts in a row that disable reads (or uploads)
+    headers = ["Authorization: Bearer ..."]   # and TLS files, the REAPI instance name: see
+                                              # remote_access.py
+
+An https remote may also be reached through a proxy (`https_proxy`, `no_proxy`...) and with
+`.netrc` credentials: see store/httpclient.py.
 
 An option beats the environment (UDO_BUILD_EXECUTOR, UDO_BUILD_REMOTE, UDO_BUILD_REMOTE_UPLOAD,
-UDO_BUILD_SIGNING_KEY, UDO_BUILD_TRUSTED_KEYS), which beats the project's file, which beats the
-user's. `trusted_keys` are the union of all of them. The project's file is looked for from the
-recipe's folder up to the project folder. Nothing is read or imported when no file exists.
+UDO_BUILD_SIGNING_KEY, UDO_BUILD_TRUSTED_KEYS, UDO_BUILD_REMOTE_HEADERS), which beats the
+project's file, which beats the user's. `trusted_keys` are the union of all of them. The
+project's file is looked for from the recipe's folder up to the project folder. Nothing is read
+or imported when no file exists.
 
 `open_remote` attaches the tier those settings name to a store (nothing of the remote is
 imported unless a URL is configured); `remote_summary` says what it did in this process.
@@ -32,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import Problem, UserError
+from . import remote_access
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -48,7 +55,7 @@ ENV_EXECUTOR = "UDO_BUILD_EXECUTOR"
 NUMBERS = {"connect_timeout": (float, 0.05, 120.0), "read_timeout": (float, 0.05, 600.0),
            "min_rate": (int, 1, 1 << 40), "budget": (float, 0.1, 86400.0),
            "retries": (int, 0, 10), "max_failures": (int, 1, 1000)}
-KEYS = ("url", "upload", "signing_key", "trusted_keys", *NUMBERS)
+KEYS = ("url", "upload", "signing_key", "trusted_keys", *NUMBERS, *remote_access.KEYS)
 
 
 class RemoteSettings(NamedTuple):  # a NamedTuple: cheaper to define than a dataclass (no-op)
@@ -62,6 +69,11 @@ class RemoteSettings(NamedTuple):  # a NamedTuple: cheaper to define than a data
     budget: float = 10.0
     retries: int = 2
     max_failures: int = 3
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every request
+    ca_bundle: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    instance: str = ""  # the REAPI instance name
     files: tuple[str, ...] = ()  # the config files read
     warnings: tuple[Problem, ...] = ()
 
@@ -109,6 +121,9 @@ def settings(start: Path | None, *, url: str | None = None, no_remote: bool = Fa
     for path in config_files(start, env):
         current = _apply_file(current, path)
     current = _apply_env(current, env)
+    current = current._replace(**remote_access.access_env(current.headers, current.ca_bundle,
+                                                          env))
+    remote_access.check_access(current.client_cert, current.client_key, current.files)
     if url is not None:
         current = current._replace(url=url or None)
     if no_remote:
@@ -165,6 +180,9 @@ def _apply_file(current: RemoteSettings, path: Path) -> RemoteSettings:
                 raise UserError("must be a list of public keys (strings)", file=str(path),
                                 field=where)
             changes["trusted_keys"] = current.trusted_keys + tuple((v, str(path)) for v in value)
+        elif name in remote_access.KEYS:
+            changes.update(remote_access.access_setting(changes.get("headers", current.headers),
+                                                        name, value, path))
         else:
             changes[name] = _number(name, value, path, where)
     return current._replace(**changes, warnings=tuple(warnings))
@@ -282,15 +300,21 @@ def open_remote(store: Store, start: Path, request: RemoteRequest, warn: Warn, *
 
     options = RemoteOptions(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
                             retries=cfg.retries, max_failures=cfg.max_failures,
-                            min_rate=cfg.min_rate, budget=cfg.budget)
+                            min_rate=cfg.min_rate, budget=cfg.budget, headers=cfg.headers,
+                            ca_bundle=_path(cfg.ca_bundle), client_cert=_path(cfg.client_cert),
+                            client_key=_path(cfg.client_key), instance=cfg.instance)
     try:
         transport = open_transport(cfg.url, options)
-    except ValueError as exc:
-        raise UserError(str(exc), field="remote URL") from None
+    except ValueError as exc:  # the URL, or what reaching it needs (proxy, .netrc, TLS files)
+        raise UserError(str(exc), field="remote") from None
     remote = Remote(store.cas, store.ac, transport, trusted_set(trusted), store.counters,
                     signing_key=signing, warn=warn)
     store.attach_remote(remote)
     return remote
+
+
+def _path(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def _trusted(lines: tuple[tuple[str, str], ...]) -> list[Any]:

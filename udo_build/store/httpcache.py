@@ -9,49 +9,61 @@ refusals, not retried.
 
 Large bodies are streamed (`get_into`): each chunk goes to a sink as it arrives (a blob
 writer hashes and stores it), so a download is never held in memory whole. A body longer than
-the reader's limit is cut there (its sink then fails its own check).
+the reader's limit is cut there (its sink then fails its own check); one shorter than its
+Content-Length is a failed attempt.
 
-One keep-alive connection per thread. Only the standard library (`http.client`).
+Connections are urllib3's (see `httpclient`: pools shared by the threads, proxies, .netrc,
+headers, TLS); urllib3's errors are turned into the plain ones the breaker knows here.
 """
 
 from __future__ import annotations
 
-import base64
 import http.client
-import threading
+import os
+import ssl
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import urllib3
+from urllib3 import exceptions as u3
+
 from .. import __version__
+from . import httpclient
 from .deadlines import Transfer
 from .transport import Breaker, Buffer, Failed, Refused, RemoteOptions, S, Sink, Stalled
 
 OK_PUT = (200, 201, 204)
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
-CHUNK = 256 << 10  # bytes read at a time from a streamed body
+CHUNK = 256 << 10  # bytes sent or read at a time
 
 
 class HttpCache(Breaker):
     TRANSIENT = (OSError, http.client.HTTPException, Failed)
 
-    def __init__(self, url: str, options: RemoteOptions | None = None) -> None:
+    def __init__(self, url: str, options: RemoteOptions | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"a remote cache URL is http://HOST[:PORT][/PATH] or https://..., "
                              f"not {url!r}")
-        self.https = parts.scheme == "https"
-        self.host = parts.hostname
-        self.port = parts.port
         self.base = parts.path.rstrip("/")
-        super().__init__(urllib.parse.urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2],
-                                                  self.base, "", "")), options)
+        netloc = parts.netloc.rpartition("@")[2]
+        super().__init__(urllib.parse.urlunsplit((parts.scheme, netloc, self.base, "", "")),
+                         options)
+        env = os.environ if env is None else env
+        self.origin = f"{parts.scheme}://{netloc}"
         self.headers = {"User-Agent": f"udo-build/{__version__}", **dict(self.options.headers)}
+        auth = next((k for k in self.headers if k.lower() == "authorization"), None)
         if parts.username is not None:
-            secret = f"{urllib.parse.unquote(parts.username)}:" \
-                     f"{urllib.parse.unquote(parts.password or '')}"
-            self.headers["Authorization"] = "Basic " + base64.b64encode(secret.encode()).decode()
-        self._local = threading.local()
+            self.headers.pop(auth or "", None)
+            self.headers["Authorization"] = httpclient.basic(parts.username, parts.password)
+        elif auth is None:
+            found = httpclient.netrc_auth(parts.hostname, env)
+            if found is not None:
+                self.headers["Authorization"] = found
+        self.pool = httpclient.pool_manager(url, self.options, env)
+        self.proxy = getattr(self.pool, "proxy_from", None)  # the variable naming the proxy
 
     # -- the protocol -----------------------------------------------------------------------------
 
@@ -77,10 +89,7 @@ class HttpCache(Breaker):
         self._request("PUT", space, name, data)
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        self.pool.clear()
 
     def _request(self, method: str, space: str, name: str, body: bytes | None = None, *,
                  limit: int | None = None, open_sink: Callable[[], Sink] | None = None
@@ -103,85 +112,146 @@ class HttpCache(Breaker):
 
     def _attempt(self, method: str, path: str, body: bytes | None, limit: int | None,
                  open_sink: Callable[[], Sink] | None, transfer: Transfer) -> tuple[int, Any]:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            transfer.conn, transfer.connected = conn, True
+        """One try; a kept-alive connection the server closed meanwhile is tried again once
+        on a new one, for free."""
+        for again in (True, False):
+            httpclient.watching(transfer)
             try:
-                return self._exchange(conn, method, path, body, limit, open_sink, transfer)
-            except STALE:
-                pass  # the server closed the idle keep-alive connection: reconnect once, free
-            except BaseException:
-                self.close()
-                raise
-            self.close()
-        transfer.connected = False
-        try:
-            conn = self._connect(transfer)
-            return self._exchange(conn, method, path, body, limit, open_sink, transfer)
-        except BaseException:
-            self.close()
-            raise
+                response = self._send(method, path, body, transfer)
+            except BaseException as exc:
+                error = self._plain(exc, transfer)
+                if again and httpclient.reused() and isinstance(error, STALE) \
+                        and transfer.reason is None:
+                    transfer.connected = False
+                    continue
+                _reraise(error, exc)
+            finally:
+                httpclient.watching(None)
+            try:
+                return response.status, self._receive(method, response, limit, open_sink,
+                                                      transfer)
+            except BaseException as exc:
+                response.close()
+                response.release_conn()
+                _reraise(self._plain(exc, transfer), exc)
+        raise AssertionError("unreachable")
 
-    def _connect(self, transfer: Transfer) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        conn = cls(self.host, self.port, timeout=self.options.connect_timeout)
-        self._local.conn = conn
-        conn.connect()
-        transfer.conn, transfer.connected = conn, True
-        assert conn.sock is not None
-        conn.sock.settimeout(self.options.read_timeout)
-        return conn
+    def _send(self, method: str, path: str, body: bytes | None,
+              transfer: Transfer) -> urllib3.BaseHTTPResponse:
+        """Send the request (a body in pieces, each counted) and read the answer's head."""
+        headers = dict(self.headers)
+        if body is not None:
+            headers["Content-Type"] = "application/octet-stream"
+            headers["Content-Length"] = str(len(body))
+        return self.pool.urlopen(
+            method, self.origin + path, body=None if body is None else _pieces(body, transfer),
+            headers=headers, retries=False, redirect=False, preload_content=False,
+            decode_content=False)
 
-    def _exchange(self, conn: http.client.HTTPConnection, method: str, path: str,
-                  body: bytes | None, limit: int | None, open_sink: Callable[[], Sink] | None,
-                  transfer: Transfer) -> tuple[int, Any]:
-        try:
-            response = self._send(conn, method, path, body, transfer)
-            data: Any = None
-            if method == "HEAD":
-                response.read()
-            elif open_sink is not None and response.status == 200:
-                data = _stream(response, open_sink(), limit, transfer)
-            else:
-                data = bytes(_stream(response, Buffer(), limit, transfer).data)
-        except (OSError, http.client.HTTPException) as exc:
-            if transfer.reason is not None:
-                raise Stalled(transfer.reason) from exc
-            raise
+    def _receive(self, method: str, response: urllib3.BaseHTTPResponse, limit: int | None,
+                 open_sink: Callable[[], Sink] | None, transfer: Transfer) -> Any:
+        """The answer's body (bytes, the sink, or None for a HEAD); the connection goes back
+        to the pool when the body was read whole, else it is closed."""
+        # the watchdog now ends the read through the response: the connection goes back to
+        # the pool (and to another thread) as the body's last bytes are read
+        transfer.conn, transfer.cancel = None, _canceller(response)
+        data: Any = None
+        if method == "HEAD":
+            response.read()
+        elif open_sink is not None and response.status == 200:
+            data = _stream(response, open_sink(), limit, transfer)
+        else:
+            data = bytes(_stream(response, Buffer(), limit, transfer).data)
         if transfer.reason is not None:  # dropped as it ended: its bytes may be cut
             raise Stalled(transfer.reason)
-        if response.will_close or not response.isclosed():  # closed, or cut at the limit
-            self.close()
-        return response.status, data
+        if not response.closed:  # cut at the limit
+            response.close()
+        response.release_conn()
+        return data
 
-    def _send(self, conn: http.client.HTTPConnection, method: str, path: str,
-              body: bytes | None, transfer: Transfer) -> http.client.HTTPResponse:
-        """Send the request (a body in pieces, each counted) and read the answer's head."""
-        conn.putrequest(method, path)
-        for name, value in self.headers.items():
-            conn.putheader(name, value)
-        if body is not None:
-            conn.putheader("Content-Type", "application/octet-stream")
-            conn.putheader("Content-Length", str(len(body)))
-        conn.endheaders()
-        view = memoryview(body or b"")
-        for start in range(0, len(view), CHUNK):
-            piece = view[start:start + CHUNK]
-            conn.send(piece)
-            transfer.moved(len(piece))
-        return conn.getresponse()
+    def _plain(self, exc: BaseException, transfer: Transfer) -> BaseException:
+        """urllib3's error of an attempt as the plain one the breaker knows (Stalled when the
+        watchdog dropped it)."""
+        if transfer.reason is not None and isinstance(exc, (OSError, u3.HTTPError,
+                                                            http.client.HTTPException)):
+            return Stalled(transfer.reason)
+        return plain_error(exc, self.proxy)
 
 
-def _stream(response: http.client.HTTPResponse, sink: S, limit: int | None,
+def _canceller(response: urllib3.BaseHTTPResponse) -> Callable[[], None]:
+    def cancel() -> None:
+        try:
+            response.shutdown()  # ends a blocked read at once
+        except (RuntimeError, ValueError, OSError):
+            pass  # its connection went back to the pool: the transfer is over
+
+    return cancel
+
+
+def _reraise(error: BaseException, exc: BaseException) -> None:
+    if error is exc:
+        raise exc
+    raise error from exc
+
+
+def plain_error(exc: BaseException, proxy: str | None = None) -> BaseException:
+    """The OSError (or http.client error) under a urllib3 error; others as they are."""
+    if isinstance(exc, u3.ProxyError):
+        inner = plain_error(exc.original_error)
+        return OSError(f"the proxy (${proxy or 'https_proxy'}): {_phrase(inner)}")
+    if isinstance(exc, u3.SSLError):
+        return OSError(f"the TLS handshake failed: {_tls_phrase(exc)}")
+    if isinstance(exc, u3.NewConnectionError):
+        cause = exc.__cause__
+        return cause if isinstance(cause, OSError) else OSError(str(exc))
+    if isinstance(exc, u3.TimeoutError):
+        return TimeoutError("timed out")
+    if isinstance(exc, u3.ProtocolError):
+        inner = exc.args[1] if len(exc.args) > 1 else None
+        if isinstance(inner, (OSError, http.client.HTTPException)):
+            return plain_error(inner, proxy)
+        return OSError(str(exc.args[0]) if exc.args else "connection broken")
+    if isinstance(exc, u3.HTTPError):
+        return OSError(str(exc))
+    return exc
+
+
+def _phrase(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def _tls_phrase(exc: u3.SSLError) -> str:
+    inner = exc.args[0] if exc.args else exc
+    if isinstance(inner, ssl.SSLCertVerificationError):
+        return (f"certificate verify failed ({inner.verify_message}): the server's certificate "
+                "is not signed by a CA this machine trusts, or is not for this host; set "
+                "[remote] ca_bundle to the PEM file of its CA")
+    text = str(getattr(inner, "reason", None) or inner).replace("_", " ").lower()
+    if "certificate required" in text:
+        return f"{text}: the server requires a client certificate; set [remote] client_cert"
+    if isinstance(inner, ssl.SSLEOFError):
+        return f"{text} (does the server require a client certificate, [remote] client_cert?)"
+    return text
+
+
+def _pieces(body: bytes, transfer: Transfer) -> Iterator[memoryview]:
+    """The body in pieces, each counted for the watchdog once it is sent."""
+    view = memoryview(body)
+    for start in range(0, len(view), CHUNK):
+        piece = view[start:start + CHUNK]
+        yield piece
+        transfer.moved(len(piece))
+
+
+def _stream(response: urllib3.BaseHTTPResponse, sink: S, limit: int | None,
             transfer: Transfer) -> S:
     """Read the body into `sink` as it comes (each piece counted for the watchdog); at most
-    `limit` + 1 bytes."""
+    `limit` + 1 bytes. urllib3 checks that it is as long as its Content-Length."""
     left = -1 if limit is None else limit + 1
     try:
         while left:
             chunk = response.read1(CHUNK if left < 0 else min(left, CHUNK))
             if not chunk:
-                _check_complete(response)
                 break
             transfer.moved(len(chunk))
             sink.write(memoryview(chunk))
@@ -190,10 +260,3 @@ def _stream(response: http.client.HTTPResponse, sink: S, limit: int | None,
         sink.abort()
         raise
     return sink
-
-
-def _check_complete(response: http.client.HTTPResponse) -> None:
-    """A body that ended before its Content-Length is a failed transfer (http.client's
-    bounded reads return what came, silently)."""
-    if response.length:
-        raise http.client.IncompleteRead(b"", response.length)
