@@ -9,9 +9,12 @@ the runtime keeps as many as the node names). A kernel that needs the node's num
 never modify their inputs; float32 stays float32.
 
 Families: conv (Conv, ConvTranspose), pool (Max/Average/Lp/Global pools, LRN), gemm (Gemm,
-MatMul), norm (Batch/Instance/Layer/Lp normalization), elementwise (arithmetic, math,
-comparisons, logic, Where, Cast, variadic Sum/Max/Min/Mean), activation (Relu family, Sigmoid,
-Softmax, LogSoftmax, Identity, Dropout...), reduce (Reduce*, ArgMax/ArgMin), shape (Reshape,
+MatMul), norm (Batch/Instance/Layer/Lp normalization), transformer_norm (Group, RMS and
+MeanVariance normalization), elementwise (arithmetic, math, comparisons, logic, bitwise, Where,
+IsInf, variadic Sum/Max/Min/Mean), cast (Cast, CastLike, with the narrow types of ml_dtypes),
+activation (Relu family, Sigmoid, Gelu, Mish, Swish, Shrink, Softmax, LogSoftmax, Identity,
+Dropout...), reduce (Reduce* at every opset, ArgMax/ArgMin), math_ext (CumSum, CumProd, Trilu,
+Einsum, Det), shape (Reshape,
 Transpose, Concat, Split, Slice, Gather, Pad, Shape, ConstantOfShape...), resize (Resize
 nearest/linear).
 
@@ -24,14 +27,17 @@ from __future__ import annotations
 
 from . import (  # noqa: F401  (importing a family registers its kernels)
     activation,
+    cast,
     conv,
     elementwise,
     gemm,
+    math_ext,
     norm,
     pool,
     reduce,
     resize,
     shape,
+    transformer_norm,
 )
 from ._package import DEFAULT
 
