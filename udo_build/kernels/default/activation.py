@@ -12,7 +12,7 @@ import numpy as np
 from ...errors import UserError
 from ._common import axis_of, relu_into
 from ._package import DEFAULT
-from .elementwise import erf
+from .elementwise import erfc_of_abs
 
 
 def _c(value: float, like: np.ndarray) -> np.ndarray:
@@ -97,7 +97,8 @@ def softplus(x: np.ndarray) -> np.ndarray:
 
 @DEFAULT.op("Gelu")
 def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
-    """x * Phi(x), Phi the normal distribution: exactly (through erf), or its tanh fit."""
+    """x * Phi(x), Phi the normal distribution: exactly, or its tanh fit. Phi(x) is
+    erfc(-x / sqrt 2) / 2, from erfc of |x| on either side (precise in the far tails)."""
     w = _wide(x)
     if approximate == "tanh":
         inner = np.tanh(_c(np.sqrt(2 / np.pi), w) * (w + _c(0.044715, w) * w * w * w))
@@ -105,8 +106,8 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     if approximate != "none":
         raise UserError(f"Gelu: not supported: approximate={approximate!r}",
                         hint="ONNX allows 'none' and 'tanh'")
-    phi = 1 + erf(w * _c(np.sqrt(0.5), w))
-    return np.asarray(w * _c(0.5, w) * phi).astype(x.dtype, copy=False)
+    tail = erfc_of_abs(np.abs(w) * _c(np.sqrt(0.5), w)) * _c(0.5, w)
+    return np.asarray(w * np.where(w < 0, tail, 1 - tail)).astype(x.dtype, copy=False)
 
 
 @DEFAULT.op("Mish")

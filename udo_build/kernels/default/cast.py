@@ -3,9 +3,9 @@ onnx): bfloat16, the float8 types, float4e2m1, int4/uint4 and int2/uint2.
 
 Floats to float8 follow ONNX's saturate rule: with saturate (the default) infinities and values
 beyond the type's range become its largest finite value; without, they become what the type
-has for overflow (NaN, or infinity for E5M2). Floats to the 2- and 4-bit integers round half to
-even and wrap around, as onnx's reference does. float8e8m0 (its round_mode), string and complex
-types are not supported.
+has for overflow (NaN, or infinity for E5M2). Floats to the 2- and 4-bit integers truncate
+toward zero and wrap around, as onnx's reference does. float8e8m0 (its round_mode), string and
+complex types are not supported.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _to_float8(x: np.ndarray, target: np.dtype[Any], saturate: int) -> np.ndarra
 
 def _to_packed_int(x: np.ndarray, to: int) -> np.ndarray:
     bits, signed = PACKED_INTS[to]
-    values = np.rint(x.astype(np.float64)) if _is_float(x.dtype) else x
+    values = np.trunc(x.astype(np.float64)) if _is_float(x.dtype) else x
     wide = values.astype(np.int64) & ((1 << bits) - 1)
     if signed:
         wide = np.where(wide >= 1 << (bits - 1), wide - (1 << bits), wide)
@@ -79,7 +79,8 @@ def cast_to(x: np.ndarray, to: int, saturate: int = 1) -> np.ndarray:
         return _to_packed_int(x, to)
     if x.dtype.name in NARROW_TYPES.values() and target.kind != "f":
         x = x.astype(np.float32)  # ml_dtypes casts the narrow types through float
-    return x.astype(target)
+    with np.errstate(over="ignore", invalid="ignore"):  # out of range: inf, as ONNX says
+        return x.astype(target)
 
 
 def _onnx_type_of(dtype: np.dtype[Any]) -> int:

@@ -78,24 +78,28 @@ def reciprocal(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.reciprocal(x))
 
 
-@DEFAULT.op("Erf")
-def erf(x: np.ndarray) -> np.ndarray:
-    """erf to float32 precision: a Taylor series below 0.5, 1 - erfc (a Chebyshev fit with
-    fractional error < 1.2e-7, Numerical Recipes' erfcc) above."""
-    a = np.abs(x)
+def erfc_of_abs(a: np.ndarray) -> np.ndarray:
+    """erfc(a) for a >= 0: a Chebyshev fit with fractional error < 1.2e-7 (Numerical Recipes'
+    erfcc); precise where erf is close to 1, which 1 - erf is not."""
     t = 1 / (1 + a / 2)
     poly = np.full_like(a, 0.17087277)
     for c in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
               0.37409196, 1.00002368, -1.26551223):
         poly = poly * t + np.asarray(c, dtype=a.dtype)
-    far = 1 - t * np.exp(poly - a * a)
+    return np.asarray(t * np.exp(poly - a * a))
+
+
+@DEFAULT.op("Erf")
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf to float32 precision: a Taylor series below 0.5, 1 - erfc above."""
+    a = np.abs(x)
     x2 = x * x
     series = np.zeros_like(x)
     term = x * np.asarray(2 / np.sqrt(np.pi), dtype=x.dtype)
     for n in range(12):
         series += term / np.asarray(2 * n + 1, dtype=x.dtype)
         term = term * -x2 / np.asarray(n + 1, dtype=x.dtype)
-    return np.where(a < 0.5, series, np.copysign(far, x))
+    return np.asarray(np.where(a < 0.5, series, np.copysign(1 - erfc_of_abs(a), x)))
 
 
 @DEFAULT.op("IsInf")

@@ -3,7 +3,9 @@
 A reduction's axes come as an attribute up to opset 17 (ReduceSum: 12) and as an optional input
 from opset 18 (ReduceSum: 13): the kernels take `axes` as a parameter that binds either, the
 input positionally or the attribute by keyword. No axes reduce everything, unless
-`noop_with_empty_axes` (opset 18) says to reduce nothing. Reducing an axis of length 0 gives the
+`noop_with_empty_axes` (opset 18) says to reduce nothing: then the reductions that map their
+elements first (ReduceL1, ReduceSumSquare, ReduceLogSum...) still do, as ONNX's function
+definitions of them compute (ReduceL1 is ReduceSum(Abs(x))). Reducing an axis of length 0 gives the
 reduction's identity: 0 for sums, 1 for products, -inf (max), +inf (min), NaN for a mean.
 ReduceMax and ReduceMin take booleans (opset 20).
 """
@@ -84,8 +86,6 @@ def _reduction(name: str, fn: Reduction) -> None:
     def kernel(data: np.ndarray, axes: Axes = None, *, keepdims: int = 1,
                noop_with_empty_axes: int = 0) -> np.ndarray:
         chosen = _axes(axes, data.ndim, noop_with_empty_axes)
-        if chosen == ():
-            return data.copy()
         return np.asarray(fn(data, chosen, bool(keepdims))).astype(data.dtype, copy=False)
     kernel.__name__ = kernel.__qualname__ = name.lower()
     kernel.__doc__ = f"{name} over `axes` (an input from opset 18, an attribute before)."
