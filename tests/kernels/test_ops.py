@@ -97,11 +97,17 @@ def test_float32_stays_float32() -> None:
     assert not untested  # the table itself must not smuggle float64 in
 
 
+REDUCE_AXES_INPUT = ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                     "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
 # Keyword arguments and inputs of later opsets that the kernels accept on top of opset 17.
 LATER = {("AveragePool", "dilations"), ("LpPool", "dilations"), ("LpPool", "ceil_mode"),
          ("Cast", "saturate"), ("CastLike", "saturate"), ("Split", "num_outputs"),
          ("Pad", "axes"), ("SpaceToDepth", "mode"), ("Attention", "nonpad_kv_seqlen"),
-         ("Attention", "left_window_size"), ("Attention", "right_window_size")}
+         ("Attention", "left_window_size"), ("Attention", "right_window_size"),
+         ("Cast", "round_mode"), ("CastLike", "round_mode"), ("GroupNormalization", "stash_type"),
+         *((op, "noop_with_empty_axes") for op in REDUCE_AXES_INPUT)}
+# Attributes at opset 17 that later opsets made inputs: one parameter binds either.
+BOTH = {(op, "axes") for op in REDUCE_AXES_INPUT}
 
 
 def _schema(op: str):  # type: ignore[no-untyped-def]
@@ -120,7 +126,7 @@ def _signature_problems(op: str) -> list[str]:
 
     schema = _schema(op)
     params = inspect.signature(DEFAULT.select(op, ["float32"]).fn).parameters.values()
-    keywords = {p.name: p for p in params if p.kind == p.KEYWORD_ONLY}
+    keywords = {p.name: p for p in params if p.kind == p.KEYWORD_ONLY or (op, p.name) in BOTH}
     inputs = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
     variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
     problems = [f"{op}: no keyword {name}" for name in schema.attributes if name not in keywords]
@@ -142,7 +148,7 @@ def _signature_problems(op: str) -> list[str]:
                  if k not in schema.attributes and (op, k) not in LATER
                  and k != "num_outputs"]  # the node's output count, filled by the runtime
     onnx_variadic = any(i.option == i.option.Variadic for i in schema.inputs)
-    extra_inputs = [i for i in inputs if (op, i) in LATER]
+    extra_inputs = [i for i in inputs if (op, i) in LATER | BOTH]
     if variadic != onnx_variadic or (not variadic and
                                      len(inputs) - len(extra_inputs) != len(schema.inputs)):
         problems.append(f"{op}: inputs {inputs}, ONNX {[i.name for i in schema.inputs]}")

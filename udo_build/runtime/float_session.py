@@ -31,7 +31,8 @@ kernel that raises is the user's step failing: `StepFailed("run", "<package>::<o
 raised <Type>: <message>")`, and so is a UDO kernel returning too few outputs, or a dtype or
 shape the model contradicts. A default-package kernel that raises is a `KernelError` naming the
 node, unless it raised NotImplementedError: a variant the package does not emulate, a
-`UserError` saying "<package>::<op> (node <name>): not supported: <what>". A node whose
+`UserError` saying "<package>::<op> (node <name>): not supported: <what>" (a kernel's own
+UserError is told the same way, at its node). A node whose
 implementation is missing fails the load with the package's `OpPackageError`, listing what
 exists.
 """
@@ -300,13 +301,17 @@ def _detached(value: Any) -> np.ndarray:
 
 def _failure(step: Any, error: BaseException) -> Exception:
     """What a kernel raising is: the user's step failing (a UDO kernel), a variant the default
-    package does not emulate (its kernel raised NotImplementedError: a UserError), or a bug."""
+    package does not emulate (its kernel raised NotImplementedError: a UserError), the model
+    asking what its op cannot be (a default kernel's UserError, told at its node), or a bug."""
     message = f"{step.label} raised {type(error).__name__}: {error}"
     if step.user:
         return StepFailed("run", message)
     if isinstance(error, NotImplementedError):
         return UserError(f"{step.label}: not supported: {error}",
                          hint="the emulator's default package does not run this variant")
+    if isinstance(error, UserError):
+        first = error.problems[0]
+        return UserError(f"{step.label}: {first.message}", hint=first.hint)
     return KernelError(message)
 
 

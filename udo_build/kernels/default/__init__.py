@@ -9,13 +9,15 @@ the runtime keeps as many as the node names). A kernel that needs the node's num
 never modify their inputs; float32 stays float32.
 
 Families: conv (Conv, ConvTranspose), pool (Max/Average/Lp/Global pools, LRN), gemm (Gemm,
-MatMul), norm (Batch/Instance/Layer/Lp normalization), elementwise (arithmetic, math,
-comparisons, logic, Where, Cast, variadic Sum/Max/Min/Mean), activation (Relu family, Sigmoid,
-Softmax, LogSoftmax, Identity, Dropout...), reduce (Reduce*, ArgMax/ArgMin), shape (Reshape,
-Transpose, Concat, Split, Slice, Gather, Pad, Shape, ConstantOfShape...), index (GatherND,
-ScatterND, ScatterElements, TopK, OneHot, NonZero, Compress, ReverseSequence,
-NonMaxSuppression), recurrent (RNN, GRU, LSTM), attention (RotaryEmbedding, Attention: opset
-23 and later), resize (Resize nearest/linear).
+MatMul), norm (Batch/Instance/Layer/Lp normalization), transformer_norm (Group, RMS and
+MeanVariance normalization), elementwise (arithmetic, math, comparisons, logic, bitwise, Where,
+IsInf, variadic Sum/Max/Min/Mean), cast (Cast, CastLike, with the narrow types of ml_dtypes),
+activation (Relu family, Sigmoid, Gelu, Mish, Swish, Shrink, Softmax, LogSoftmax, Identity,
+Dropout...), reduce (Reduce* at every opset, ArgMax/ArgMin), math_ext (CumSum, CumProd, Trilu,
+Einsum, Det), shape (Reshape, Transpose, Concat, Split, Slice, Gather, Pad, Shape,
+ConstantOfShape...), index (GatherND, ScatterND, ScatterElements, TopK, OneHot, NonZero,
+Compress, ReverseSequence, NonMaxSuppression), recurrent (RNN, GRU, LSTM), attention
+(RotaryEmbedding, Attention: opset 23 and later), resize (Resize).
 
 Besides the ONNX ops, `conv` registers `FusedConv` (a Conv with its activation and an optional
 residual addend), which only the runtime's execution plan creates (see
@@ -27,16 +29,19 @@ from __future__ import annotations
 from . import (  # noqa: F401  (importing a family registers its kernels)
     activation,
     attention,
+    cast,
     conv,
     elementwise,
     gemm,
     index,
+    math_ext,
     norm,
     pool,
     recurrent,
     reduce,
     resize,
     shape,
+    transformer_norm,
 )
 from ._package import DEFAULT
 

@@ -1,7 +1,8 @@
 """Elementwise ops with numpy broadcasting: arithmetic, unary math, comparisons and logic,
-Where, Cast, and the variadic Sum, Max, Min and Mean.
+Where, IsInf, and the variadic Sum, Max, Min and Mean (Cast is in cast.py).
 
 The simple ones are data: a table from op name to its numpy function, registered in a loop.
+Every kernel returns an array, also for 0-d inputs (where a ufunc returns a numpy scalar).
 """
 
 from __future__ import annotations
@@ -12,16 +13,12 @@ import numpy as np
 
 from ._package import DEFAULT
 
-ONNX_DTYPES: dict[int, type] = {
-    1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
-    7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64,
-}
-
 BINARY: dict[str, Callable[..., np.ndarray]] = {
     "Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
     "Equal": np.equal, "Less": np.less, "LessOrEqual": np.less_equal, "Greater": np.greater,
     "GreaterOrEqual": np.greater_equal, "And": np.logical_and, "Or": np.logical_or,
-    "Xor": np.logical_xor,
+    "Xor": np.logical_xor, "BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or,
+    "BitwiseXor": np.bitwise_xor,
 }
 UNARY: dict[str, Callable[..., np.ndarray]] = {
     "Abs": np.abs, "Neg": np.negative, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt,
@@ -29,16 +26,17 @@ UNARY: dict[str, Callable[..., np.ndarray]] = {
     "Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos,
     "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh,
     "Acosh": np.arccosh, "Atanh": np.arctanh, "Tanh": np.tanh, "IsNaN": np.isnan,
+    "BitwiseNot": np.invert,
 }
 
 
 def _register(name: str, fn: Callable[..., np.ndarray], arity: int) -> None:
     if arity == 1:
         def kernel(x: np.ndarray) -> np.ndarray:
-            return fn(x)
+            return np.asarray(fn(x))
     else:
         def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[misc]
-            return fn(a, b)
+            return np.asarray(fn(a, b))
     kernel.__name__ = kernel.__qualname__ = name.lower()
     DEFAULT.op(name)(kernel)
 
@@ -53,13 +51,13 @@ for _name, _fn in BINARY.items():
 def div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b; integers truncate toward zero as in C."""
     if a.dtype.kind in "iu":
-        return np.trunc(np.true_divide(a, b)).astype(a.dtype)
-    return np.true_divide(a, b)
+        return np.asarray(np.trunc(np.true_divide(a, b))).astype(a.dtype)
+    return np.asarray(np.true_divide(a, b))
 
 
 @DEFAULT.op("Mod")
 def mod(a: np.ndarray, b: np.ndarray, *, fmod: int = 0) -> np.ndarray:
-    return np.fmod(a, b) if fmod else np.mod(a, b)
+    return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
 
 
 @DEFAULT.op("Pow")
@@ -67,55 +65,56 @@ def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x ** y in the type of x."""
     if x.dtype.kind == "f" and y.dtype != x.dtype:
         y = y.astype(x.dtype)
-    return np.power(x, y).astype(x.dtype, copy=False)
+    return np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
 
 
 @DEFAULT.op("BitShift")
 def bit_shift(x: np.ndarray, y: np.ndarray, *, direction: str) -> np.ndarray:
-    return np.left_shift(x, y) if direction == "LEFT" else np.right_shift(x, y)
+    return np.asarray(np.left_shift(x, y) if direction == "LEFT" else np.right_shift(x, y))
 
 
 @DEFAULT.op("Reciprocal")
 def reciprocal(x: np.ndarray) -> np.ndarray:
-    return np.reciprocal(x)
+    return np.asarray(np.reciprocal(x))
 
 
-@DEFAULT.op("Erf")
-def erf(x: np.ndarray) -> np.ndarray:
-    """erf to float32 precision: a Taylor series below 0.5, 1 - erfc (a Chebyshev fit with
-    fractional error < 1.2e-7, Numerical Recipes' erfcc) above."""
-    a = np.abs(x)
+def erfc_of_abs(a: np.ndarray) -> np.ndarray:
+    """erfc(a) for a >= 0: a Chebyshev fit with fractional error < 1.2e-7 (Numerical Recipes'
+    erfcc); precise where erf is close to 1, which 1 - erf is not."""
     t = 1 / (1 + a / 2)
     poly = np.full_like(a, 0.17087277)
     for c in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
               0.37409196, 1.00002368, -1.26551223):
         poly = poly * t + np.asarray(c, dtype=a.dtype)
-    far = 1 - t * np.exp(poly - a * a)
+    return np.asarray(t * np.exp(poly - a * a))
+
+
+@DEFAULT.op("Erf")
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf to float32 precision: a Taylor series below 0.5, 1 - erfc above."""
+    a = np.abs(x)
     x2 = x * x
     series = np.zeros_like(x)
     term = x * np.asarray(2 / np.sqrt(np.pi), dtype=x.dtype)
     for n in range(12):
         series += term / np.asarray(2 * n + 1, dtype=x.dtype)
         term = term * -x2 / np.asarray(n + 1, dtype=x.dtype)
-    return np.where(a < 0.5, series, np.copysign(far, x))
+    return np.asarray(np.where(a < 0.5, series, np.copysign(1 - erfc_of_abs(a), x)))
+
+
+@DEFAULT.op("IsInf")
+def is_inf(x: np.ndarray, *, detect_negative: int = 1, detect_positive: int = 1) -> np.ndarray:
+    found = np.asarray(np.isinf(x))
+    if not detect_negative:
+        found &= x > 0
+    if not detect_positive:
+        found &= x < 0
+    return found
 
 
 @DEFAULT.op("Where")
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(condition, x, y)
-
-
-@DEFAULT.op("Cast")
-def cast(x: np.ndarray, *, saturate: int = 1, to: int) -> np.ndarray:
-    if to not in ONNX_DTYPES:
-        raise ValueError(f"Cast to ONNX type {to} is not supported; supported: "
-                         + ", ".join(f"{k} ({np.dtype(v).name})" for k, v in ONNX_DTYPES.items()))
-    return x.astype(ONNX_DTYPES[to])
-
-
-@DEFAULT.op("CastLike")
-def cast_like(x: np.ndarray, target: np.ndarray, *, saturate: int = 1) -> np.ndarray:
-    return x.astype(target.dtype)
 
 
 def _fold(fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -124,7 +123,7 @@ def _fold(fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
         raise ValueError("a variadic op needs at least one input")
     if len(inputs) == 1:
         return inputs[0].copy()
-    y = fn(inputs[0], inputs[1])
+    y = np.asarray(fn(inputs[0], inputs[1]))
     for x in inputs[2:]:
         if np.broadcast_shapes(y.shape, x.shape) == y.shape:
             fn(y, x, out=y)
