@@ -81,6 +81,8 @@ def test_runs_execute_the_subnets_in_order_and_report_the_switches(built) -> Non
         assert report["record"] == f"{names[0]} + {names[2]}"
     assert project.report("int8")["metrics"]["sqnr_db"] >= 25
     assert (project.root / "out/runs/int8/check.json").exists()
+    page = (project.root / "out.report.html").read_text()
+    assert page.count("(3 subnets: HTP 1 | CPU 1 | HTP 5 nodes; 2 runtime switches)") == 2
 
 
 def _settings(precision: str) -> RunSettings:
