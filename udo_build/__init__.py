@@ -20,7 +20,8 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
                 input lists, model info), quant/ (calibration, quantizers, folding, QDQ
                 export), compiler/ (bundle -> HTP cache record: lowering, rule passes,
                 selection, memory planning, the record format, serve: the record a run
-                loads or prepares online)
+                loads or prepares online; partition: the HTP and CPU subnets, subnets and
+                subnet_run: preparing and running them)
     runtime/    the emulator's float session and integer session; choosing the record a run
                 loads (records.py), the run metrics and checks (metrics.py), writing results
     kernels/    the op package API (OpPackage, Cost, Flags), the default package's numpy

@@ -9,6 +9,8 @@
                              -> record
     assemble                 bundle + every record -> deployable bundle
     run:<name>               deployable bundle + inputs (+ kernels) -> outputs, metrics
+    runtimes                 the recipe's runtime choices (only when it states any) -> the
+                             choices prepare, assemble and run read (their input `runtimes`)
     check:<name>             the run's metrics + its check bounds -> the verdict
 
 An input is a source file of the project or an output of another action. Parameters are plain
@@ -201,19 +203,42 @@ def plan_recipe(recipe: Recipe) -> Plan:
     if recipe.quantize is not None:
         _plan_quantize(plan, recipe, kernels)
     resolved = _plan_outputs(plan, recipe)
+    chosen = _plan_runtimes(plan, recipe)
     for target in recipe.targets:
-        plan.add(_prepare(target, kernels, resolved[target.precision, target.outputs]))
+        plan.add(_prepare(target, {**kernels, **chosen},
+                          resolved[target.precision, target.outputs]))
     if recipe.targets:  # records by position: a SoC's name enters no key
         records: dict[str, Input] = {f"record[{i}]": Dep(f"prepare:{t.id}", "record")
                                      for i, t in enumerate(recipe.targets)}
         stem = recipe.model.onnx.stem if recipe.model else "model"
         plan.add(PlannedAction("assemble", "assemble", {},
-                               {"bundle": _bundle(recipe, "int8"), **records},
+                               {"bundle": _bundle(recipe, "int8"), **records, **chosen},
                                f"assemble the deployable bundle ({len(records)} records)",
                                {f"model/{stem}_deploy{BUNDLE_EXTENSION}": "bundle"}))
     for run in recipe.runs:
-        _plan_run(plan, recipe, run, kernels)
+        _plan_run(plan, recipe, run, {**kernels, **chosen})
     return plan
+
+
+def _plan_runtimes(plan: Plan, recipe: Recipe) -> dict[str, Input]:
+    """The `runtimes` action when the recipe says which runtimes an op may use, as the input
+    the steps that partition read; nothing otherwise (their keys stay as they were)."""
+    choices: list[dict[str, Any]] = []
+    if recipe.package is not None:
+        choices += [{"config": i, "runtimes": list(op.runtimes),
+                     "field": f"package.ops[{i}].runtimes"}
+                    for i, op in enumerate(recipe.package.ops) if op.runtimes is not None]
+    if recipe.model is not None:
+        choices += [{"match": name, "runtimes": list(allowed),
+                     "field": f"model.runtimes.{name}"} for name, allowed in recipe.model.runtimes]
+    if not choices:
+        return {}
+    inputs: dict[str, Input] = {}
+    if any("config" in c for c in choices):
+        inputs["origins"] = Dep("opdef", "origins")
+    plan.add(PlannedAction("runtimes", "runtimes", {"choices": choices}, inputs,
+                           f"runtime choices ({len(choices)})"))
+    return {"runtimes": Dep("runtimes", "choices")}
 
 
 def _kernels(recipe: Recipe) -> dict[str, Input]:

@@ -262,6 +262,7 @@ def _fleet(runs: Sequence[RunFigures]) -> str:
             continue
         loads = ("online prepare (slow init): " + str(run.report.get("warning", ""))
                  if run.report.get("online_prepare") else str(run.report.get("record", "")))
+        loads += _subnets(run.report)
         seen = run.report.get("seen") or []
         why = "\n".join(f"{s.get('record')}: {s.get('rejected')}" for s in seen
                         if isinstance(s, dict))
@@ -272,6 +273,15 @@ def _fleet(runs: Sequence[RunFigures]) -> str:
     return "<section><h2>Fleet</h2>" + _table(
         "the record each device of a run loads (hover: the records it rejected, and why)",
         ["device", "run", "loads", "other records"], rows, "fleet") + "</section>"
+
+
+def _subnets(report: dict[str, Any]) -> str:
+    """A split graph's subnets (udo_build.compiler.partition), after the records it loads."""
+    parts = report.get("partition")
+    if not isinstance(parts, list):
+        return ""
+    shown = " | ".join(f"{p.get('runtime')} {p.get('nodes')}" for p in parts)
+    return f" ({len(parts)} subnets: {shown} nodes; {report.get('switches')} runtime switches)"
 
 
 def _status(status: str) -> str:

@@ -42,11 +42,32 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                                  "dims", "outputs"],
                   [[r.get(k) for k in ("name", "identifier", "size", "level", "arch", "vtcm_mb",
                                         "dims", "outputs")] for r in info["records"]])
+    _partition(info["partition"], rep)
     if info["encodings"]:
         rep.table("encodings", ["tensor", "kind", "bits", "signed", "channels", "scale",
                                 "offset", "range"],
                   [_encoding_cells(e) for e in info["encodings"]])
     return 0
+
+
+def _partition(found: dict[str, object], rep: Reporter) -> None:
+    """The subnets the runtimes run, as a table when the graph is split."""
+    if "error" in found:
+        rep.facts([("partition", str(found["error"]))])
+        return
+    subnets: list[dict[str, object]] = found["subnets"]  # type: ignore[assignment]
+    if len(subnets) == 1 and subnets[0]["runtime"] == "HTP":
+        rep.facts([("subnets", "1, HTP: every node runs on the HTP")])
+        return
+    rep.table(f"subnets ({found['switches']} runtime switches)",
+              ["subnet", "runtime", "nodes", "first .. last", "inputs", "outputs"],
+              [[s["index"], s["runtime"], len(s["nodes"]),  # type: ignore[arg-type]
+                _span(s["nodes"]), ", ".join(s["inputs"]),  # type: ignore[arg-type]
+                ", ".join(s["outputs"])] for s in subnets])  # type: ignore[arg-type]
+
+
+def _span(nodes: list[str]) -> str:
+    return nodes[0] if len(nodes) == 1 else f"{nodes[0]} .. {nodes[-1]}"
 
 
 def _encoding_cells(row: dict[str, object]) -> list[object]:

@@ -9,25 +9,47 @@ so does this (the compiler sits above the runtime, so the choice and the prepara
 record seen with why it was not taken); `seconds` is what the online preparation cost (None when
 a record was loaded), for messages only: a report holds no time. Used by the recipe's run step
 and by `udo-build run`.
+
+A graph the runtimes split (udo_build.compiler.partition: a custom op or a standard op the HTP
+cannot run, or the recipe's runtime choices, which a deployable bundle keeps in its meta
+`runtimes`) runs by subnets: `record` is then a SubnetProgram (udo_build.compiler.subnet_run)
+whose runner runs the HTP subnets on their records (chosen per subnet, or prepared online) and
+the CPU subnets on the CPU runtime, and `selection` adds the partition and the switches. A
+graph that is one HTP subnet is served as it always was.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.records import RunSettings, choose_record, native_dims
 from .driver import compile_bundle
 from .lower import resolve_outputs
+from .partition import RuntimeChoices, node_runtimes, partition
 from .record import Record, read_record
 
+if TYPE_CHECKING:
+    from .subnet_run import SubnetProgram
 
-def record_for_run(bundle: Any, settings: RunSettings, packages: Any, *, choose: bool = True
-                   ) -> tuple[Record, dict[str, Any], float | None]:
-    """`choose=False`: prepare without looking at the bundle's records (a float reference)."""
+
+def record_for_run(bundle: Any, settings: RunSettings, packages: Any, *, choose: bool = True,
+                   runtimes: Mapping[str, Any] | None = None
+                   ) -> tuple[Record | SubnetProgram, dict[str, Any], float | None]:
+    """`choose=False`: prepare without looking at the bundle's records (a float reference).
+    `runtimes`: the recipe's runtime choices (default: the bundle's meta `runtimes`)."""
+    outputs = resolve_outputs(bundle.model, settings.target.outputs)
+    choices = RuntimeChoices.from_json(runtimes if runtimes is not None
+                                       else bundle.meta.get("runtimes"))
+    part = partition(bundle.model, node_runtimes(bundle.model, bundle.opdefs, choices), outputs)
+    if part.split:
+        from .subnet_run import run_subnets
+
+        program, selection = run_subnets(bundle, settings, packages, part, outputs, choose)
+        return program, selection, program.seconds
     choice = None
     if choose:
-        outputs = resolve_outputs(bundle.model, settings.target.outputs)
         choice = choose_record(bundle.meta, settings, native_dims(bundle.model), outputs)
         if choice.part is not None:
             record = read_record(bundle.parts[choice.part], choice.part)

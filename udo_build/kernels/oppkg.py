@@ -43,6 +43,7 @@ class Flags(IntFlag):
     IS_CONST = 1  # the op's output is a constant (folded at prepare)
     INHIBIT_CONST_PROP = 2  # never fold this op, even on constant inputs
     RESOURCE_HVX = 4  # runs on the vector units
+    CPU_ONLY = 8  # the HTP has no implementation: a graph reading it runs it on the CPU runtime
 
 
 class OpPackageError(Exception):
@@ -143,6 +144,10 @@ class OpPackage:
 
     def impls(self, op: str) -> list[Impl]:
         return list(self._impls.get(op, ()))
+
+    def on_htp(self, op: str) -> bool:
+        """Whether the HTP runs `op`: it has an implementation not flagged CPU_ONLY."""
+        return any(not i.flags & Flags.CPU_ONLY for i in self._impls.get(op, ()))
 
     def params(self, op: str) -> tuple[Param, ...]:
         return self._params.get(op, ())

@@ -1,7 +1,9 @@
 """What `udo-build info` tells about a bundle, as the vendor's dlc-info does: the layers (id,
 name, type, inputs, outputs, output dims, parameters), the inputs with dims and types, the total
 number of parameters and of multiply-accumulates, the UDOs used, the cache records, and (for a
-quantized bundle) each tensor's encoding."""
+quantized bundle) each tensor's encoding; and the partition: the subnets the HTP and CPU
+runtimes run (udo_build.compiler.partition, for the graph's outputs under the runtime choices
+a deployable bundle keeps), each with its runtime, nodes and boundary tensors."""
 
 from __future__ import annotations
 
@@ -49,7 +51,24 @@ def _describe(bundle: Bundle) -> dict[str, Any]:
         "records": bundle.meta.get("records", []),
         "parts": sorted(bundle.parts),
         "encodings": encodings(bundle),
+        "partition": partition_of(bundle),
     }
+
+
+def partition_of(bundle: Bundle) -> dict[str, Any]:
+    """The subnets of the graph's outputs (see udo_build.compiler.partition); a node that may
+    run nowhere gives {"error": why} instead."""
+    from ..compiler.partition import RuntimeChoices, node_runtimes, partition
+    from ..errors import UserError
+
+    model = bundle.model
+    choices = RuntimeChoices.from_json(bundle.meta.get("runtimes"))
+    try:
+        allowed = node_runtimes(model, bundle.opdefs, choices)
+    except UserError as exc:
+        return {"error": str(exc)}
+    found = partition(model, allowed, [t.name for t in model.graph.outputs])
+    return found.to_json()
 
 
 def encodings(bundle: Bundle) -> list[dict[str, Any]]:

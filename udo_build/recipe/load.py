@@ -232,7 +232,8 @@ class _Builder:
         base: FieldPath = ("package", "ops")
         ops = tuple(
             OpSource(self.file((*base, i, "config")),
-                     self.file((*base, i, "kernels")) if "kernels" in op else None)
+                     self.file((*base, i, "kernels")) if "kernels" in op else None,
+                     tuple(op["runtimes"]) if "runtimes" in op else None)
             for i, op in enumerate(p["ops"])
         )
         backends = tuple(p.get("backends", DEFAULT_BACKENDS))
@@ -249,7 +250,10 @@ class _Builder:
 
     def _model(self) -> ModelSpec | None:
         m = self.data.get("model")
-        return ModelSpec(self.file(("model", "onnx"))) if m is not None else None
+        if m is None:
+            return None
+        runtimes = tuple(sorted((k, tuple(v)) for k, v in (m.get("runtimes") or {}).items()))
+        return ModelSpec(self.file(("model", "onnx")), runtimes)
 
     def _quantize(self) -> QuantizeSpec | None:
         q = self.data.get("quantize")

@@ -138,6 +138,7 @@ class OutputRequests:
 class OpSource:
     config: Path
     kernels: Path | None = None
+    runtimes: tuple[str, ...] | None = None  # the runtimes its ops may use (None: any)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ class PackageSpec:
 @dataclass(frozen=True)
 class ModelSpec:
     onnx: Path
+    # op type or node name -> the runtimes it may use (udo_build.compiler.partition)
+    runtimes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -94,13 +94,17 @@ class RecordChoice:
 
 
 def choose_record(meta: Mapping[str, Any], settings: RunSettings,
-                  native: Mapping[str, Any], outputs: Sequence[str]) -> RecordChoice:
+                  native: Mapping[str, Any], outputs: Sequence[str],
+                  subnet: str | None = None) -> RecordChoice:
     """The record of the bundle (by its meta) that serves the run, or why none does. `native`:
     the model's own input dimensions, which a run without input_dimensions has; `outputs`: the
-    tensors the run's outputs resolve to (compared as a set with each record's)."""
+    tensors the run's outputs resolve to (compared as a set with each record's). `subnet`: the
+    identifier of the HTP subnet the record is for (udo_build.compiler.partition), whose
+    records alone are candidates; None: the whole graph's (rows without a subnet)."""
     from ..soc.compat import Prepared, choose, level_note
 
-    rows = meta.get("records") or []
+    rows = [row for row in meta.get("records") or []
+            if (row.get("identifier") == subnet if subnet is not None else "subnet" not in row)]
     records = [_prepared(row) for row in rows]
     want = replace(Prepared.of(settings.target, dict(native)), outputs=tuple(sorted(outputs)))
     best, rejected = choose(records, settings.device, settings.mode, want)

@@ -1,5 +1,16 @@
 """The built-in action kinds. Importing this package registers them; each kind imports its heavy
 modules (lxml, onnx, numpy, the emulator) only when it runs, so a no-op build imports none."""
 
-from . import assemble, check, convert, opdef, outputs, package, prepare, quantize, run  # noqa: F401
+from . import (  # noqa: F401
+    assemble,
+    check,
+    convert,
+    opdef,
+    outputs,
+    package,
+    prepare,
+    quantize,
+    run,
+    runtimes,
+)
 

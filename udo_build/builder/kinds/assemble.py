@@ -7,6 +7,12 @@ them as the vendor's "Cache Info" rows (name, identifier, size, level, arch, VTC
 outputs) plus the part that holds each, its precision, input dimensions and output tensors,
 so `udo-build info` shows them and the runtime chooses among them without decompressing any.
 
+A partitioned target's prepare step gives a record set (udo_build.compiler.subnets): each of
+its records is a record of the bundle like any other, its row naming its subnet (`subnet`: the
+index; its identifier is `<graph>:subnet<i>`), and the meta `runtimes` keeps the recipe's
+runtime choices (input `runtimes`, when the recipe states any) so that a run and `udo-build
+info` find the same subnets (udo_build.compiler.partition).
+
 The output is a file of parts (udo_build.store.parts): the head (header, graph, weights and the
 bundle's own parts) is a new blob, each record part is the prepare step's own blob. The store
 keeps every record once, and this step reads each record once (for its header and to check it),
@@ -14,6 +20,10 @@ writing only the head. In the output folder it is one ordinary bundle file.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
 
 from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import numbered
@@ -33,21 +43,42 @@ def assemble(ctx: ActionContext) -> Produced:
     rows = []
     names = numbered(ctx, "record")
     for name in names:
-        part, data = ctx.input_part(name)
-        key = f"records/{part.digest[:16]}.udr"
-        if key in external or key in bundle.parts:
-            continue  # an identical record: stored once
-        header, _ = read_header(data, name)
-        external[key] = External(part.size, part.digest)
-        blobs[key] = part
-        rows.append({**summary(header, part.size), "part": key,
-                     "precision": header["key"].get("precision"),
-                     "input_dimensions": header["key"].get("input_dimensions") or {},
-                     "output_tensors": sorted(header["key"].get("output_tensors") or [])})
+        for part, data, subnet in _records(ctx, name):
+            key = f"records/{part.digest[:16]}.udr"
+            if key in external or key in bundle.parts:
+                continue  # an identical record: stored once
+            header, _ = read_header(data, name)
+            external[key] = External(part.size, part.digest)
+            blobs[key] = part
+            rows.append({**summary(header, part.size), "part": key,
+                         "precision": header["key"].get("precision"),
+                         "input_dimensions": header["key"].get("input_dimensions") or {},
+                         "output_tensors": sorted(header["key"].get("output_tensors") or []),
+                         **({"subnet": subnet} if subnet is not None else {})})
     rows.sort(key=lambda r: (r["arch"], r["vtcm_mb"], r["level"], r["name"], r["part"]))
-    deployable = bundle.with_parts(meta={**bundle.meta, "records": rows})
+    meta = {**bundle.meta, "records": rows}
+    if "runtimes" in ctx.input_names():
+        meta["runtimes"] = json.loads(ctx.input_bytes("runtimes"))
+    deployable = bundle.with_parts(meta=meta)
     head, placed, size = split_bundle(deployable, external)
     segments = ((0, head), *((offset, blobs[name]) for offset, name in placed))
     return Produced({"bundle": FileOfParts(segments, size)}, description=(
         f"assemble {bundle.model.graph.name}: {len(rows)} distinct records from "
         f"{len(names)} targets"))
+
+
+def _records(ctx: ActionContext, name: str) -> Iterator[tuple[Any, bytes, int | None]]:
+    """The records of input `name` (part, bytes, subnet index): the record itself, or each of a
+    record set's, each the blob the prepare step stored (shared, not copied)."""
+    from ...compiler.subnets import read_record_set
+    from ...store.parts import Part, parse_layout
+
+    part, data = ctx.input_part(name)
+    if not data.startswith(b"{") or parse_layout(data) is None:  # a record, not a set's parts
+        yield part, data, None
+        return
+    reader = ctx.input_reader(name)
+    _, entries = read_record_set(reader, name)
+    for entry in entries:
+        yield Part(0, entry.sha256, entry.size), bytes(reader.read(entry.offset, entry.size)), \
+            entry.subnet

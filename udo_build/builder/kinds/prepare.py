@@ -12,6 +12,13 @@ numpy kernels, when the plan gives them) provide the custom ops' implementations
 optimization rules; without them custom ops keep the bundle's shapes (see
 udo_build.compiler.shapes).
 
+Input `runtimes` (when the recipe says which runtimes an op may use: the `runtimes` step's
+choices) and the op definitions of the bundle decide the graph's subnets
+(udo_build.compiler.partition). A graph that is one HTP subnet gives one record, as it always
+did. A partitioned one gives a record set (udo_build.compiler.subnets): one record per HTP
+subnet, each with its own identifier `<graph>:subnet<i>`, whose outputs include every tensor a
+later subnet reads; stored as a file of parts, each record its own blob.
+
 The record is not published in the output folder on its own: the assemble step packs every
 record into the deployable bundle.
 """
@@ -23,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...soc.target import CompileTarget
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import kernel_files
 
 # version 2: COMPILER_VERSION 2 (the one rewrite engine's folds; every record names it)
@@ -42,9 +49,12 @@ def prepare(ctx: ActionContext) -> Produced:
     bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
     tensors = json.loads(ctx.input_bytes("outputs"))
     target = replace(CompileTarget.from_params(ctx.params), outputs={"tensors": tensors})
+    packages = _packages(ctx, bundle)
+    part = partition_of(ctx, bundle, tensors)
     try:
-        compiled = compile_bundle(bundle, target, _packages(ctx, bundle),
-                                  progress=ctx.progress("rule passes"))
+        if part.split:
+            return _prepare_subnets(ctx, bundle, target, packages, part)
+        compiled = compile_bundle(bundle, target, packages, progress=ctx.progress("rule passes"))
     except RuleLoopError as exc:  # the default package's rules looping: a bug of udo-build
         raise RuntimeError(str(exc)) from None
     data = compiled.record()
@@ -54,6 +64,31 @@ def prepare(ctx: ActionContext) -> Produced:
         f"prepare {key['identifier']} for {key['arch']} ({key['vtcm_mb']} MB VTCM) "
         f"O{key['optimization_level']} {key['precision']}: {len(compiled.graph.ops)} ops, "
         f"peak VTCM {memory.peak / (1 << 20):.2f} MB, {len(data):,} bytes"))
+
+
+def partition_of(ctx: ActionContext, bundle: Any, outputs: list[str]) -> Any:
+    """The subnets of the bundle's graph for these outputs, under the recipe's choices."""
+    from ...compiler.partition import RuntimeChoices, node_runtimes, partition
+
+    choices = RuntimeChoices()
+    if "runtimes" in ctx.input_names():
+        choices = RuntimeChoices.from_json(json.loads(ctx.input_bytes("runtimes")))
+    return partition(bundle.model, node_runtimes(bundle.model, bundle.opdefs, choices), outputs)
+
+
+def _prepare_subnets(ctx: ActionContext, bundle: Any, target: CompileTarget,
+                     packages: dict[str, Any], part: Any) -> Produced:
+    from ...compiler.subnets import compile_subnets, record_set
+
+    prepared = compile_subnets(bundle, target, packages, part, ctx.progress("rule passes"))
+    records = [(subnet.index, compiled.record()) for subnet, compiled in prepared]
+    segments, size = record_set(part, records)
+    shown = ", ".join(f"{s.runtime} {len(s.nodes)}" for s in part.subnets)
+    sizes = ", ".join(f"{len(data):,}" for _, data in records)
+    return Produced({"record": FileOfParts(segments, size)}, description=(
+        f"prepare {part.graph} in {len(part.subnets)} subnets ({shown} nodes) for "
+        f"{target.arch} ({target.vtcm_mb} MB VTCM) O{target.optimization_level} "
+        f"{target.precision}: {len(records)} records of {sizes or 'no'} bytes"))
 
 
 def _packages(ctx: ActionContext, bundle: Any) -> dict[str, Any]:

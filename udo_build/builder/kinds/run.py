@@ -11,6 +11,11 @@ per inference, and report.json (the record, what was seen, the metrics; no verdi
 `metrics`, the metrics alone (JSON), which the `check` step reads (kinds/check.py): the run's
 checks are not in its key, so changing a threshold runs only the check, and a run that gives
 the same numbers from other records leaves its check cached.
+
+A graph split into subnets (udo_build.compiler.partition: input `runtimes` when the recipe
+states runtime choices, else the deployable bundle's) runs its subnets in order, each HTP subnet
+on its record (chosen per subnet) and each CPU subnet on the CPU runtime; report.json then also
+has `partition` (each subnet's runtime, nodes, inputs, outputs and record) and `switches`.
 """
 
 from __future__ import annotations
@@ -51,7 +56,10 @@ def run(ctx: ActionContext) -> Produced:
     bundle = read_bundle(ctx.input_reader(name), name)  # reads the chosen record only
     float_bundle = read_bundle(ctx.input_bytes("float_bundle"), "float bundle")
     packages = packages_for(bundle, kernel_files(ctx))
-    record, selection, online_seconds = record_for_run(bundle, settings, packages)
+    runtimes = (json.loads(ctx.input_bytes("runtimes")) if "runtimes" in ctx.input_names()
+                else None)
+    record, selection, online_seconds = record_for_run(bundle, settings, packages,
+                                                       runtimes=runtimes)
     listing = input_list(ctx)
     runner = record.runner(packages)
     reference = _reference(float_bundle, settings, packages)
@@ -96,8 +104,12 @@ def _reference(float_bundle: Any, settings: RunSettings, packages: Any) -> Refer
 def _describe(report: dict[str, Any], seconds: float | None = None) -> str:
     m = report["metrics"]
     cost = f", {seconds * 1000:.0f} ms here" if seconds is not None else ""
-    where = (f"record {report['record']}" if not report["online_prepare"]
+    where = (f"record {report['record'] or 'none (CPU only)'}" if not report["online_prepare"]
              else f"ONLINE PREPARE ({report['warning']}{cost})")
+    if "partition" in report:
+        subnets = " | ".join(f"{p['runtime']} {p['nodes']}" for p in report["partition"])
+        where = f"{len(report['partition'])} subnets ({subnets} nodes), " \
+                f"{report['switches']} runtime switches; {where}"
     sqnr = "exact" if m["sqnr_db"] is None else f"{m['sqnr_db']:.1f} dB"
     return (f"run {report['run']} on {report['soc']}: {where}; {report['inferences']} "
             f"inference(s), SQNR {sqnr} vs float")
