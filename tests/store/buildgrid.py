@@ -9,7 +9,8 @@ DEFAULT_BGD; CI creates it:
 The server runs `bgd server start CONFIG` on a free loopback port, with an in-memory CAS and
 action cache (updates allowed) for each instance name, apart (one instance's entries are not
 another's); with `jwt_secret`, every call must carry `authorization: Bearer <JWT>` signed with
-that secret (HS256, see `token`).
+that secret (HS256, see `token`); with `tls` (server key, server certificate, the CA of client
+certificates: PEM files), it serves TLS and asks clients for a certificate.
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ def bgd_binary() -> str | None:
     return path if Path(path).is_file() and os.access(path, os.X_OK) else None
 
 
-def config(port: int, instances: tuple[str, ...], secret: Path | None) -> str:
+def config(port: int, instances: tuple[str, ...], secret: Path | None,
+           tls: tuple[Path, Path, Path] | None = None) -> str:
     lines = ["server:", "  - !channel", f'    address: "127.0.0.1:{port}"',
-             "    insecure-mode: true", "authorization:"]
+             f"    insecure-mode: {'false' if tls else 'true'}"]
+    if tls:
+        lines += ["    credentials:", f"      tls-server-key: {tls[0]}",
+                  f"      tls-server-cert: {tls[1]}", f"      tls-client-certs: {tls[2]}"]
+    lines.append("authorization:")
     lines += ["  method: jwt", f"  secret: {secret}", "  algorithm: hs256"] if secret \
         else ["  method: none"]
     lines.append("storages:")
@@ -64,18 +70,20 @@ def config(port: int, instances: tuple[str, ...], secret: Path | None) -> str:
 
 class BuildGrid:
     def __init__(self, prefix: Path, binary: str, *, instances: tuple[str, ...] = ("",),
-                 jwt_secret: str | None = None) -> None:
+                 jwt_secret: str | None = None,
+                 tls: tuple[Path, Path, Path] | None = None) -> None:
         self.prefix = prefix
         self.binary = binary
         self.instances = instances
         self.jwt_secret = jwt_secret
+        self.tls = tls
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         prefix.mkdir(parents=True, exist_ok=True)
 
     @property
     def url(self) -> str:
-        return f"grpc://127.0.0.1:{self.port}"
+        return f"{'grpcs' if self.tls else 'grpc'}://127.0.0.1:{self.port}"
 
     @property
     def log(self) -> Path:
@@ -88,7 +96,7 @@ class BuildGrid:
             secret = self.prefix / "jwt.secret"
             secret.write_text(self.jwt_secret)
         conf = self.prefix / "bgd.yml"
-        conf.write_text(config(self.port, self.instances, secret))
+        conf.write_text(config(self.port, self.instances, secret, self.tls))
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen([self.binary, "server", "start", str(conf)],
                                             stdout=log, stderr=subprocess.STDOUT,

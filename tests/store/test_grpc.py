@@ -256,6 +256,66 @@ def test_headers_go_with_every_call(tmp_path: Path) -> None:
         server.kill()
 
 
+def _certificate(folder: Path, name: str, issuer: tuple[Any, Any] | None = None,
+                 ip: str | None = None) -> tuple[Any, Any]:
+    """A key and certificate (PEM files NAME.key, NAME.pem in `folder`): a CA's when
+    `issuer` is None, else one it signs, for `ip` when given."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    signer_key, signer_cert = issuer if issuer else (key, None)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder().subject_name(subject)
+               .issuer_name(signer_cert.subject if signer_cert else subject)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=1))
+               .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None),
+                              critical=True))
+    if ip:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), False)
+    cert = builder.sign(signer_key, hashes.SHA256())
+    (folder / f"{name}.key").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    (folder / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return key, cert
+
+
+def test_grpcs_with_a_ca_bundle_and_a_client_certificate(tmp_path: Path) -> None:
+    ca = _certificate(tmp_path, "ca")
+    _certificate(tmp_path, "server", ca, ip="127.0.0.1")
+    _certificate(tmp_path, "client", ca)
+    server = start_buildgrid(tmp_path / "bgd", tls=(
+        tmp_path / "server.key", tmp_path / "server.pem", tmp_path / "ca.pem"))
+    try:
+        assert server.url.startswith("grpcs://")
+        data = b"over TLS"
+        digest = hashlib.sha256(data).hexdigest()
+        mutual = GrpcCache(server.url, RemoteOptions(
+            ca_bundle=str(tmp_path / "ca.pem"), client_cert=str(tmp_path / "client.pem"),
+            client_key=str(tmp_path / "client.key")))
+        mutual.put("cas", digest, data)
+        assert mutual.get("cas", digest, limit=len(data)) == data
+        anonymous = GrpcCache(server.url, RemoteOptions(ca_bundle=str(tmp_path / "ca.pem"),
+                                                        retries=0))
+        with pytest.raises(RemoteError):  # the server asks for a client certificate
+            anonymous.get("cas", digest, limit=len(data))
+        untrusting = GrpcCache(server.url, RemoteOptions(retries=0))  # the system's CAs
+        with pytest.raises(RemoteError):
+            untrusting.get("cas", digest, limit=len(data))
+    finally:
+        server.kill()
+
+
 def test_an_unreachable_server_opens_the_breaker_at_once() -> None:
     client = GrpcCache(f"grpc://127.0.0.1:{free_port()}", RemoteOptions(
         retries=2, max_failures=3, backoff=0.001))
