@@ -150,8 +150,10 @@ CASES = [
     C("Transpose", act(1, 4, 6, 8), perm=[0, 2, 3, 1]),
     C("Squeeze", act(1, 16, 1, 1), k(2, 3), options={"shared": True}),
     C("Unsqueeze", act(4, 16), k(0), options={"shared": True}),
-    C("Softmax", act(2, 100, scale=3.0), axis=-1, integer=False, id="fallback"),
-    C("Sigmoid", act(2, 8, 10), integer=False, id="fallback"),
+    C("Sigmoid", act(2, 8, 10), id="table"),
+    C("Tanh", act(2, 8, 10), options={"act_bits": 16}, id="16bit-table"),
+    C("LogSoftmax", act(2, 100, scale=3.0), axis=-1, integer=False, id="fallback"),
+    C("Cos", act(2, 8, 10), integer=False, id="fallback"),
 ]
 
 
@@ -330,7 +332,7 @@ def test_a_custom_op_runs_its_float_kernel_between_dequantize_and_quantize() -> 
     assert kinds == {"integer::Conv (node c1)": (True, False),
                      "SoftplusPackage::Softplus (node sp)": (False, True),
                      "integer::Conv (node c2)": (True, False),
-                     "default::Sigmoid (node sg)": (False, False)}
+                     "integer::Sigmoid (node sg)": (True, False)}
     x = _samples(4)[3]
     raw = session.run_quantized(x, ["r1_out", "sp_out", "c2_out", "y"])
     acts = qmodel.activations

@@ -220,16 +220,30 @@ class ActionInput:
     size: int | None = None  # its bytes (of the manifest, for a tree), when known
 
 
+StepSink = Callable[[str, int, int], None]  # (what, done, total): an action's inner progress
+Progress = Callable[[int, int], None]  # (done, total), as a stage reports it
+
+
 class ActionContext:
     """What an action sees: its parameters, its inputs by name (each fetched from the store by
-    its digest), and a private work folder."""
+    its digest), a private work folder, and where it tells its inner progress (`progress`)."""
 
     def __init__(self, params: Mapping[str, Any], inputs: Mapping[str, ActionInput],
-                 cas: Any) -> None:
+                 cas: Any, steps: StepSink | None = None) -> None:
         self.params = dict(params)
         self._inputs = dict(inputs)
         self._cas = cas
+        self._steps = steps
         self.workdir = Path(tempfile.mkdtemp(prefix="udo-build-action-"))
+
+    def progress(self, what: str, total: int = 0) -> Progress | None:
+        """A callback for a stage's `progress` argument: its (done, total) sub-steps of `what`
+        (e.g. "calibration"; `total` stands in when the stage passes 0), or None when nobody
+        listens (then the stage skips the calls)."""
+        steps = self._steps
+        if steps is None:
+            return None
+        return lambda done, of: steps(what, done, of or total)
 
     @classmethod
     def of_files(cls, params: Mapping[str, Any], files: Mapping[str, Path],

@@ -12,6 +12,10 @@ are cached, with the reason naming the action that ran (two spellings of one tar
 With a remote tier, a local miss is looked up there in the background; a hit counts at once while
 its blobs download (`_settle`); an action whose blobs could not be had runs here, and what follows.
 
+A running action tells its inner progress (see executors): the listener gets ("step", state)
+with `state.step` = (what, done, total); the remote hits' downloads that the build waits for
+are told the same way, as one part "remote downloads" of the last one that arrived.
+
 A local hit is checked (see `ActionCache`): an entry whose output blob is missing or corrupt is a
 miss, so the action runs again (or is fetched again) in this build, and its state keeps a note
 (`healed`) that says what was wrong. An action that finds an input blob corrupt makes its
@@ -63,6 +67,7 @@ class ActionState:
     retries: int = 0  # times rescheduled because an input blob was corrupt
     origin: str = ""  # for a cached action: "local" or "remote" (the tier that had it)
     healed: str = ""  # what was wrong with its cached outputs in the store (then made again)
+    step: tuple[str, int, int] | None = None  # its inner progress: (what, done, total)
 
     @property
     def id(self) -> str:
@@ -73,7 +78,8 @@ class ActionState:
         return self.status in STATUSES
 
 
-Listener = Callable[[str, ActionState], None]  # ("start" | "finish", state)
+Listener = Callable[[str, ActionState], None]  # ("start" | "step" | "finish", state)
+STEP_POLL = 0.1  # seconds between looks at the workers' progress while actions run
 
 
 @dataclass
@@ -106,6 +112,7 @@ class Engine:
         self._sources: dict[tuple[Any, str], str] = {}  # a source's digest, once per build
         self._stored: dict[Any, tuple[str, int]] = {}  # a source's blob: digest, size
         self._built: dict[str, str] = {}  # key -> the action of this build that ran it
+        self._submitting: ActionState | None = None
 
     # -- resolving keys ---------------------------------------------------------------------------
 
@@ -183,7 +190,9 @@ class Engine:
                     continue
                 import concurrent.futures as cf
 
-                self._collect(cf.wait(self._running, return_when=cf.FIRST_COMPLETED)[0])
+                polled = self._pool is not None and self._pool.drain()
+                self._collect(cf.wait(self._running, STEP_POLL if polled else None,
+                                      return_when=cf.FIRST_COMPLETED)[0])
         except BaseException:
             self._abort()
             raise
@@ -277,8 +286,12 @@ class Engine:
         """Wait for the blobs of the remote hits (no lookup is in flight now). An action whose
         blobs could not be had runs here, and what depends on it is resolved again; then the
         actions that waited for the downloads run."""
+        import concurrent.futures as cf
+
         downloads, self._downloads = self._downloads, {}
-        for future, states in downloads.items():
+        for done, future in enumerate(cf.as_completed(downloads), 1):
+            states = downloads[future]
+            self._step(states[0], "remote downloads", done, len(downloads))
             if not future.result():
                 self._local_only.add(states[0].key or "")
                 for state in states:
@@ -314,7 +327,11 @@ class Engine:
             return
         spec = ActionSpec(kind.name, state.key or "", state.action.params, inputs,
                           state.action.label)
-        future = self._executor().submit(spec, dict(kind.resources))
+        self._submitting = state  # an inline executor runs it (and tells its steps) in submit
+        try:
+            future = self._executor().submit(spec, dict(kind.resources))
+        finally:
+            self._submitting = None
         self._running[future] = [state, *(others or [])]
         self._by_key[state.key or ""] = future
         if future.done():  # ran in this process: record it before starting anything else
@@ -353,8 +370,23 @@ class Engine:
         from .executors import open_executor
 
         if self._pool is None:
-            self._pool = open_executor(self.options.executor, self.store, self.jobs)
+            self._pool = open_executor(self.options.executor, self.store, self.jobs,
+                                       self._on_step)
         return self._pool
+
+    def _on_step(self, key: str, what: str, done: int, total: int) -> None:
+        """Inner progress of the action running `key` (from its executor)."""
+        if self._submitting is not None and self._submitting.key == key:
+            self._step(self._submitting, what, done, total)
+            return
+        future = self._by_key.get(key)
+        states = self._running.get(future) if future is not None else None
+        if states:
+            self._step(states[0], what, done, total)
+
+    def _step(self, state: ActionState, what: str, done: int, total: int) -> None:
+        state.step = (what, done, total)
+        self.listener("step", state)
 
     def _collected_fetch(self, future: cf.Future[Any], states: list[ActionState]) -> None:
         """A remote hit is cached at once (its blobs download meanwhile); a miss runs."""

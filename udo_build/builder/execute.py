@@ -31,6 +31,7 @@ from .actions import (
     FileOfParts,
     MissingInput,
     Produced,
+    StepSink,
     Tree,
     get_kind,
     load_kinds,
@@ -83,12 +84,14 @@ def store_at(root: str) -> Store:
     return _stores[root]
 
 
-def execute(store_root: str, spec: ActionSpec) -> tuple[dict[str, Any], bool]:
-    """(result as JSON, whether this call executed it). Raises `Failed` around a UserError,
-    StepFailed (also for a fault of the machine: a full disk, a read-only store),
-    MissingInput or InternalActionError."""
+def execute(store_root: str, spec: ActionSpec,
+            steps: StepSink | None = None) -> tuple[dict[str, Any], bool]:
+    """(result as JSON, whether this call executed it); the action's inner progress goes to
+    `steps` (see ActionContext.progress). Raises `Failed` around a UserError, StepFailed (also
+    for a fault of the machine: a full disk, a read-only store), MissingInput or
+    InternalActionError."""
     try:
-        return _execute(store_at(store_root), spec)
+        return _execute(store_at(store_root), spec, steps)
     except Failed as failed:
         raise Failed(machine_fault(spec.kind, failed.error), failed.seconds) from None
     except Exception as exc:
@@ -101,7 +104,8 @@ def machine_fault(kind_name: str, exc: BaseException) -> BaseException:
     return exc if fault is None else StepFailed(kind_name, str(fault))
 
 
-def _execute(store: Store, spec: ActionSpec) -> tuple[dict[str, Any], bool]:
+def _execute(store: Store, spec: ActionSpec,
+             steps: StepSink | None) -> tuple[dict[str, Any], bool]:
     load_kinds()
     kind = get_kind(spec.kind)
     if kind is None:
@@ -110,7 +114,7 @@ def _execute(store: Store, spec: ActionSpec) -> tuple[dict[str, Any], bool]:
         hit = store.ac.get(spec.key)
         if hit is not None:
             return hit.to_json(), False
-        ctx = ActionContext(spec.params, spec.inputs, store.cas)
+        ctx = ActionContext(spec.params, spec.inputs, store.cas, steps)
         started = time.perf_counter()
         try:
             produced = kind.run(ctx)

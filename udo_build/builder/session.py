@@ -105,6 +105,8 @@ class ActionOutcome(NamedTuple):
     shared: bool  # another action of this build with its key ran (dry: would run)
     available: bool  # this udo-build implements its kind
     error: BaseException | None
+    params: dict[str, Any] = {}  # as planned (the build report page reads a target's)
+    sizes: dict[str, int] = {}  # its outputs' bytes by name, when it has a result
 
     @classmethod
     def of(cls, state: ActionState) -> ActionOutcome:
@@ -114,7 +116,19 @@ class ActionOutcome(NamedTuple):
         return cls(state.id, action.kind, action.label, state.status, state.key,
                    state.seconds, state.queued, state.origin, state.reason,
                    None if result is None else result.description, state.would_run,
-                   state.sharing, get_kind(action.kind) is not None, state.error)
+                   state.sharing, get_kind(action.kind) is not None, state.error,
+                   dict(action.params),
+                   {} if result is None else {n: o.size for n, o in result.outputs.items()})
+
+    @property
+    def source(self) -> str:
+        """Where its result came from: built, shared (the key of an action built now), local
+        or remote (the cache tier), or '' (failed, skipped)."""
+        if self.status == "built":
+            return "built"
+        if self.status != "cached":
+            return ""
+        return "shared" if self.shared else self.origin
 
     @property
     def internal(self) -> bool:
@@ -162,6 +176,8 @@ class BuildReport(NamedTuple):
     seconds: float
     remote: RemoteSummary | None
     shard: str | None = None  # "K/N" for a build of one shard (`--shard`)
+    where: str = ""  # where its actions ran: "inline", "N local workers", "Dask at ..."
+    page: Path | None = None  # its report page (not in a dry run), see report_page.py
 
     @property
     def counts(self) -> dict[str, int]:
@@ -211,7 +227,8 @@ class BuildReport(NamedTuple):
             "hit_rate": self.hit_rate,
             "seconds": round(self.seconds, 4),
             "remote": None if self.remote is None else self.remote.to_json(),
-            "shard": self.shard,
+            "shard": self.shard, "where": self.where,
+            "page": None if self.page is None else display_path(self.page),
         }
 
 
@@ -272,20 +289,39 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
     started = time.perf_counter()
     with opened_store(request.store) as store:
         with store.build_lock():
-            recipe, states, out = _build(store, request, events)
+            recipe, states, out, where = _build(store, request, events)
             store.finish(count=not request.dry_run)
         note = store.unrecorded()  # a read-only or full store: what it could not keep
         if note is not None:
             events.warning(note)
         seconds = time.perf_counter() - started
         remote = remote_summary(store)
-    return BuildReport(recipe.name, recipe.path, store.root, None if request.dry_run else out,
-                       request.dry_run, tuple(ActionOutcome.of(s) for s in states.values()),
-                       seconds, remote, None if request.shard is None else str(request.shard))
+    report = BuildReport(recipe.name, recipe.path, store.root,
+                         None if request.dry_run else out, request.dry_run,
+                         tuple(ActionOutcome.of(s) for s in states.values()), seconds, remote,
+                         None if request.shard is None else str(request.shard), where)
+    if request.dry_run:
+        return report
+    return _with_page(report, Path(request.out) if request.out else Path("out") / recipe.name,
+                      events)
+
+
+def _with_page(report: BuildReport, out: Path, events: Events) -> BuildReport:
+    """The report with its page written beside the output folder `out` (a warning, not a
+    failure, when it cannot be written: the build itself is done)."""
+    from .report_page import write_page
+
+    try:
+        return report._replace(page=write_page(report, out))
+    except OSError as exc:
+        events.warning(Problem(f"the build report page cannot be written: {exc}",
+                               file=str(out)))
+        return report
 
 
 def _build(store: Store, request: BuildRequest,
-           events: Events) -> tuple[Recipe, dict[str, ActionState], Path | None]:
+           events: Events) -> tuple[Recipe, dict[str, ActionState], Path | None, str]:
+    """(the recipe, its actions' states, the output folder or None, where actions ran)."""
     from .engine import Options
     from .history import save_history
     from .outputs import check_outside_store, owned
@@ -297,9 +333,10 @@ def _build(store: Store, request: BuildRequest,
     options = Options(jobs=request.jobs, keep_going=request.keep_going,
                       dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch",
                       executor=executor_setting(recipe.path.parent, request.executor))
+    where = _where(options)
     out = Path(request.out) if request.out else Path("out") / recipe.name
     if request.dry_run:
-        return recipe, run_plan(store, selected, options, events), out
+        return recipe, run_plan(store, selected, options, events), out, where
     if sharded:  # a shard fills the remote; the join build writes the output folder
         states = run_plan(store, selected, options, events)
         assert request.shard is not None
@@ -310,7 +347,7 @@ def _build(store: Store, request: BuildRequest,
             states = {**run_plan(store, gather, options, events), **states}
         with store.recording("the build's history"):
             save_history(store, recipe.path, recipe.name, states, list(full.actions))
-        return recipe, states, None
+        return recipe, states, None, where
     check_outside_store(out, store.root)
     with owned(out, lambda text: events.warning(Problem(text, file=str(out)))) as owner:
         states = run_plan(store, selected, options, events)
@@ -319,7 +356,17 @@ def _build(store: Store, request: BuildRequest,
         _tell_healed(states, events)
         with store.recording("the build's history"):
             save_history(store, recipe.path, recipe.name, states, list(full.actions))
-    return recipe, states, out
+    return recipe, states, out, where
+
+
+def _where(options: Options) -> str:
+    """Where the engine runs this build's actions (see executors.open_executor)."""
+    import os
+
+    jobs = options.jobs or os.cpu_count() or 1
+    if options.executor:
+        return f"Dask at {options.executor}"
+    return "inline" if jobs <= 1 else f"{jobs} local workers"
 
 
 SHARD_POLL = 2.0  # seconds between looks at the remote while the other shards work

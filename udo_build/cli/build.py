@@ -116,7 +116,19 @@ def _summary(rep: Reporter, report: BuildReport) -> None:
     rate = report.hit_rate
     rep.heading(f"{_name(report)}: {', '.join(parts)} in {round(report.seconds, 4):.2f} s"
                 + (f"; cache hit rate {rate:.0%}" if rate is not None else ""))
+    rep.line(f"  {_where(report)}")
     _details(rep, report)
+
+
+def _where(report: BuildReport) -> str:
+    """What ran where: the actions built (and on what), the hits of each cache tier."""
+    counts = report.counts
+    origins = [a.source for a in report.actions]
+    hits = [f"{origins.count(tier)} {tier} hit{'s' if origins.count(tier) != 1 else ''}"
+            for tier in ("local", "remote") if origins.count(tier)]
+    where = "in this process" if report.where == "inline" else f"on {report.where}"
+    ran = f"{counts['built']} ran {where}" if counts["built"] else "nothing ran"
+    return "; ".join([ran, *hits])
 
 
 def _run_lines(report: BuildReport) -> list[str]:
@@ -172,5 +184,7 @@ def _details(rep: Reporter, report: BuildReport) -> None:
         rep.line(f"  {remote_line(report.remote)}")
     if report.out is not None:
         rep.line(f"  outputs in {display_path(report.out)}")
+    if report.page is not None:
+        rep.line(f"  report page {display_path(report.page)}")
     elif report.shard and not report.dry_run:
         rep.line("  a shard writes no output folder: the build without --shard does (the join)")

@@ -143,6 +143,11 @@ class Reporter:
 
 
 class Progress:
+    """The build's bar on a terminal (actions done of all), with one inner bar per running
+    action that tells its sub-steps ("step" events: calibration inputs, rule passes, remote
+    downloads), removed when it finishes; plain: a line per action built, and no inner
+    progress (a log wants no ticking)."""
+
     def __init__(self, rep: Reporter, total: int) -> None:
         self.rep = rep
         self.total = total
@@ -150,6 +155,7 @@ class Progress:
         self._bar: Any = None
         self._task: Any = None
         self._running: dict[str, Any] = {}
+        self._inner: dict[str, Any] = {}  # action id -> its inner task
 
     def __enter__(self) -> Progress:
         if self.rep.mode == "rich":
@@ -168,6 +174,9 @@ class Progress:
             self._bar.__exit__(*exc)
 
     def update(self, event: str, state: Any) -> None:
+        if event == "step":
+            self._step(state)
+            return
         if event == "start":
             self._running[state.id] = state
         else:
@@ -176,11 +185,29 @@ class Progress:
         if self._bar is not None:
             running = ", ".join(list(self._running)[:3]) or "checking the cache"
             self._bar.update(self._task, completed=self.done, description=_escape(running))
+            inner = self._inner.pop(state.id, None) if event == "finish" else None
+            if inner is not None:
+                self._bar.remove_task(inner)
             if event == "finish" and state.status == "built":
                 self._bar.console.print(f"[green]built[/] {_escape(state.id)} "
                                         f"[dim]({_took(state)})[/dim]")
         elif self.rep.mode == "plain" and event == "finish" and state.status == "built":
             print(f"built   {state.id} ({_took(state)})", file=self.rep.err)
+
+    def _step(self, state: Any) -> None:
+        if self._bar is None or state.step is None:
+            return
+        what, done, total = state.step
+        label = _escape(f"  {state.id}: {what}")
+        task = self._inner.get(state.id)
+        if total and done >= total:  # that part is over (a finished action's downloads too)
+            if task is not None:
+                self._bar.remove_task(self._inner.pop(state.id))
+        elif task is None:
+            self._inner[state.id] = self._bar.add_task(label, total=total or None,
+                                                        completed=done)
+        else:
+            self._bar.update(task, description=label, completed=done, total=total or None)
 
 
 QUEUED_SHOWN = 0.1  # seconds: a shorter wait for a worker is not worth a word

@@ -12,7 +12,7 @@ planning (memory.py), the record (record.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,13 +97,16 @@ def user_rules(packages: Mapping[str, OpPackage]) -> list[Rule]:
 
 def compile_bundle(bundle: Any, target: CompileTarget,
                    packages: Mapping[str, OpPackage] | None = None,
-                   trace: Trace | None = None) -> Compiled:
+                   trace: Trace | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> Compiled:
+    """The record of `bundle` for `target`; `progress` hears (passes done, passes) as the
+    rule passes run (the long part on a large graph)."""
     with bulk_building():  # many small acyclic objects
-        return _compile(bundle, target, packages, trace)
+        return _compile(bundle, target, packages, trace, progress)
 
 
 def _compile(bundle: Any, target: CompileTarget, packages: Mapping[str, OpPackage] | None,
-             trace: Trace | None) -> Compiled:
+             trace: Trace | None, progress: Callable[[int, int], None] | None) -> Compiled:
     _check(target)
     packages = dict(packages or {})
     qmodel = None
@@ -119,7 +122,8 @@ def _compile(bundle: Any, target: CompileTarget, packages: Mapping[str, OpPackag
                   target.budget, packages, trace or Trace())
     try:
         graph = run_passes(lowered.graph, pipeline(user_rules(packages),
-                                                   target.optimization_level), ctx)
+                                                   target.optimization_level), ctx,
+                           progress)
     except RuleLoopError as exc:
         if any(p != DEFAULT_PACKAGE for p in exc.packages):
             raise StepFailed("prepare", f"{exc} (rules of {', '.join(exc.packages)})") from None

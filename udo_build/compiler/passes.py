@@ -194,11 +194,15 @@ def pipeline(rules: Sequence[Rule], level: int) -> list[Pass]:
     return passes
 
 
-def run_passes(graph: OpGraph, passes: Sequence[Pass], ctx: Context) -> OpGraph:
-    """Run the passes in order. A cleanup pass is skipped when the graph has not changed since
-    it last ran (they are idempotent): a rule pass that rewrote nothing costs no cleanup."""
+def run_passes(graph: OpGraph, passes: Sequence[Pass], ctx: Context,
+               progress: Callable[[int, int], None] | None = None) -> OpGraph:
+    """Run the passes in order (telling `progress` (passes done, their number) after each). A
+    cleanup pass is skipped when the graph has not changed since it last ran (they are
+    idempotent): a rule pass that rewrote nothing costs no cleanup."""
     ran_at: dict[str, int] = {}
-    for p in passes:
+    for done, p in enumerate(passes, 1):
+        if progress is not None:
+            progress(done - 1, len(passes))
         if p in CLEANUP and ran_at.get(p.name) == graph._version:
             continue
         before = len(graph.ops)
@@ -206,4 +210,6 @@ def run_passes(graph: OpGraph, passes: Sequence[Pass], ctx: Context) -> OpGraph:
         ran_at[p.name] = graph._version
         ctx.log.append({"pass": p.name, "changed": changed, "ops": len(graph.ops),
                         "removed": before - len(graph.ops)})
+    if progress is not None:
+        progress(len(passes), len(passes))
     return graph

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +23,9 @@ import numpy as np
 
 from ..errors import Problem, UserError, raise_if_any
 from ..ir import Graph, Model, Node, TensorInfo
-from ..ir.graph import bulk_building
+from ..ir.graph import DEFAULT_PACKAGE, bulk_building
 from .custom import CustomOps
+from .interface import adapt_node, kernel_interface, value_problems
 from .shape_fill import complete_shapes
 
 if TYPE_CHECKING:
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
 TARGET_OPSET = 17
 ONNX_DOMAINS = ("", "ai.onnx")
 MAX_MODEL_BYTES = 2 << 30  # protobuf's own limit
-POOLS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
+KEPT_FILL_TYPES = (1, 7, 9)  # float32, int64, bool
+POOLS = ("Conv", "MaxPool", "AveragePool", "LpPool")  # ConvTranspose's kernel pads itself
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
@@ -67,6 +70,7 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
     kernels, when known: the shapes after a custom op are then its kernel's (shape_fill.py)."""
     with bulk_building():
         checked = _checked(model, file)
+        _refuse_unknown_ops(checked, CustomOps(opdefs, file), file)
         dims = input_dims or {}
         imported = _import(_inferred(checked, file, dims), file, opdefs)
         native = (lambda: _infos(_inferred(checked, file, {}))) if dims else (lambda: None)
@@ -79,7 +83,8 @@ def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> M
     for info in infos.values():
         _check_size(info.name, info.static_shape, np.dtype(info.dtype).itemsize, file)
     customs = CustomOps(opdefs, file)
-    problems: list[Problem] = []
+    problems = value_problems(proto, file)
+    opset = model_opset(proto) or TARGET_OPSET
     nodes: list[Node] = []
     names: set[str] = set()
     for index, proto_node in enumerate(proto.graph.node):
@@ -87,12 +92,12 @@ def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> M
         folded = _fold(proto_node, weights, infos, file)
         if folded:
             continue
-        if customs.claims(proto_node):
+        if customs.claims(proto_node) and not _onnx_family(proto_node, customs):
             node = customs.node(proto_node, name, infos, problems)
         else:
-            node = _standard(proto_node, name, infos, problems, file)
+            node = _standard(proto_node, name, (opset, infos, weights), problems, file)
         if node is not None:
-            nodes.append(node)
+            nodes.extend(_typed_fill(node, proto_node))
     raise_if_any(problems)
     constant = set(weights)
     used = {i for n in nodes for i in n.inputs} | {o.name for o in proto.graph.output}
@@ -118,16 +123,37 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
     except onnx.checker.ValidationError as exc:
         raise UserError(f"the ONNX checker refuses the model: {_first_line(exc)}",
                         file=file) from None
-    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
+    opset = model_opset(model)
     if opset is None:
-        raise UserError("the model imports no ONNX opset", file=file)
-    if opset != TARGET_OPSET:
+        domains = sorted({n.domain for n in model.graph.node}) or ["none"]
+        raise UserError("the model imports no ONNX opset: ops of domain "
+                        f"{', '.join(repr(d) for d in domains)} only, not supported",
+                        file=file, hint="the emulator's default package has the ONNX ops")
+    if opset < TARGET_OPSET:  # above it, each node's kernel decides (interface.py)
         try:
             model = version_converter.convert_version(model, TARGET_OPSET)
         except Exception as exc:  # the converter raises bare RuntimeErrors
             raise UserError(f"cannot convert the model from opset {opset} to {TARGET_OPSET}: "
                             f"{_first_line(exc)}", file=file) from None
     return model
+
+
+def model_opset(model: onnx.ModelProto) -> int | None:
+    """The model's ONNX opset (None when it imports none)."""
+    return next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
+
+
+def _refuse_unknown_ops(model: onnx.ModelProto, customs: CustomOps, file: str) -> None:
+    """Standard ops the default package lacks, refused before shape inference runs on them."""
+    problems = []
+    for index, node in enumerate(model.graph.node):
+        if (node.domain in ONNX_DOMAINS and node.op_type not in _supported_ops()
+                and node.op_type != "Constant" and not customs.claims(node)):
+            problems.append(Problem(
+                f"node {node.name or f'{node.op_type}_{index}'}: op {node.op_type} not "
+                "supported by the emulator's default package", file,
+                hint="supported: " + ", ".join(sorted(_supported_ops()))))
+    raise_if_any(problems)
 
 
 def _inferred(model: onnx.ModelProto, file: str,
@@ -268,24 +294,68 @@ def _constant_value(attrs: dict[str, Any], numpy_helper: Any) -> np.ndarray | No
 # -- standard nodes -------------------------------------------------------------------------------
 
 
-def _standard(node: Any, name: str, infos: dict[str, TensorInfo], problems: list[Problem],
-              file: str) -> Node | None:
+def _standard(node: Any, name: str,
+              known: tuple[int, dict[str, TensorInfo], dict[str, np.ndarray]],
+              problems: list[Problem], file: str) -> Node | None:
     from onnx import helper
 
+    opset, infos, weights = known
     if node.domain not in ONNX_DOMAINS:
         problems.append(Problem(
-            f"node {name}: op {node.op_type} of domain '{node.domain}' has no op definition",
-            file, hint="add its op config to the recipe's package.ops (or to --opdef)"))
+            f"node {name}: op {node.op_type} of domain '{node.domain}' not supported: the "
+            "domain is ONNX's, the emulator's default package has only its default domain",
+            file, hint="give the op an op config in the recipe's package.ops to run it as a UDO"))
         return None
     if node.op_type not in _supported_ops():
         problems.append(Problem(
-            f"node {name}: op {node.op_type} is not supported by the emulator's default package",
+            f"node {name}: op {node.op_type} not supported by the emulator's default package",
             file, hint="supported: " + ", ".join(sorted(_supported_ops()))))
         return None
     attrs = {a.name: _attr_value(helper.get_attribute_value(a)) for a in node.attribute}
     if node.op_type in POOLS and attrs.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
         attrs = _explicit_pads(node, name, attrs, infos, problems, file)
-    return Node.make(name, node.op_type, node.input, node.output, attrs)
+    inputs, attrs, refused = adapt_node(node, opset, attrs, weights)
+    if refused:
+        problems.append(Problem(f"node {name}: {node.op_type}: {', '.join(refused)} not "
+                                "supported", file, hint="the emulator's kernel takes: "
+                                + _takes(node.op_type)))
+        return None
+    return Node.make(name, node.op_type, inputs, node.output, attrs)
+
+
+def _typed_fill(node: Node, proto: Any) -> tuple[Node, ...]:
+    """The node, and a Cast after a ConstantOfShape whose fill value is of a type its attribute
+    does not keep (an attribute is JSON: its numbers read back as int64, float32 or bool)."""
+    from onnx import helper
+
+    if node.op != "ConstantOfShape" or node.package != DEFAULT_PACKAGE:
+        return (node,)
+    value = next((a.t for a in proto.attribute if a.name == "value"), None)
+    if value is None or value.data_type in KEPT_FILL_TYPES:
+        return (node,)
+    fill = f"{node.outputs[0]}/fill"
+    cast = Node.make(f"{node.name}/cast", "Cast", [fill], node.outputs, {"to": value.data_type})
+    kept = helper.tensor_dtype_to_np_dtype(value.data_type)
+    filled = node.with_attrs(value=[_python_number(v, kept) for v in node.kwargs["value"]])
+    return (replace(filled, outputs=(fill,)), cast)
+
+
+def _python_number(v: Any, dtype: Any) -> Any:
+    kind = np.dtype(dtype).kind
+    return float(v) if kind == "f" else bool(v) if kind == "b" else int(v)
+
+
+def _onnx_family(node: Any, customs: CustomOps) -> bool:
+    """A node of ONNX's other domains (ai.onnx.ml, ai.onnx.preview...) no op config defines."""
+    return node.domain.startswith("ai.onnx.") and node.op_type not in customs.ops
+
+
+def _takes(op: str) -> str:
+    interface = kernel_interface(op)
+    if interface is None:
+        return "?"
+    inputs = ", ".join(interface.inputs) + (", ..." if interface.variadic else "")
+    return f"inputs ({inputs}), attributes ({', '.join(sorted(interface.attributes))})"
 
 
 @functools.cache

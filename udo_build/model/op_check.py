@@ -2,8 +2,9 @@
 
 A bundle that udo-build converted holds only nodes `onnx.checker` passed; a bundle from a file
 may hold anything that parses. Before such a bundle runs, is prepared or exported, every node of
-the default package must be an op of the ONNX opset the bundle is at (TARGET_OPSET), with an
-input and output count its schema allows and attributes its schema names, of their type:
+the default package must be an op of the ONNX opset the bundle is at (TARGET_OPSET; an op new
+since, at its latest version), with an input and output count its schema allows and attributes
+its schema (or its latest version's) names, of their type:
 otherwise a kernel would fail on it as if udo-build had a bug. The schemas are data (onnx.defs);
 nothing here is written per op.
 
@@ -43,10 +44,14 @@ def check_standard_ops(bundle: Bundle, file: str) -> None:
 def _problem(node: Node) -> str:
     from onnx import defs
 
+    try:  # an op new after TARGET_OPSET: its latest version; an attribute of a later version
+        latest = defs.get_schema(node.op, "")  # is one its kernel takes (interface.py)
+    except defs.SchemaError:
+        return f"{node.op} is not an op of ONNX opset {TARGET_OPSET} or later"
     try:
         schema = defs.get_schema(node.op, TARGET_OPSET, "")
     except defs.SchemaError:
-        return f"{node.op} is not an op of ONNX opset {TARGET_OPSET}"
+        schema = latest
     inputs = len(node.inputs)
     while inputs and not node.inputs[inputs - 1]:
         inputs -= 1  # omitted trailing optional inputs
@@ -57,7 +62,7 @@ def _problem(node: Node) -> str:
         return (f"{len(node.outputs)} outputs, where {node.op} makes {schema.min_output} to "
                 f"{schema.max_output}")
     for name, value in node.kwargs.items():
-        attribute = schema.attributes.get(name)
+        attribute = schema.attributes.get(name) or latest.attributes.get(name)
         if attribute is None:
             return f"{node.op} has no attribute {name!r}"
         check = _TYPES.get(attribute.type.name)

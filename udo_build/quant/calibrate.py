@@ -7,7 +7,7 @@ needs a CPU implementation of every UDO for this step."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from typing import Any
 
 import numpy as np
@@ -33,9 +33,12 @@ def observed_tensors(model: Model) -> list[str]:
 
 def calibrate(model: Model, packages: Mapping[str, Any], feeds: Iterable[Mapping[str, np.ndarray]],
               tensors: Sequence[str] | None = None,
-              histograms: bool = True) -> tuple[dict[str, TensorStats], int]:
+              histograms: bool = True,
+              progress: Callable[[int, int], None] | None = None
+              ) -> tuple[dict[str, TensorStats], int]:
     """(statistics by tensor, number of inferences run), of `tensors` (default: every observed
-    tensor); without `histograms`, the statistics are min, max and count only."""
+    tensor); without `histograms`, the statistics are min, max and count only. `progress` is
+    told (inferences done, their number when `feeds` is sized, else 0) after each."""
     from ..runtime.float_session import Session
 
     session = Session(model, packages)
@@ -43,6 +46,7 @@ def calibrate(model: Model, packages: Mapping[str, Any], feeds: Iterable[Mapping
     produced = [n for n in names if n not in {t.name for t in model.graph.inputs}]
     stats = {name: TensorStats(histogram=histograms) for name in names}
     count = 0
+    total = len(feeds) if isinstance(feeds, Sized) else 0
     for feed in feeds:
         outputs = session.run(feed, produced)
         for name, value in [*feed.items(), *outputs.items()]:
@@ -50,4 +54,6 @@ def calibrate(model: Model, packages: Mapping[str, Any], feeds: Iterable[Mapping
             if name in stats and array.dtype.kind in FLOAT_KINDS:
                 stats[name].add(array)
         count += 1
+        if progress is not None:
+            progress(count, total)
     return {k: v for k, v in stats.items() if not v.empty}, count

@@ -16,7 +16,7 @@ only they are used, and no calibration runs: every other tensor stays float.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -39,14 +39,16 @@ Overrides = tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]
 
 def quantize_model(model: Model, packages: Mapping[str, Any],
                    feeds: Iterable[Mapping[str, np.ndarray]], settings: Mapping[str, Any],
-                   overrides: Overrides | None = None) -> QuantizedModel:
+                   overrides: Overrides | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> QuantizedModel:
     config = {**DEFAULTS, **settings}
     prepared = fold_for_quantization(model)
     stats: dict[str, TensorStats] = {}
     count = 0
     if not config["float_fallback"]:
         stats, count = calibrate(prepared, packages, feeds, _calibrated_tensors(prepared),
-                                 histograms=config["quantizer"] == "enhanced")
+                                 histograms=config["quantizer"] == "enhanced",
+                                 progress=progress)
     chooser = _Chooser(prepared, stats, config)
     activations, params = chooser.choose()
     if overrides is not None:

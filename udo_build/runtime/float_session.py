@@ -30,8 +30,10 @@ Errors: bad feeds are a `UserError` naming the input (expected vs given dtype or
 kernel that raises is the user's step failing: `StepFailed("run", "<package>::<op> (node <name>)
 raised <Type>: <message>")`, and so is a UDO kernel returning too few outputs, or a dtype or
 shape the model contradicts. A default-package kernel that raises is a `KernelError` naming the
-node. A node whose implementation is missing fails the load with the package's
-`OpPackageError`, listing what exists.
+node, unless it raised NotImplementedError: a variant the package does not emulate, a
+`UserError` saying "<package>::<op> (node <name>): not supported: <what>". A node whose
+implementation is missing fails the load with the package's `OpPackageError`, listing what
+exists.
 """
 
 from __future__ import annotations
@@ -285,7 +287,7 @@ def check_user_output(step: Any, name: str, value: Any,
 def _read_only(array: np.ndarray) -> np.ndarray:
     """A read-only view: a kernel writing into a weight, a feed or (for UDO kernels) any input
     fails instead of corrupting it."""
-    view = array.view()
+    view = np.asarray(array).view()  # a kernel may return a numpy scalar
     view.flags.writeable = False
     return view
 
@@ -297,9 +299,14 @@ def _detached(value: Any) -> np.ndarray:
 
 
 def _failure(step: Any, error: BaseException) -> Exception:
+    """What a kernel raising is: the user's step failing (a UDO kernel), a variant the default
+    package does not emulate (its kernel raised NotImplementedError: a UserError), or a bug."""
     message = f"{step.label} raised {type(error).__name__}: {error}"
     if step.user:
         return StepFailed("run", message)
+    if isinstance(error, NotImplementedError):
+        return UserError(f"{step.label}: not supported: {error}",
+                         hint="the emulator's default package does not run this variant")
     return KernelError(message)
 
 

@@ -43,7 +43,8 @@ def prepare(ctx: ActionContext) -> Produced:
     tensors = json.loads(ctx.input_bytes("outputs"))
     target = replace(CompileTarget.from_params(ctx.params), outputs={"tensors": tensors})
     try:
-        compiled = compile_bundle(bundle, target, _packages(ctx, bundle))
+        compiled = compile_bundle(bundle, target, _packages(ctx, bundle),
+                                  progress=ctx.progress("rule passes"))
     except RuleLoopError as exc:  # the default package's rules looping: a bug of udo-build
         raise RuntimeError(str(exc)) from None
     data = compiled.record()

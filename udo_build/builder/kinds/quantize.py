@@ -32,7 +32,8 @@ def quantize(ctx: ActionContext) -> Produced:
     if "override_encodings" in ctx.input_names():
         overrides = encodings.load(ctx.input_path("override_encodings"))
     qmodel = quantize_model(bundle.model, packages, feeds(listing, list(bundle.model.graph.inputs)),
-                            settings.to_params(), overrides)
+                            settings.to_params(), overrides,
+                            ctx.progress("calibration", len(listing.inferences)))
     quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta))
     return Produced(
         {"bundle": quantized.to_bytes(), "encodings": qmodel.encodings_json()},

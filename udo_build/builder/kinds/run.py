@@ -58,10 +58,13 @@ def run(ctx: ActionContext) -> Produced:
     results = ctx.workdir / "results"
     agreement = Agreement()
     inputs = list(float_bundle.model.graph.inputs)
+    progress = ctx.progress("inferences", len(listing.inferences))
     for i, feed in enumerate(feeds(listing, inputs, settings.target.input_dimensions)):
         got = runner.run(feed)
         write_result(results / f"Result_{i}", got)
         agreement.add(got, reference(feed, list(got)))
+        if progress is not None:
+            progress(i + 1, 0)
     metrics = agreement.metrics()
     report = {"run": settings.name, "soc": settings.soc, **selection,
               "inferences": len(listing.inferences), "metrics": metrics}

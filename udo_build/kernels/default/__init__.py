@@ -12,8 +12,10 @@ Families: conv (Conv, ConvTranspose), pool (Max/Average/Lp/Global pools, LRN), g
 MatMul), norm (Batch/Instance/Layer/Lp normalization), elementwise (arithmetic, math,
 comparisons, logic, Where, Cast, variadic Sum/Max/Min/Mean), activation (Relu family, Sigmoid,
 Softmax, LogSoftmax, Identity, Dropout...), reduce (Reduce*, ArgMax/ArgMin), shape (Reshape,
-Transpose, Concat, Split, Slice, Gather, Pad, Shape, ConstantOfShape...), resize (Resize
-nearest/linear).
+Transpose, Concat, Split, Slice, Gather, Pad, Shape, ConstantOfShape...), index (GatherND,
+ScatterND, ScatterElements, TopK, OneHot, NonZero, Compress, ReverseSequence,
+NonMaxSuppression), recurrent (RNN, GRU, LSTM), attention (RotaryEmbedding, Attention: opset
+23 and later), resize (Resize nearest/linear).
 
 Besides the ONNX ops, `conv` registers `FusedConv` (a Conv with its activation and an optional
 residual addend), which only the runtime's execution plan creates (see
@@ -24,11 +26,14 @@ from __future__ import annotations
 
 from . import (  # noqa: F401  (importing a family registers its kernels)
     activation,
+    attention,
     conv,
     elementwise,
     gemm,
+    index,
     norm,
     pool,
+    recurrent,
     reduce,
     resize,
     shape,

@@ -130,6 +130,8 @@ def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
     extra = spatial(output_padding, rank, 0)
     full = [(i - 1) * s + (k - 1) * d + 1 + e for i, s, k, d, e in
             zip(sizes, strides_, kernel, dilations_, extra, strict=True)]
+    if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        output_shape = [i * s for i, s in zip(sizes, strides_, strict=True)]
     begin, end = _transpose_pads(auto_pad, pads, output_shape, full, rank)
     weights = w.reshape(group, c // group, mg * math.prod(kernel)).transpose(0, 2, 1)
     taps = np.matmul(weights, x.reshape(n, group, c // group, -1))
@@ -163,11 +165,10 @@ def _crop(y: np.ndarray, begin: list[int], end: list[int]) -> np.ndarray:
 def _transpose_pads(auto_pad: str, pads: Sequence[int] | None,
                     output_shape: Sequence[int] | None, full: list[int],
                     rank: int) -> tuple[list[int], list[int]]:
-    """ConvTranspose's (start, end) pads: given, or set by output_shape (or auto_pad SAME_*)."""
-    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        target = list(output_shape)[-rank:] if output_shape is not None else None
-        if target is None:
-            raise ValueError(f"ConvTranspose auto_pad {auto_pad} needs output_shape")
+    """ConvTranspose's (start, end) pads: given, or set by output_shape (auto_pad SAME_*: the
+    input's size times the stride, unless output_shape says otherwise)."""
+    if output_shape is not None:
+        target = list(output_shape)[-rank:]
         total = [f - t for f, t in zip(full, target, strict=True)]
         small, big = [t // 2 for t in total], [t - t // 2 for t in total]
         return (small, big) if auto_pad == "SAME_UPPER" else (big, small)

@@ -69,6 +69,10 @@ def layer_normalization(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | Non
 
 @DEFAULT.op("LpNormalization")
 def lp_normalization(x: np.ndarray, *, axis: int = -1, p: int = 2) -> np.ndarray:
+    """x divided by its L1 or L2 norm along `axis` (0 where that norm is 0, as onnx does)."""
+    if p not in (1, 2):
+        raise NotImplementedError(f"LpNormalization p={p} (ONNX defines p 1 and 2)")
     norm = (np.abs(x).sum(axis=axis, keepdims=True) if p == 1
             else np.sqrt(np.square(x).sum(axis=axis, keepdims=True)))
-    return x / norm
+    safe = np.where(norm == 0, np.ones_like(norm), norm)
+    return np.where(norm == 0, np.zeros_like(x), x / safe)

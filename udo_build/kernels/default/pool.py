@@ -46,11 +46,42 @@ def _pool(x: np.ndarray, reduce: np.ufunc, fill: float, auto_pad: str, ceil_mode
 def max_pool(x: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
              dilations: Sequence[int] | None = None, kernel_shape: Sequence[int],
              pads: Sequence[int] | None = None, storage_order: int = 0,
-             strides: Sequence[int] | None = None) -> np.ndarray:
-    """The maximum of each window (the optional Indices output is not supported)."""
+             strides: Sequence[int] | None = None,
+             num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """The maximum of each window; with a second output, also where it is (Indices)."""
     lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    return _pool(x, np.maximum, lowest, auto_pad, ceil_mode, dilations, kernel_shape, pads,
-                 strides)[0]
+    y, geometry = _pool(x, np.maximum, lowest, auto_pad, ceil_mode, dilations, kernel_shape,
+                        pads, strides)
+    if num_outputs < 2:
+        return y
+    return y, _argmax(x, lowest, geometry, storage_order)
+
+
+def _argmax(x: np.ndarray, lowest: float, geometry, storage_order: int) -> np.ndarray:
+    """The flat index into x of each window's first maximum (row-major order of the window):
+    the windows reduced one spatial axis after the other, carrying the index with the value;
+    spatial axes flattened column-major when `storage_order` is 1."""
+    kernel, strides, dilations, begin, end, outs = geometry
+    rank = x.ndim - 2
+    position = np.indices(x.shape, dtype=np.int64)
+    spatial_order = range(2, x.ndim) if not storage_order else reversed(range(2, x.ndim))
+    index = position[0] * x.shape[1] + position[1]
+    for axis in spatial_order:
+        index = index * x.shape[axis] + position[axis]
+    extra = [max((o - 1) * s + (k - 1) * d + 1 - (n + b + e), 0) for o, s, k, d, n, b, e in
+             zip(outs, strides, kernel, dilations, x.shape[2:], begin, end, strict=True)]
+    ends = [e + x_ for e, x_ in zip(end, extra, strict=True)]
+    y, idx = pad_spatial(x, begin, ends, lowest), pad_spatial(index, begin, ends, -1)
+    for axis in reversed(range(rank)):
+        k, s, d, o = kernel[axis], strides[axis], dilations[axis], outs[axis]
+        lead = (slice(None),) * (2 + axis)
+        cut = [lead + (slice(t * d, t * d + (o - 1) * s + 1, s),) for t in range(k)]
+        best, where = y[cut[0]].copy(), idx[cut[0]].copy()
+        for view in cut[1:]:
+            better = y[view] > best
+            best[better], where[better] = y[view][better], idx[view][better]
+        y, idx = best, where
+    return idx
 
 
 @DEFAULT.op("AveragePool")

@@ -174,8 +174,16 @@ def depth_to_space(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np.nd
 
 
 @DEFAULT.op("SpaceToDepth")
-def space_to_depth(x: np.ndarray, *, blocksize: int) -> np.ndarray:
+def space_to_depth(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np.ndarray:
+    """Blocks of blocksize x blocksize pixels become channels: block offset major (DCR) or
+    channel major (CRD, an attribute of opset 28)."""
     n, c, h, w = x.shape
     b = blocksize
-    y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    y = x.reshape(n, c, h // b, b, w // b, b)
+    if mode == "DCR":
+        y = y.transpose(0, 3, 5, 1, 2, 4)
+    elif mode == "CRD":
+        y = y.transpose(0, 1, 3, 5, 2, 4)
+    else:
+        raise ValueError(f"SpaceToDepth mode {mode!r} is not one of DCR, CRD")
     return y.reshape(n, c * b * b, h // b, w // b)

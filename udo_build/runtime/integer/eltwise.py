@@ -3,7 +3,8 @@
 Add/Sum: q = requantize(sum_i M_i (x_i - z_i)) with one shift for all inputs (M_i / 2^shift =
 s_i / s_y; the largest M_i has the full width), as TFLite and the HTP add: every term lands on
 the same 2^-shift grid, so float64 holds the sum exactly. Mul: requantize((a - za)(b - zb)) with
-the multiplier s_a s_b / s_y.
+the multiplier s_a s_b / s_y (two 16-bit inputs: a product up to 2^34, requantized wide, in
+int64). Inputs broadcast as numpy's do, each with its own encoding, 8- or 16-bit.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ convolutions of ResNet-50 get 26 to 31 bits; additions and pools 31.) `lo`/`hi` 
 encoding's [qmin, qmax], narrowed by an absorbed Relu (to the zero point) or Clip (to its
 quantized bounds).
 
+Wide accumulators: when that bound leaves M0 fewer than FLOAT_BITS bits (products of two 16-bit
+activations, a normalization's fixed-point values times its scale), the requantization is
+`wide`: M0 has the full 31 bits and acc x M0 / 2^shift is rounded in int64 without forming the
+product (`intmath.mul_shift_round`), exact for |acc| < 2^62.
+
 Elementwise maps of 8-bit inputs are tables computed at load by this same arithmetic (`Rescale`:
 256 entries for requantizing one tensor into another encoding; `pair_table`: 65536 for Add, Sum
 or Mul of two tensors), so their results are identical and a run costs one lookup per element.
@@ -30,9 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir.encodings import Encoding
+from .intmath import mul_shift_round
 
 MAX_BITS = 31
 MIN_BITS = 16
+FLOAT_BITS = 24  # below this width of M0, the requantization is wide (exact int64)
+WIDE_LIMIT = 2 ** 62  # the largest |acc| (and |acc| x multiplier) a wide requantization takes
 
 
 def qtype(enc: Encoding) -> np.dtype:
@@ -127,18 +135,25 @@ class Requant:
     hi: int
     dtype: np.dtype
     bits: int
+    wide: bool = False  # int64 arithmetic (see the module docstring)
 
     @staticmethod
     def make(real: np.ndarray | float, acc_bound: float, out: Encoding,
              clamp: tuple[float | None, float | None] = (None, None),
              common: bool = False) -> Requant | None:
-        """The requantization of accumulators bounded by `acc_bound` (None: too wide)."""
+        """The requantization of accumulators bounded by `acc_bound` (None: too wide even
+        for int64, or a wide one with a common shift, which only float sums take)."""
         bits = multiplier_bits(acc_bound)
-        if bits is None:
-            return None
+        wide = bits is None or bits < FLOAT_BITS
+        if wide:
+            largest = float(np.max(real)) * acc_bound
+            if common or acc_bound >= WIDE_LIMIT or largest >= WIDE_LIMIT // 2:
+                return None
+            bits = MAX_BITS
+        assert bits is not None
         m0, shift = fixed_point(real, bits, common)
         lo, hi = clamp_bounds(out, clamp)
-        return Requant(m0, shift, zero_point(out), lo, hi, qtype(out), bits)
+        return Requant(m0, shift, zero_point(out), lo, hi, qtype(out), bits, wide)
 
     @property
     def factor(self) -> np.ndarray:
@@ -148,12 +163,13 @@ class Requant:
     def reshaped(self, *shape: int) -> Requant:
         """The multipliers reshaped to broadcast against the accumulator."""
         return Requant(self.m0.reshape(shape), self.shift.reshape(shape), self.zero_point,
-                       self.lo, self.hi, self.dtype, self.bits)
+                       self.lo, self.hi, self.dtype, self.bits, self.wide)
 
     def with_real(self, real: np.ndarray | float) -> Requant:
         """The same output, another multiplier (of the same width)."""
         m0, shift = fixed_point(real, self.bits)
-        return Requant(m0, shift, self.zero_point, self.lo, self.hi, self.dtype, self.bits)
+        return Requant(m0, shift, self.zero_point, self.lo, self.hi, self.dtype, self.bits,
+                       self.wide)
 
     def apply(self, acc: np.ndarray, offset: np.ndarray | float | None = None, *,
               owned: bool = False) -> np.ndarray:
@@ -165,6 +181,16 @@ class Requant:
             t += offset  # integers below 2^53: exact
         t *= self.factor  # |acc + offset| x M0 < 2^53, times 2^-shift: exact
         return self.round(t)
+
+    def _apply_wide(self, acc: np.ndarray, offset: np.ndarray | float | None) -> np.ndarray:
+        t = np.asarray(acc).astype(np.int64)
+        if offset is not None:
+            t = t + np.asarray(offset).astype(np.int64)
+        q = mul_shift_round(t, self.m0, self.shift)
+        np.clip(q, self.lo - self.zero_point, self.hi - self.zero_point, out=q)
+        if self.zero_point:
+            q += self.zero_point
+        return q.astype(self.dtype)
 
     def round(self, t: np.ndarray) -> np.ndarray:
         """t (float64, exact) rounded half to even, shifted by the zero point, clamped."""

@@ -3,7 +3,9 @@ output column or not, int32 bias), and MatMul of two quantized activations.
 
 Weights are packed at load (`exact.pack`) as (N, K); a product computes W @ (A - zp)^T, exact,
 requantizes per output column and transposes back (the result is small next to the product).
-Two activations are centered and multiplied in K chunks small enough to stay exact.
+Two activations are centered and multiplied in K chunks small enough to stay exact (batch
+dimensions broadcast as numpy's matmul does); 16-bit operands, or a K no shape tells before the
+run, take the wide (int64) requantization of `fixed.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from ...ir.encodings import Encoding
 from .conv import add_bias, weighted
 from .exact import Packed, chunk_size, pack, product, runtime_product
-from .fixed import Requant, centered, reach, zero_point
+from .fixed import WIDE_LIMIT, Requant, centered, reach, zero_point
 from .registry import (
     ACTIVATIONS,
     WEIGHTS,
@@ -59,15 +61,24 @@ def _by_weights(a: np.ndarray, w: np.ndarray, c: np.ndarray | None, zp: int,
 
 
 def matmul_activations(a: np.ndarray, b: np.ndarray, *, a_zero_point: int, b_zero_point: int,
-                       requant: Requant) -> np.ndarray:
-    """requantize((A - za) @ (B - zb)) for two quantized activations."""
+                       requant: Requant, max_k: int | None = None) -> np.ndarray:
+    """requantize((A - za) @ (B - zb)) for two quantized activations (numpy's matmul: batch
+    dimensions broadcast, a vector operand gains and loses an axis)."""
+    if max_k is not None and a.shape[-1] > max_k:
+        raise ValueError(f"a reduction over {a.shape[-1]} values; the requantization was made "
+                         f"for at most {max_k}")
     reach_a = max(abs(int(np.iinfo(a.dtype).min) - a_zero_point),
                   int(np.iinfo(a.dtype).max) - a_zero_point)
     reach_b = max(abs(int(np.iinfo(b.dtype).min) - b_zero_point),
                   int(np.iinfo(b.dtype).max) - b_zero_point)
     dtype, chunk = chunk_size(reach_a, reach_b, a.shape[-1])
-    y = runtime_product(centered(a, a_zero_point, dtype), centered(b, b_zero_point, dtype),
-                        chunk)
+    left, right = centered(a, a_zero_point, dtype), centered(b, b_zero_point, dtype)
+    y = runtime_product(left[None] if a.ndim == 1 else left,
+                        right[:, None] if b.ndim == 1 else right, chunk)
+    if b.ndim == 1:
+        y = y[..., 0]
+    if a.ndim == 1:
+        y = y[..., 0, :] if b.ndim > 1 else y[..., 0]
     return requant.apply(y, owned=True)
 
 
@@ -110,12 +121,26 @@ def bind_matmul(ctx: Context) -> Bound | None:
         if b.array.ndim != 2:
             return None
         return _by_constant(ctx, np.ascontiguousarray(b.array.T), b.encodings, None)
-    if b.encoding is None or a.shape is None or not isinstance(a.shape[-1], int):
+    if b.encoding is None:
         return None
-    bound = math.prod((a.shape[-1], reach(a.encoding), reach(b.encoding)))
-    requant = Requant.make(a.encoding.scale * b.encoding.scale / ctx.out.scale, bound,
-                           ctx.out, ctx.output.clamp)
+    k = _reduction(a, b)
+    per_k = reach(a.encoding) * reach(b.encoding)
+    real = a.encoding.scale * b.encoding.scale / ctx.out.scale
+    max_k = None
+    if k is None:  # unknown until run time: wide, for the longest K int64 holds
+        max_k = (WIDE_LIMIT // 4) // max(1, per_k, math.ceil(per_k * real))
+        k = max_k
+    requant = Requant.make(real, k * per_k, ctx.out, ctx.output.clamp)
     if requant is None:
         return None
     return Bound({"a_zero_point": zero_point(a.encoding),
-                     "b_zero_point": zero_point(b.encoding), "requant": requant})
+                  "b_zero_point": zero_point(b.encoding), "requant": requant, "max_k": max_k})
+
+
+def _reduction(a: Operand, b: Operand) -> int | None:
+    """The reduction length K of a @ b, when a shape tells it."""
+    if a.shape and isinstance(a.shape[-1], int):
+        return a.shape[-1]
+    if b.shape and isinstance(b.shape[-2 if len(b.shape) > 1 else -1], int):
+        return int(b.shape[-2 if len(b.shape) > 1 else -1])
+    return None

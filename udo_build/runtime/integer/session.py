@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import UserError
+from ...ir.graph import Node
 from ...ir.qmodel import QuantizedModel
-from ...kernels.oppkg import OpPackage
+from ...kernels.oppkg import Impl, OpPackage
 from ..float_session import (
     LoadedModel,
     _detached,
@@ -57,11 +58,18 @@ class QuantizedSession(LoadedModel[QPlan]):
         super().__init__(qmodel.model, packages)
         self.qmodel = qmodel
         reuse_freed_memory()
-        self._impls = {node.name: self._select(node) for node in self.graph.nodes}
-        self._planner = Planner(qmodel, lambda node: self._impls[node.name])
+        self._impls: dict[str, Impl] = {}
+        self._planner = Planner(qmodel, self._float_impl)
         self.plan(tuple(t.name for t in self.graph.outputs))
 
     # -- load ------------------------------------------------------------------------------------
+
+    def _float_impl(self, node: Node) -> Impl:
+        """The float kernel of a node the plan runs as fallback, selected once (a node an
+        integer kernel runs needs none: a Gelu runs from its table without one)."""
+        if node.name not in self._impls:
+            self._impls[node.name] = self._select(node)
+        return self._impls[node.name]
 
     def _dtype(self, name: str) -> str:
         """What a float kernel sees of a tensor: a quantized weight dequantized to float32."""
