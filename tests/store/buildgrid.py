@@ -52,7 +52,8 @@ def config(port: int, instances: tuple[str, ...], secret: Path | None,
     if tls:
         lines += ["    credentials:", f"      tls-server-key: {tls[0]}",
                   f"      tls-server-cert: {tls[1]}", f"      tls-client-certs: {tls[2]}"]
-    lines.append("authorization:")
+    lines += ["thread-pool-size: 32", "authorization:"]  # calls served at once (default: 5
+    # per core, fewer than a build's download threads on a small machine)
     lines += ["  method: jwt", f"  secret: {secret}", "  algorithm: hs256"] if secret \
         else ["  method: none"]
     lines.append("storages:")
