@@ -1,7 +1,12 @@
 """Benchmark: a fresh checkout with an empty local store against a warm remote cache, versus a
 plain download of the same bytes from the same server.
 
-    python bench/remote.py [--socs 5] [--levels 1,2,3] [--repeats 5]
+    python bench/remote.py [--backend http|grpc|s3] [--socs 5] [--levels 1,2,3] [--repeats 5]
+
+--backend picks the remote (default http, described below); grpc is a BuildGrid server
+(bench/_remote_grpc.py), s3 moto's S3 server (bench/_remote_s3.py): each module has a
+`run_<backend>(args, work, report)` that warms its remote and measures the same scenarios
+against the simplest plain download from that server through bench/_throttle.py.
 
 Starts a real nginx WebDAV server on a loopback port (tests/store/nginx.py) and copies the
 SqueezeNet example (examples/squeezenet with the Softplus UDO of examples/softplus) into a
@@ -57,11 +62,15 @@ from tests.store.nginx import Nginx, nginx_binary  # noqa: E402
 
 RATIO = 1.5
 SOCS = ("sm8350", "sm8450", "sm8550", "sm8650", "sm8750")
+BACKENDS = ("http", "grpc", "s3")
 GET = re.compile(r'"GET (/(?:ac|cas)/[0-9a-f]{64}) HTTP/[0-9.]+" 200 ')
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--backend", choices=BACKENDS, default="http",
+                   help="the remote: nginx's WebDAV (http, default), BuildGrid over REAPI "
+                        "gRPC (grpc), moto's S3 server (s3)")
     p.add_argument("--socs", type=int, default=5, choices=range(1, len(SOCS) + 1),
                    help=f"SoCs of the matrix, the first N of {', '.join(SOCS)} (default 5)")
     p.add_argument("--levels", default="1,2,3",
@@ -147,6 +156,9 @@ def bench_env() -> dict[str, str]:
 
 def run_bench(args: argparse.Namespace, work: Path) -> Report:
     rep = Report()
+    if args.backend != "http":
+        run_backend(args, work, rep)
+        return rep
     binary = nginx_binary()
     if binary is None:
         rep.check("nginx is installed", False, "apt-get install nginx")
@@ -162,6 +174,22 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
     finally:
         server.kill()
     return rep
+
+
+def run_backend(args: argparse.Namespace, work: Path, rep: Report) -> None:
+    """The scenarios against another backend: `run_<backend>(args, work, rep)` of
+    bench/_remote_<backend>.py (imported only when asked for)."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"_remote_{args.backend}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"_remote_{args.backend}":
+            raise
+        rep.check(f"the {args.backend} backend of the bench", False,
+                  f"bench/_remote_{args.backend}.py is not there yet")
+        return
+    getattr(module, f"run_{args.backend}")(args, work, rep)
 
 
 def _warm_up(args: argparse.Namespace, work: Path, server: Nginx, rep: Report) -> str:

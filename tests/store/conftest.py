@@ -1,3 +1,4 @@
 """Fixtures of the remote-cache tests (see remote_fixtures.py)."""
 
 from .remote_fixtures import clean_env, keys, nginx_server  # noqa: F401
+from .warm_remote import shared, warm  # noqa: F401

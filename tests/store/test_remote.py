@@ -11,17 +11,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import shutil
 import socket
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from udo_build.store import ActionResult, Output, Store
+from udo_build.store import reapi as R
 from udo_build.store import trust as T
 from udo_build.store.httpcache import HttpCache
 from udo_build.store.remote import Remote
@@ -30,78 +29,10 @@ from udo_build.store.transport import Refused, RemoteError, RemoteOptions, Unava
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
 from .nginx import Nginx, free_port
-from .remote_fixtures import ENV, Keys, build, cli, entry_files, executed, out_files, start_nginx
+from .remote_fixtures import Keys, build, cli, entry_files, executed, out_files
+from .warm_remote import Warm, clone, write
 
 pytestmark = pytest.mark.usefixtures("clean_env")
-
-
-@dataclass
-class Warm:
-    """A remote filled by a build with uploads (once per module), restored before each test."""
-
-    server: Nginx
-    keys: Keys
-    source: Project
-    summary: dict[str, Any]
-    snapshot: Path
-
-    def restore(self) -> None:
-        shutil.rmtree(self.server.root)
-        shutil.copytree(self.snapshot, self.server.root)
-
-    def key(self, action: str) -> str:
-        return next(a["key"] for a in self.summary["actions"] if a["id"] == action)
-
-    def result(self, action: str) -> ActionResult:
-        store = Store(self.source.store, create=False)
-        result = store.ac.get(self.key(action))
-        assert result is not None
-        return result
-
-    def entry(self, action: str) -> Path:
-        return self.server.root / "ac" / self.key(action)
-
-    def blob(self, digest: str) -> Path:
-        return self.server.root / "cas" / digest
-
-    @property
-    def read(self) -> list[str]:
-        return ["--remote", self.server.url, "--trusted-key", self.keys.public]
-
-    @property
-    def write(self) -> list[str]:
-        return ["--remote", self.server.url, "--remote-upload", "--signing-key",
-                str(self.keys.writer_file)]
-
-
-@pytest.fixture(scope="module")
-def warm(tmp_path_factory: pytest.TempPathFactory, keys: Keys) -> Iterator[Warm]:
-    folder = tmp_path_factory.mktemp("warm")
-    with pytest.MonkeyPatch.context() as env, fake_kinds():
-        for name in ENV:
-            env.delenv(name, raising=False)
-        env.setenv("XDG_CONFIG_HOME", str(folder / "xdg-config"))
-        server = start_nginx(folder / "nginx")
-        try:
-            source = Project(folder / "a")
-            summary, _ = build(source, "--remote", server.url, "--remote-upload",
-                               "--signing-key", str(keys.writer_file))
-            shutil.copytree(server.root, folder / "snapshot")
-            yield Warm(server, keys, source, summary, folder / "snapshot")
-        finally:
-            server.kill()
-
-
-@pytest.fixture
-def shared(warm: Warm) -> Iterator[Warm]:
-    warm.restore()
-    with fake_kinds():
-        yield warm
-
-
-def clone(tmp_path: Path) -> Project:
-    """A second checkout of the same project, with an empty store."""
-    return Project(tmp_path / "clone")
 
 
 # -- sharing --------------------------------------------------------------------------------------
@@ -114,7 +45,9 @@ def test_a_build_with_uploads_fills_the_remote_with_signed_entries_and_raw_blobs
     entries = entry_files(warm.server)
     assert set(entries) == keys and warm.summary["remote"]["entries_uploaded"] == 9
     for name, path in entries.items():
-        doc = json.loads(path.read_bytes())
+        pointer = R.entry_envelope(path.read_bytes(), 1 << 20)
+        assert isinstance(pointer, R.Pointer), pointer
+        doc = json.loads(warm.blob(pointer.digest).read_bytes())
         assert doc["signer"] == warm.keys.public and doc["result"]["key"] == name
     blobs = warm.server.files("cas")
     assert len(blobs) == warm.summary["remote"]["blobs_uploaded"] > 8  # trees hold many files
@@ -163,12 +96,7 @@ def test_without_trusted_keys_the_remote_is_not_used(shared: Warm, tmp_path: Pat
 # -- trust: a corpus of poisoned entries and blobs -----------------------------------------------
 
 def _envelope(warm: Warm, action: str) -> dict[str, Any]:
-    return json.loads(warm.entry(action).read_bytes())
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.chmod(0o644)
-    path.write_bytes(data)
+    return json.loads(warm.envelope(action).read_bytes())
 
 
 def bad_signature(w: Warm) -> tuple[str, str]:
@@ -176,19 +104,19 @@ def bad_signature(w: Warm) -> tuple[str, str]:
     sig = bytearray(base64.b64decode(doc["signature"]))
     sig[10] ^= 0x01
     doc["signature"] = base64.b64encode(bytes(sig)).decode()
-    _write(w.entry("quantize"), json.dumps(doc).encode())
+    w.file_envelope("quantize", json.dumps(doc).encode())
     return "quantize", T.BAD_SIGNATURE
 
 
 def untrusted_key(w: Warm) -> tuple[str, str]:
-    _write(w.entry("quantize"), T.sign_entry(w.result("quantize"), w.keys.other))
+    w.file_envelope("quantize", T.sign_entry(w.result("quantize"), w.keys.other))
     return "quantize", T.UNTRUSTED
 
 
 def forged_signer(w: Warm) -> tuple[str, str]:  # signed by another key, claims the trusted one
     doc = json.loads(T.sign_entry(w.result("quantize"), w.keys.other))
     doc["signer"] = w.keys.public
-    _write(w.entry("quantize"), json.dumps(doc).encode())
+    w.file_envelope("quantize", json.dumps(doc).encode())
     return "quantize", T.BAD_SIGNATURE
 
 
@@ -196,22 +124,22 @@ def tampered_result(w: Warm) -> tuple[str, str]:  # another genuine blob, the ol
     doc = _envelope(w, "quantize")
     outputs = doc["result"]["outputs"]
     outputs["bundle"]["digest"] = outputs["encodings"]["digest"]
-    _write(w.entry("quantize"), json.dumps(doc).encode())
+    w.file_envelope("quantize", json.dumps(doc).encode())
     return "quantize", T.BAD_SIGNATURE
 
 
 def unsigned(w: Warm) -> tuple[str, str]:
-    _write(w.entry("quantize"), json.dumps(w.result("quantize").to_json()).encode())
+    w.file_envelope("quantize", json.dumps(w.result("quantize").to_json()).encode())
     return "quantize", T.UNSIGNED
 
 
 def wrong_action_key(w: Warm) -> tuple[str, str]:  # a genuine entry of another action
-    _write(w.entry("quantize"), w.entry("convert").read_bytes())
+    write(w.entry("quantize"), w.entry("convert").read_bytes())
     return "quantize", T.WRONG_KEY
 
 
-def truncated(w: Warm) -> tuple[str, str]:
-    _write(w.entry("quantize"), w.entry("quantize").read_bytes()[:-40])
+def truncated(w: Warm) -> tuple[str, str]:  # a cut envelope, filed under its own digest
+    w.file_envelope("quantize", w.envelope("quantize").read_bytes()[:-40])
     return "quantize", T.MALFORMED
 
 
@@ -219,7 +147,7 @@ def corrupt_blob(w: Warm) -> tuple[str, str]:
     path = w.blob(w.result("convert").outputs["bundle"].digest)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    _write(path, bytes(data))
+    write(path, bytes(data))
     return "convert", T.CORRUPT_BLOB
 
 
@@ -232,7 +160,7 @@ def corrupt_tree_file(w: Warm) -> tuple[str, str]:
     entries = store.cas.tree_entries(_tree(w, "package:HTP"))
     assert entries
     path = w.blob(entries[-1]["digest"])
-    _write(path, path.read_bytes() + b"\n// injected\n")
+    write(path, path.read_bytes() + b"\n// injected\n")
     return "package:HTP", T.CORRUPT_BLOB
 
 
@@ -240,7 +168,7 @@ def corrupt_tree_manifest(w: Warm) -> tuple[str, str]:
     path = w.blob(_tree(w, "package:HTP"))
     doc = json.loads(path.read_bytes())
     doc["entries"] = doc["entries"][:-1]
-    _write(path, json.dumps(doc).encode())
+    write(path, json.dumps(doc).encode())
     return "package:HTP", T.CORRUPT_BLOB
 
 

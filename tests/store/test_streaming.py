@@ -260,7 +260,7 @@ def test_get_into_returns_none_on_a_miss_and_streams_a_hit(nginx_server: Nginx) 
 # -- scheduling -----------------------------------------------------------------------------------
 
 def test_the_largest_download_starts_first() -> None:
-    from udo_build.store.remote import LargestFirst
+    from udo_build.store.pools import LargestFirst
 
     pool = LargestFirst(1, "test")
     gate, order = threading.Event(), []
@@ -280,13 +280,13 @@ def test_the_largest_download_starts_first() -> None:
 @pytest.mark.skipif(not hasattr(os, "getpriority") or not os.uname().sysname == "Linux",
                     reason="threads have a nice value of their own on Linux only")
 def test_download_threads_yield_the_cpu_to_the_build() -> None:
-    from udo_build.store.remote import NICER, _yielding
+    from udo_build.store.pools import NICER, yielding
 
     before = os.getpriority(os.PRIO_PROCESS, 0)
     seen: list[int] = []
 
     def probe() -> None:
-        _yielding()
+        yielding()
         seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
 
     thread = threading.Thread(target=probe)

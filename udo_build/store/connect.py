@@ -14,5 +14,9 @@ def open_transport(url: str, options: RemoteOptions | None = None) -> Transport:
         from .httpcache import HttpCache
 
         return HttpCache(url, options)
-    raise ValueError(f"a remote cache URL is http://HOST[:PORT][/PATH] or https://..., "
-                     f"not {url!r}")
+    if scheme in ("grpc", "grpcs"):
+        from .grpccache import GrpcCache
+
+        return GrpcCache(url, options)
+    raise ValueError(f"a remote cache URL is http://HOST[:PORT][/PATH], https://..., "
+                     f"grpc://HOST:PORT[/INSTANCE] or grpcs://..., not {url!r}")

@@ -1,11 +1,22 @@
 """The remote tier of a store: shared action results in a remote cache, through a transport
-(the Bazel HTTP cache protocol; see `transport` for the others), as in the HTTP protocol:
+(the Bazel HTTP cache protocol, REAPI over gRPC, S3: see `transport`). In the HTTP protocol's
+terms:
 
-    {URL}/ac/<action key>   a signed envelope around the action's result (see `trust`)
+    {URL}/ac/<action key>   a REAPI ActionResult (see `reapi`) whose output file
+                            "udo-build-entry.json" names the signed envelope around the
+                            action's result (see `trust`), stored as a blob; the action's
+                            outputs follow as "udo-build-outputs/<name>"
     {URL}/cas/<sha256>      a blob: its raw, uncompressed bytes, named by their sha256
 
-Reading (`fetch_async`, in background threads): the entry must be signed by a trusted key and
-made for the key it is filed under; its verified result is handed to the build at once (what
+So a server that validates action-cache entries as ActionResults, and checks that the blobs
+they name are in its CAS (bazel-remote, BuildGrid), accepts ours. The envelope is the truth:
+signature and trust rules are those of `trust`; the output list is a hint for servers.
+
+Reading (`fetch_async`, in background threads): the entry must parse as an ActionResult (else
+it is refused as malformed: among them the JSON entries of udo-build before REAPI entries,
+which are a miss until a build uploads the action again), its envelope blob must hold the bytes
+its digest says, and the envelope must be signed by a trusted key and made for the key it is
+filed under; its verified result is handed to the build at once (what
 depends on it can be looked up meanwhile), and every output blob (for a tree: its manifest and
 every file) that the local store lacks is downloaded, its sha256 checked, and stored locally
 (a blob of STREAM_FROM bytes or more is hashed and written as it arrives, never held in memory
@@ -13,9 +24,10 @@ whole); only when all are there is the entry written to the local action cache. 
 bytes do not match its name is refused and never stored; an entry whose blobs the remote lacks
 is a miss.
 
-Writing (`publish`, in background threads; `upload` waits): blobs first, the signed entry last,
-and the entry only when every blob is up. So a reader never sees an entry whose upload did not
-finish. Blobs the remote has are not sent again (HEAD first, for blobs over 64 KiB).
+Writing (`publish`, in background threads; `upload` waits): the output blobs first, then the
+envelope blob, the entry last, and the entry only when every blob is up. So a reader never sees
+an entry whose upload did not finish, and a validating server never sees an entry naming a
+blob it lacks. Blobs the remote has are not sent again (asked first, for blobs over 64 KiB).
 
 Faults never fail a build: a failed request is a miss (or a skipped upload), the client retries,
 drops a server that stalls or trickles, and opens its circuit breakers (reads and uploads apart;
@@ -29,10 +41,6 @@ gets, and a reader verifies the bytes it downloads without decompressing first.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import itertools
-import os
-import queue
-import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -42,13 +50,14 @@ from ..errors import Problem
 from .ac import ActionCache, ActionResult, Output
 from .cas import Cas, sha256_bytes
 from .counters import Counters
+from .pools import LargestFirst, yielding
+from .reapi import Pointer, entry_bytes, entry_envelope
 from .transport import Refused, RemoteError, Transport, Unavailable
-from .trust import CORRUPT_BLOB, PublicKey, SigningKey, open_entry, sign_entry
+from .trust import CORRUPT_BLOB, MALFORMED, PublicKey, SigningKey, open_entry, sign_entry
 
 HEAD_FIRST = 64 * 1024  # bytes: smaller blobs are PUT without asking whether they are there
 STREAM_FROM = 1 << 20  # bytes: larger blobs are stored as they download
-ENTRY_LIMIT = 4 << 20  # bytes: a longer action-cache entry is not read (it is refused)
-NICER = 10  # niceness added to the download threads (see `_yielding`)
+ENTRY_LIMIT = 4 << 20  # bytes: a longer action-cache entry (or envelope) is refused
 THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
 
 
@@ -123,24 +132,44 @@ class Remote:
         with self._lock:
             if self._downloads is None:
                 self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads",
-                                               initializer=_yielding)
+                                               initializer=yielding)
         size = sum(o.size for o in result.outputs.values())
         return result, self._downloads.submit(size, self._guarded, self.download, result)
 
     def entry(self, key: str) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
         (None: no entry, a refused one, or the remote failed; counted as a miss)."""
-        _, data = self._call(self.transport.get, "ac", key, limit=ENTRY_LIMIT)
-        if data is None:
+        envelope = self._envelope(key)
+        if envelope is None:
             self.counters.add(remote_misses=1)
             return None
-        verdict = open_entry(data, key, self.trusted)
+        verdict = open_entry(envelope, key, self.trusted)
         if verdict.result is None:
             assert verdict.rejected is not None
             self._reject(verdict.rejected, f"the entry for action {key[:12]}: {verdict.detail}")
             self.counters.add(remote_misses=1)
             return None
         return verdict.result
+
+    def _envelope(self, key: str) -> bytes | None:
+        """The bytes of the signed envelope the entry for `key` names, checked against its
+        digest (None: no entry, a malformed one, a missing or corrupt envelope blob)."""
+        _, data = self._call(self.transport.get, "ac", key, limit=ENTRY_LIMIT)
+        if data is None:
+            return None
+        pointer = entry_envelope(data, ENTRY_LIMIT) if len(data) <= ENTRY_LIMIT \
+            else f"longer than {ENTRY_LIMIT} bytes"
+        if isinstance(pointer, str):
+            self._reject(MALFORMED, f"the entry for action {key[:12]}: {pointer}")
+            return None
+        ok, envelope = self._call(self.transport.get, "cas", pointer.digest, limit=pointer.size)
+        if envelope is None:
+            self._absent(ok)
+            return None
+        if len(envelope) != pointer.size or sha256_bytes(envelope) != pointer.digest:
+            self._corrupt(Blob(pointer.digest, pointer.size), f"the envelope of {key[:12]}")
+            return None
+        return bytes(envelope)
 
     def download(self, result: ActionResult) -> bool:
         """Store every blob of a verified result locally (each verified), then the entry."""
@@ -192,7 +221,7 @@ class Remote:
         if data is None:
             return self._absent(ok)
         if sha256_bytes(data) != blob.digest or blob.size not in (None, len(data)):
-            return self._corrupt(blob)
+            return self._corrupt(blob, "blob")
         self.cas.put(data, digest=blob.digest)
         return self._stored(blob, len(data))
 
@@ -202,7 +231,7 @@ class Remote:
         if writer is None:
             return self._absent(ok)
         if not writer.commit():
-            return self._corrupt(blob)
+            return self._corrupt(blob, "blob")
         return self._stored(blob, size)
 
     def _absent(self, answered: bool) -> bool:
@@ -210,9 +239,9 @@ class Remote:
             self.counters.add(remote_incomplete=1)
         return False
 
-    def _corrupt(self, blob: Blob) -> bool:
+    def _corrupt(self, blob: Blob, what: str) -> bool:
         self._bad.add(blob.digest)  # an upload from here sends it again, without asking
-        self._reject(CORRUPT_BLOB, f"the bytes of blob {blob.digest[:12]} do not match its "
+        self._reject(CORRUPT_BLOB, f"the bytes of {what} {blob.digest[:12]} do not match its "
                                    "name; it is not stored")
         return False
 
@@ -233,12 +262,18 @@ class Remote:
         return future
 
     def upload(self, result: ActionResult) -> bool:
-        """Upload the blobs of a result, then its signed entry; True when the entry is up."""
+        """Upload the blobs of a result, then its signed envelope (a blob), then the entry
+        naming them; True when the entry is up."""
         if not self.uploading or self.signing_key is None:
             return False
         if not self.send_outputs(result.outputs.values()):
             return False
-        entry = sign_entry(result, self.signing_key, self.public)
+        envelope = sign_entry(result, self.signing_key, self.public)
+        pointer = Pointer(sha256_bytes(envelope), len(envelope))
+        if not self._put_blob(pointer.digest, envelope):
+            return False
+        entry = entry_bytes(pointer, {name: (o.digest, o.size)
+                                      for name, o in result.outputs.items()})
         if not self._call(self.transport.put, "ac", result.key, entry, upload=True)[0]:
             return False
         self.counters.add(entries_uploaded=1, bytes_uploaded=len(entry))
@@ -275,6 +310,9 @@ class Remote:
             if there:
                 self._sent.add(digest)
                 return True
+        return self._put_blob(digest, data)
+
+    def _put_blob(self, digest: str, data: bytes) -> bool:
         if not self._call(self.transport.put, "cas", digest, data, upload=True)[0]:
             return False
         self.counters.add(blobs_uploaded=1, bytes_uploaded=len(data))
@@ -362,74 +400,9 @@ class Remote:
             if pool is None:
                 pool = cf.ThreadPoolExecutor(
                     THREADS[which], thread_name_prefix=f"udo-build-{which}",
-                    initializer=_yielding if which == "files" else None)
+                    initializer=yielding if which == "files" else None)
                 setattr(self, f"_{which}", pool)
             return pool
-
-
-class LargestFirst:
-    """A pool of threads that runs the largest job first: of the actions whose blobs wait to
-    be downloaded, the one with the most bytes starts first (it would end last), smaller ones
-    fill the other threads. Threads start as jobs come, up to `workers`."""
-
-    def __init__(self, workers: int, name: str,
-                 initializer: Callable[[], None] | None = None) -> None:
-        self.workers = workers
-        self.name = name
-        self.initializer = initializer
-        self._queue: queue.PriorityQueue[tuple[float, int, Any]] = queue.PriorityQueue()
-        self._order = itertools.count()
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-
-    def submit(self, size: int, fn: Callable[..., Any], *args: Any) -> cf.Future[Any]:
-        future: cf.Future[Any] = cf.Future()
-        self._queue.put((-size, next(self._order), (future, fn, args)))
-        with self._lock:
-            if len(self._threads) < self.workers:
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name=f"{self.name}_{len(self._threads)}")
-                self._threads.append(thread)
-                thread.start()
-        return future
-
-    def _work(self) -> None:
-        if self.initializer is not None:
-            self.initializer()
-        while True:
-            _, _, job = self._queue.get()
-            if job is None:
-                return
-            future, fn, args = job
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
-                future.set_exception(exc)
-
-    def shutdown(self, wait: bool = True) -> None:
-        """Let the queued jobs finish, then stop the threads."""
-        with self._lock:
-            threads, self._threads = self._threads, []
-        for _ in threads:
-            self._queue.put((float("inf"), next(self._order), None))
-        if wait:
-            for thread in threads:
-                thread.join()
-
-
-def _yielding() -> None:
-    """Lower this thread's CPU priority (Linux: threads have their own nice value). Blob
-    downloads saturate the cores on a fast link; the build's own thread and the lookups then
-    still get the CPU at once, so the keys of later actions (and their downloads) are not
-    held up behind the bytes of earlier ones. On an idle machine this changes nothing."""
-    if sys.platform.startswith("linux"):
-        try:
-            tid = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + NICER)
-        except OSError:
-            pass
 
 
 def _size(entry: dict[str, object]) -> int | None:
