@@ -194,7 +194,9 @@ def _node_shapes(node: Node, shapes: list[Shape], values: list[np.ndarray | None
         except (ValueError, TypeError, IndexError):
             pass  # a case the function does not cover: run the kernel
     arrays = _run_on_zeros(node, shapes, values, infos, packages)
-    return [(tuple(a.shape), dtype(i, a.dtype.name)) for i, a in enumerate(arrays)]
+    # a kernel returns its optional outputs too (LayerNormalization's Mean, InvStdDev)
+    return [(tuple(a.shape), dtype(i, a.dtype.name))
+            for i, a in enumerate(arrays[:len(node.outputs)])]
 
 
 def _run_on_zeros(node: Node, shapes: list[Shape], values: list[np.ndarray | None],
