@@ -112,6 +112,7 @@ def accepted_versions(op: str) -> str:
 def render_ops_doc(results: Sequence[conformance.Result]) -> str:
     import onnx
 
+    from udo_build.kernels.default import DEFAULT
     from udo_build.runtime.integer.registry import INTEGER
     from udo_build.runtime.integer.session import QuantizedSession  # noqa: F401 (registers)
 
@@ -124,7 +125,8 @@ def render_ops_doc(results: Sequence[conformance.Result]) -> str:
     rows = []
     for op in standard_ops():
         int_path = "integer kernel" if op in integer else "float fallback"
-        rows.append(f"| {op} | {accepted_versions(op)} | yes | {int_path} | "
+        runtime = "HTP" if DEFAULT.on_htp(op) else "CPU only"
+        rows.append(f"| {op} | {accepted_versions(op)} | {runtime} | yes | {int_path} | "
                     f"{passes.get(op, 0)} of {totals.get(op, 0)} |")
     head = (_HEAD.format(onnx=onnx.__version__, ops=len(rows),
                          passing=sum(1 for op in standard_ops() if passes.get(op))))
@@ -140,6 +142,9 @@ registry and onnx {onnx}'s node conformance cases; do not edit by hand (a test r
   it; a later version is accepted when the kernel takes every input and attribute it adds, or
   only with the named attributes at their default ("... only"); versions not listed are refused
   with a "not supported" error naming the input.
+- runtime: HTP when the HTP op set has the op (udo_build/kernels/default/htp.py says where the
+  list comes from); a CPU-only op runs on the CPU runtime, the graph split into HTP and CPU
+  subnets around it, each HTP subnet prepared as a record of its own.
 - int8 path: an integer kernel computes the op on quantized values; otherwise the node runs its
   float kernel between dequantize and quantize.
 - conformance: the onnx cases that use the op and pass (float32 within rtol 1e-3, atol 1e-5),
@@ -148,8 +153,8 @@ registry and onnx {onnx}'s node conformance cases; do not edit by hand (a test r
 
 {ops} ops; {passing} pass at least one case.
 
-| op | ONNX versions | float kernel | int8 path | conformance |
-| --- | --- | --- | --- | --- |
+| op | ONNX versions | runtime | float kernel | int8 path | conformance |
+| --- | --- | --- | --- | --- | --- |
 """
 
 

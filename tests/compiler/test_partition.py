@@ -14,7 +14,7 @@ from udo_build.compiler.partition import (
 )
 from udo_build.errors import UserError
 from udo_build.ir.graph import Graph, Model, Node, TensorInfo
-from udo_build.kernels.oppkg import Flags, OpPackage
+from udo_build.kernels.oppkg import OpPackage, OpPackageError
 
 
 def _model() -> Model:
@@ -42,12 +42,24 @@ def test_an_op_runs_where_its_definition_or_the_default_package_says() -> None:
     assert op_runtimes(gpu, OPDEFS) == ()
 
 
-def test_cpu_only_flag_marks_an_op_the_htp_lacks() -> None:
+def test_cpu_only_marks_an_op_the_htp_lacks() -> None:
     package = OpPackage("P")
-    package.op("Foo", flags=Flags.CPU_ONLY)(lambda x: x)
+    package.op("Foo")(lambda x: x)
     package.op("Bar")(lambda x: x)
+    package.cpu_only("Foo")
     assert (package.on_htp("Foo"), package.on_htp("Bar"), package.on_htp("Baz")) == (
         False, True, False)
+    with pytest.raises(OpPackageError, match="Baz"):
+        package.cpu_only("Baz")
+
+
+def test_default_package_runs_on_the_htp_what_the_htp_op_set_lists() -> None:
+    from udo_build.kernels.default import DEFAULT
+    from udo_build.kernels.default.htp import HTP_OPS
+
+    assert DEFAULT.on_htp("Conv") and DEFAULT.on_htp("Softmax") and DEFAULT.on_htp("Gelu")
+    assert not DEFAULT.on_htp("Det") and not DEFAULT.on_htp("Trilu")
+    assert {op for op in DEFAULT.ops() if DEFAULT.on_htp(op)} == HTP_OPS & set(DEFAULT.ops())
 
 
 def test_consecutive_nodes_of_one_runtime_are_one_subnet() -> None:

@@ -9,8 +9,8 @@ Which runtimes a node may use:
 - a custom op: the backends its op definition runs on (SupportedBackend in XML, core_types in
   SNPE JSON, where the DSP core means the HTP from v68 on: udo_build.opdef.json_config): HTP
   when they list HTP, CPU when they list CPU; an op without a definition may use both;
-- a standard op: the HTP when the default package has an implementation not flagged
-  `Flags.CPU_ONLY` (udo_build.kernels.oppkg), and the CPU always (the CPU runtime runs the
+- a standard op: the HTP when the HTP op set has it (the default package's ops not marked
+  `cpu_only`: udo_build/kernels/default/htp.py), and the CPU always (the CPU runtime runs the
   float kernels);
 - a recipe narrows both (`RuntimeChoices`): `package.ops[i].runtimes` for the ops of one op
   config, `model.runtimes` for an op type or a node name. A node's runtimes are what its op

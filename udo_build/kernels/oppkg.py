@@ -43,7 +43,6 @@ class Flags(IntFlag):
     IS_CONST = 1  # the op's output is a constant (folded at prepare)
     INHIBIT_CONST_PROP = 2  # never fold this op, even on constant inputs
     RESOURCE_HVX = 4  # runs on the vector units
-    CPU_ONLY = 8  # the HTP has no implementation: a graph reading it runs it on the CPU runtime
 
 
 class OpPackageError(Exception):
@@ -89,6 +88,7 @@ class OpPackage:
         self._impls: dict[str, list[Impl]] = {}
         self._params: dict[str, tuple[Param, ...]] = {}
         self._rules: list[Any] = []
+        self._cpu_only: set[str] = set()
 
     def __repr__(self) -> str:
         return f"OpPackage({self.name!r}, ops={sorted(self._impls)})"
@@ -145,9 +145,17 @@ class OpPackage:
     def impls(self, op: str) -> list[Impl]:
         return list(self._impls.get(op, ()))
 
+    def cpu_only(self, *ops: str) -> None:
+        """Say that the HTP has no implementation of these ops: a graph using one runs it on the
+        CPU runtime (a subnet of its own; see udo_build.compiler.partition)."""
+        unknown = sorted(set(ops) - set(self._impls))
+        if unknown:
+            raise OpPackageError(f"{self.name}: cpu_only names ops it does not have: {unknown}")
+        self._cpu_only.update(ops)
+
     def on_htp(self, op: str) -> bool:
-        """Whether the HTP runs `op`: it has an implementation not flagged CPU_ONLY."""
-        return any(not i.flags & Flags.CPU_ONLY for i in self._impls.get(op, ()))
+        """Whether the HTP runs `op`: the package has it, not marked `cpu_only`."""
+        return op in self._impls and op not in self._cpu_only
 
     def params(self, op: str) -> tuple[Param, ...]:
         return self._params.get(op, ())

@@ -44,5 +44,8 @@ from . import (  # noqa: F401  (importing a family registers its kernels)
     transformer_norm,
 )
 from ._package import DEFAULT
+from .htp import HTP_OPS
+
+DEFAULT.cpu_only(*sorted(set(DEFAULT.ops()) - HTP_OPS))  # every family registered by now
 
 __all__ = ["DEFAULT"]
