@@ -14,5 +14,9 @@ def open_transport(url: str, options: RemoteOptions | None = None) -> Transport:
         from .httpcache import HttpCache
 
         return HttpCache(url, options)
+    if scheme == "s3":
+        from .s3cache import S3Cache
+
+        return S3Cache(url, options)
     raise ValueError(f"a remote cache URL is http://HOST[:PORT][/PATH] or https://..., "
                      f"not {url!r}")
