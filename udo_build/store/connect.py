@@ -18,5 +18,10 @@ def open_transport(url: str, options: RemoteOptions | None = None) -> Transport:
         from .grpccache import GrpcCache
 
         return GrpcCache(url, options)
+    if scheme == "s3":
+        from .s3cache import S3Cache
+
+        return S3Cache(url, options)
     raise ValueError(f"a remote cache URL is http://HOST[:PORT][/PATH], https://..., "
-                     f"grpc://HOST:PORT[/INSTANCE] or grpcs://..., not {url!r}")
+                     f"grpc://HOST:PORT[/INSTANCE], grpcs://... or s3://BUCKET[/PREFIX], "
+                     f"not {url!r}")
