@@ -33,6 +33,7 @@ from . import (  # noqa: F401  (importing a family registers its kernels)
     index,
     norm,
     pool,
+    quantize_ops,
     recurrent,
     reduce,
     resize,
