@@ -30,6 +30,7 @@ from . import (  # noqa: F401  (importing a family registers its kernels)
     conv,
     elementwise,
     gemm,
+    geometry,
     index,
     norm,
     pool,
@@ -37,6 +38,7 @@ from . import (  # noqa: F401  (importing a family registers its kernels)
     recurrent,
     reduce,
     resize,
+    sampling,
     shape,
 )
 from ._package import DEFAULT
