@@ -40,6 +40,7 @@ from . import (  # noqa: F401  (importing a family registers its kernels)
     resize,
     sampling,
     shape,
+    signal,
 )
 from ._package import DEFAULT
 
