@@ -32,6 +32,7 @@ from . import (  # noqa: F401  (importing a family registers its kernels)
     gemm,
     geometry,
     index,
+    misc,
     norm,
     pool,
     quantize_ops,
