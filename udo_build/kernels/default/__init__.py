@@ -15,7 +15,12 @@ Softmax, LogSoftmax, Identity, Dropout...), reduce (Reduce*, ArgMax/ArgMin), sha
 Transpose, Concat, Split, Slice, Gather, Pad, Shape, ConstantOfShape...), index (GatherND,
 ScatterND, ScatterElements, TopK, OneHot, NonZero, Compress, ReverseSequence,
 NonMaxSuppression), recurrent (RNN, GRU, LSTM), attention (RotaryEmbedding, Attention: opset
-23 and later), resize (Resize nearest/linear).
+23 and later), resize (Resize nearest/linear), quantize_ops (Quantize/DequantizeLinear,
+DynamicQuantizeLinear, QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger), sampling
+(GridSample, AffineGrid, RoiAlign, DeformConv), geometry (Col2Im, CenterCropPad, MaxUnpool),
+signal (Hann/Hamming/Blackman windows, DFT, STFT, MelWeightMatrix), misc (EyeLike, Shrink,
+MeanVarianceNormalization, Unique, Det, BitCast, NegativeLogLikelihoodLoss,
+SoftmaxCrossEntropyLoss).
 
 Besides the ONNX ops, `conv` registers `FusedConv` (a Conv with its activation and an optional
 residual addend), which only the runtime's execution plan creates (see
