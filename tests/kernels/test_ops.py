@@ -101,7 +101,11 @@ def test_float32_stays_float32() -> None:
 LATER = {("AveragePool", "dilations"), ("LpPool", "dilations"), ("LpPool", "ceil_mode"),
          ("Cast", "saturate"), ("CastLike", "saturate"), ("Split", "num_outputs"),
          ("Pad", "axes"), ("SpaceToDepth", "mode"), ("Attention", "nonpad_kv_seqlen"),
-         ("Attention", "left_window_size"), ("Attention", "right_window_size")}
+         ("Attention", "left_window_size"), ("Attention", "right_window_size"),
+         ("QuantizeLinear", "block_size"), ("QuantizeLinear", "output_dtype"),
+         ("QuantizeLinear", "saturate"), ("QuantizeLinear", "precision"),
+         ("DequantizeLinear", "block_size"), ("DequantizeLinear", "output_dtype"),
+         ("DFT", "axis_tensor")}  # DFT's axis: an attribute to opset 19, an input from 20
 
 
 def _schema(op: str):  # type: ignore[no-untyped-def]
