@@ -35,12 +35,7 @@ PASS, REFUSED, KNOWN_DIFFERENCE, INTERNAL = "pass", "refused", "known", "interna
 OUTCOMES = (PASS, REFUSED, KNOWN_DIFFERENCE, INTERNAL)
 
 # case name -> why the emulator's result differs from onnx's expected one, by design
-KNOWN: dict[str, str] = {
-    "test_mvn": "onnx's own shape inference rejects the case's model (the function body of "
-                "MeanVarianceNormalization it expands has a Constant node with no value), so "
-                "the importer refuses it as a model that fails onnx's checks; the expanded "
-                "case at opset 18 passes",
-}
+KNOWN: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

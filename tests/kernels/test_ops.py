@@ -105,6 +105,10 @@ LATER = {("AveragePool", "dilations"), ("LpPool", "dilations"), ("LpPool", "ceil
          ("Pad", "axes"), ("SpaceToDepth", "mode"), ("Attention", "nonpad_kv_seqlen"),
          ("Attention", "left_window_size"), ("Attention", "right_window_size"),
          ("Cast", "round_mode"), ("CastLike", "round_mode"), ("GroupNormalization", "stash_type"),
+         ("QuantizeLinear", "block_size"), ("QuantizeLinear", "output_dtype"),
+         ("QuantizeLinear", "saturate"), ("QuantizeLinear", "precision"),
+         ("DequantizeLinear", "block_size"), ("DequantizeLinear", "output_dtype"),
+         ("DFT", "axis_tensor"),  # DFT's axis: an attribute to opset 19, an input from 20
          *((op, "noop_with_empty_axes") for op in REDUCE_AXES_INPUT)}
 # Attributes at opset 17 that later opsets made inputs: one parameter binds either.
 BOTH = {(op, "axes") for op in REDUCE_AXES_INPUT}

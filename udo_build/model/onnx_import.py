@@ -135,6 +135,33 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
         except Exception as exc:  # the converter raises bare RuntimeErrors
             raise UserError(f"cannot convert the model from opset {opset} to {TARGET_OPSET}: "
                             f"{_first_line(exc)}", file=file) from None
+    return _function_defaults(model)
+
+
+def _function_defaults(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with the default attributes of function ops written out: onnx's strict shape
+    inference of a function body fails on an attribute it references but the node omits
+    (MeanVarianceNormalization without `axes`). A copy when anything is added."""
+    from onnx import defs
+
+    missing = []
+    opset = model_opset(model) or TARGET_OPSET
+    for index, node in enumerate(model.graph.node):
+        if node.domain not in ONNX_DOMAINS or not defs.has(node.op_type, ""):
+            continue
+        schema = defs.get_schema(node.op_type, opset, "")
+        if not schema.has_function:
+            continue
+        given = {a.name for a in node.attribute}
+        missing += [(index, a.default_value) for name, a in sorted(schema.attributes.items())
+                    if name not in given and a.default_value.name]
+    if not missing:
+        return model
+    import onnx
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for index, default in missing:
+        model.graph.node[index].attribute.append(default)
     return model
 
 

@@ -17,7 +17,11 @@ Dropout...), reduce (Reduce* at every opset, ArgMax/ArgMin), math_ext (CumSum, C
 Einsum, Det), shape (Reshape, Transpose, Concat, Split, Slice, Gather, Pad, Shape,
 ConstantOfShape...), index (GatherND, ScatterND, ScatterElements, TopK, OneHot, NonZero,
 Compress, ReverseSequence, NonMaxSuppression), recurrent (RNN, GRU, LSTM), attention
-(RotaryEmbedding, Attention: opset 23 and later), resize (Resize).
+(RotaryEmbedding, Attention: opset 23 and later), resize (Resize), quantize_ops
+(Quantize/DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul, QLinearConv, MatMulInteger,
+ConvInteger), sampling (GridSample, AffineGrid, RoiAlign, DeformConv), geometry (Col2Im,
+CenterCropPad, MaxUnpool), signal (Hann/Hamming/Blackman windows, DFT, STFT, MelWeightMatrix),
+misc (EyeLike, Unique, BitCast, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss).
 
 Besides the ONNX ops, `conv` registers `FusedConv` (a Conv with its activation and an optional
 residual addend), which only the runtime's execution plan creates (see
@@ -33,14 +37,19 @@ from . import (  # noqa: F401  (importing a family registers its kernels)
     conv,
     elementwise,
     gemm,
+    geometry,
     index,
     math_ext,
+    misc,
     norm,
     pool,
+    quantize_ops,
     recurrent,
     reduce,
     resize,
+    sampling,
     shape,
+    signal,
     transformer_norm,
 )
 from ._package import DEFAULT

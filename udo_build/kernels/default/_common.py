@@ -88,3 +88,18 @@ def relu_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     else:
         np.maximum(x, 0, out=out)
     return out
+
+
+# ONNX element types (TensorProto values) the kernels create as outputs, as numpy dtypes
+ELEMENT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+                 7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
+                 13: "uint64"}
+
+
+def element_type(code: int) -> np.dtype:
+    """The numpy dtype of an ONNX element type; NotImplementedError for one numpy lacks."""
+    if code not in ELEMENT_TYPES:
+        raise NotImplementedError(f"element type {code} (supported: "
+                                  + ", ".join(f"{k} {v}" for k, v in ELEMENT_TYPES.items())
+                                  + ")")
+    return np.dtype(ELEMENT_TYPES[code])
