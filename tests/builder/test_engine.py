@@ -276,6 +276,7 @@ def test_the_output_folder_follows_the_recipe(project: Project) -> None:
             "Makefile", "config/softplus.xml", "config/swish.json",
             "include/SoftplusPackage.hpp", "package.json",
             "src/SoftplusPackageInterface.cpp", "src/ops/Softplus.cpp", "src/ops/Swish.cpp")),
+        "quant/layers.json",
         *(f"runs/smoke/{f}" for f in (
             "Result_0/logits.npy", "Result_0/logits.raw", "Result_1/logits.npy",
             "Result_1/logits.raw", "Result_2/logits.npy", "Result_2/logits.raw",

@@ -69,7 +69,7 @@ def test_the_run_and_quantize_params(plan: Any) -> None:
     assert plan.actions["check:smoke"].params == {"run": "smoke", "min_sqnr_db": 25}
     assert plan.actions["quantize"].params == {
         "act_bitwidth": 8, "weights_bitwidth": 8, "bias_bitwidth": 32, "per_channel": True,
-        "quantizer": "enhanced", "float_fallback": False}
+        "quantizer": "enhanced", "float_fallback": False, "report_inputs": 1}
     assert plan.actions["package:HTP"].params == {
         "backend": "HTP", "archs": ["v68", "v69", "v73", "v75", "v79"],
         "with_kernels": [True, True], "config_names": ["softplus.xml", "swish.json"]}

@@ -1,8 +1,10 @@
 """The build report page in a real headless browser (Debian's chromium, started here): it loads
-without script errors, its tables and chart are in the DOM, and a screenshot has content."""
+without script errors, its tables and the per-layer chart (from the figures the quantize step
+published) are in the DOM, and a screenshot has content."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, RECIPES
+from tests.conftest import RECIPES
 from udo_build.builder.session import BuildReport, BuildRequest, Quiet, run_build
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -54,11 +56,29 @@ def test_the_page_loads_without_errors_and_holds_its_tables(built: BuildReport,
     dom = browse(built.page, tmp_path, "--dump-dom", "--virtual-time-budget=2000")
     assert 'data-ready="1"' in dom, "the page's script did not run to its end"
     assert errors(dom) == []
-    for table in ("runs", "matrix", "fleet", "actions"):
+    for table in ("runs", "matrix", "fleet", "layers", "actions"):
         assert f'<table id="{table}" class="sortable">' in dom
     rows = len(re.findall(r"<tr>", dom))
     prepares = sum(1 for a in built.actions if a.kind == "prepare")
     assert rows >= len(built.actions) + prepares + 2
+
+
+def test_the_page_charts_the_quantize_steps_layers(built: BuildReport, tmp_path: Path) -> None:
+    """The per-layer SQNR the quantize step published: an SVG with a bar per layer (custom ops
+    marked), its legend, and the layer table, in the DOM the browser built."""
+    assert built.page is not None and built.out is not None
+    layers = json.loads((built.out / "quant" / "layers.json").read_text())["layers"]
+    dom = browse(built.page, tmp_path, "--dump-dom", "--virtual-time-budget=2000")
+    svg = re.findall(r'<svg [^>]*aria-label="SQNR per layer".*?</svg>', dom, re.S)
+    assert len(svg) == 1 and svg[0].count('<rect class="bar') == len(layers) > 0
+    custom = sum(1 for layer in layers if layer["custom"])
+    assert svg[0].count('<rect class="bar custom"') == custom > 0
+    assert '<g class="legend">' in svg[0]
+    for label in ("default op", "custom op", "exact (no error)"):
+        assert f">{label}</text>" in svg[0]
+    table = dom[dom.index('<table id="layers"'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr><td>") == len(layers)
 
 
 def test_the_screenshot_is_not_blank(built: BuildReport, tmp_path: Path) -> None:
@@ -70,25 +90,6 @@ def test_the_screenshot_is_not_blank(built: BuildReport, tmp_path: Path) -> None
     assert (width, height) == (1280, 2000)
     assert colors >= 8, f"{colors} colours: a blank page?"
     assert inked > 0.02, f"only {inked:.1%} of the pixels are not white"
-
-
-def test_the_layer_chart_renders(tmp_path: Path) -> None:
-    """A page with the per-layer chart of the softplus model (figures measured here)."""
-    from udo_build.builder.report_chart import layer_rows
-    from udo_build.builder.report_page import read_runs, render
-
-    report = build("softplus.yaml", tmp_path)
-    assert report.out is not None
-    layers = layer_rows(measure_layers(report.out / "model" / "net_quantized.udb"))
-    assert any(r.custom for r in layers) and any(not r.custom for r in layers)
-    page = tmp_path / "with-layers.html"
-    page.write_text(render(report, read_runs(report, report.out), layers))
-    dom = browse(page, tmp_path, "--dump-dom", "--virtual-time-budget=2000")
-    assert 'data-ready="1"' in dom and errors(dom) == []
-    assert dom.count('<rect class="bar') == len(layers) and '<table id="layers"' in dom
-    shot = tmp_path / "layers.png"
-    browse(page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2000")
-    assert png_content(shot)[2] >= 8
 
 
 def test_a_script_error_is_caught(built: BuildReport, tmp_path: Path) -> None:
@@ -105,22 +106,6 @@ def errors(dom: str) -> list[str]:
     """The script errors the page's hook wrote into the DOM."""
     found = re.findall(r'<html[^>]* data-errors="([^"]*)"', dom)
     return [e for e in found[0].split(";") if e] if found else []
-
-
-def measure_layers(bundle_path: Path) -> list[dict[str, object]]:
-    from udo_build.ir.qmodel import from_bundle
-    from udo_build.kernels.load import packages_for
-    from udo_build.model.input_list import feeds, parse_input_list
-    from udo_build.model.op_check import load_checked_bundle
-    from udo_build.quant.report import layer_sqnr
-
-    softplus = EXAMPLES / "softplus"
-    bundle = load_checked_bundle(str(bundle_path))
-    qmodel = from_bundle(bundle, str(bundle_path))
-    packages = packages_for(bundle, [softplus / "ops" / "kernels.py"])
-    listing = parse_input_list(softplus / "data" / "calib.txt")
-    found = layer_sqnr(qmodel, packages, feeds(listing, list(qmodel.model.graph.inputs)))
-    return [layer.to_json() for layer in found]
 
 
 def png_content(path: Path) -> tuple[int, int, int, float]:

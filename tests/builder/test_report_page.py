@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import RECIPES
 from udo_build.builder.report_chart import chart, layer_rows, layer_section
-from udo_build.builder.report_page import page_path, read_runs, render
+from udo_build.builder.report_page import page_path, read_layers, read_runs, render
 from udo_build.builder.session import BuildReport, BuildRequest, Quiet, run_build
 
 
@@ -76,6 +76,30 @@ def test_user_strings_are_escaped(softplus: BuildReport) -> None:
     page = render(softplus._replace(recipe=evil, actions=actions), [])
     assert evil not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert page.count("<script>") == 2  # the error hook and the sorting script
+
+
+def test_the_page_charts_the_layers_the_quantize_step_measured(softplus: BuildReport) -> None:
+    assert softplus.out is not None and softplus.page is not None
+    published = json.loads((softplus.out / "quant" / "layers.json").read_text())["layers"]
+    page = softplus.page.read_text()
+    assert len(published) == 7 and page.count('<rect class="bar') == len(published)
+    assert page.count('<rect class="bar custom"') == sum(x["custom"] for x in published) == 2
+    assert '<table id="layers" class="sortable">' in page and ">custom op</text>" in page
+    for layer in published:
+        assert f"<td>{layer['node']}</td>" in page
+
+
+def test_layers_are_read_only_from_the_figures_file(tmp_path: Path) -> None:
+    assert read_layers(None) is None and read_layers(tmp_path) is None
+    (tmp_path / "quant").mkdir()
+    figures = tmp_path / "quant" / "layers.json"
+    for broken in ("{", "[]", '{"layers": {}}', '{"layers": [1]}',
+                   '{"layers": [{"sqnr_db": "high"}]}', '{"inputs": 1, "layers": []}'):
+        figures.write_text(broken)
+        assert read_layers(tmp_path) is None, broken
+    figures.write_text('{"inputs": 1, "layers": [{"index": 0, "node": "n", "op": "Mine", '
+                       '"tensor": "t", "sqnr_db": null, "custom": true}]}')
+    assert read_layers(tmp_path) == [(1, "n", "Mine", "t", None, True)]
 
 
 def test_the_layer_chart_numbers_bars_like_the_table_and_marks_custom_ops() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,14 @@ from udo_build.model.onnx_import import import_onnx, load_onnx
 from udo_build.opdef import recipe_package
 from udo_build.quant.calibrate import calibrate
 from udo_build.quant.fold import fold_for_quantization
-from udo_build.quant.pipeline import _calibrated_tensors, _Chooser, quantize_model
+from udo_build.quant.pipeline import (
+    _calibrated_tensors,
+    _Chooser,
+    quantize_and_measure,
+    quantize_model,
+)
 from udo_build.quant.quantizers import asymmetric
+from udo_build.quant.report import layer_sqnr
 from udo_build.quant.settings import QuantizeSettings
 from udo_build.runtime.float_session import Session
 
@@ -92,6 +99,44 @@ def test_overrides_and_float_fallback(example) -> None:  # type: ignore[no-untyp
     fallback = quantize_model(model, packages, iter(()), {"float_fallback": True}, overrides)
     assert fallback.activations == {"conv1_out": forced} and fallback.params == {}
     assert fallback.settings["calibration_inputs"] == 0
+
+
+def test_measuring_after_quantizing_reuses_calibration(example) -> None:  # type: ignore[no-untyped-def]
+    """The per-layer SQNR over the first `report_inputs` inputs, from calibration's float
+    tensors, is what a fresh measurement finds; the quantization itself does not change."""
+    model, packages, feeds = example
+    reads: list[int] = []
+
+    def read() -> list[dict[str, np.ndarray]]:
+        reads.append(1)
+        return feeds
+
+    settings = QuantizeSettings(quantizer="enhanced", report_inputs=2)
+    q, figures = quantize_and_measure(model, packages, read, settings)
+    assert figures is not None and figures.inputs == 2 and len(reads) == 1
+    fresh = layer_sqnr(q, packages, feeds[:2])
+    assert [layer.to_json() for layer in figures.layers] == [f.to_json() for f in fresh]
+    assert [(f.op, f.custom) for f in fresh if f.custom] == [
+        ("SoftplusPackage::Softplus", True), ("SoftplusPackage::Swish", True)]
+    assert all(20 < f.sqnr_db < 60 for f in fresh)
+    unmeasured, none = quantize_and_measure(model, packages, read,
+                                            QuantizeSettings(quantizer="enhanced",
+                                                             report_inputs=0))
+    assert none is None and unmeasured == q and "report_inputs" not in q.settings
+    _, wide = quantize_and_measure(model, packages, read, QuantizeSettings(report_inputs=99))
+    assert wide is not None and wide.inputs == len(feeds)
+    assert json.loads(wide.to_bytes())["inputs"] == len(feeds)
+
+
+def test_measuring_without_calibration(example) -> None:  # type: ignore[no-untyped-def]
+    """With float_fallback no calibration runs: the inputs are read again for the measure."""
+    model, packages, feeds = example
+    overrides = ({"conv1_out": [asymmetric(-1.0, 1.0, 8)]}, {})
+    settings = QuantizeSettings(float_fallback=True, report_inputs=3)
+    q, figures = quantize_and_measure(model, packages, lambda: iter(feeds), settings, overrides)
+    assert figures is not None and figures.inputs == 3
+    assert [layer.tensor for layer in figures.layers] == ["conv1_out"]
+    assert figures.layers[0].to_json() == layer_sqnr(q, packages, feeds[:3])[0].to_json()
 
 
 def test_quantized_bundles_round_trip(example, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -51,6 +51,42 @@ def test_report_of_the_example(tmp_path: Path) -> None:
     assert code == 2 and "the bundle is not quantized (it has no encodings)" in err
 
 
+def test_the_quantize_step_publishes_the_figures_quant_report_finds(tmp_path: Path) -> None:
+    """quant/layers.json of a build: the SQNR of every layer over the first `report_inputs`
+    calibration inputs, as quant-report measures it over those inputs; 0 publishes none and
+    leaves the quantized bundle as it was."""
+    import shutil
+
+    (tmp_path / ".udo-build-root").write_text("")
+    shutil.copytree(EXAMPLES / "softplus", tmp_path / "ex")
+    calib = (tmp_path / "ex/data/calib.txt").read_text().splitlines()
+    (tmp_path / "ex/data/first.txt").write_text("\n".join(calib[:2]) + "\n")
+    bundles = []
+    for count in (2, 0):
+        recipe = tmp_path / f"r{count}.yaml"
+        recipe.write_text(
+            "recipe: 1\nname: q\npackage:\n  ops:\n"
+            "    - {config: ex/ops/softplus.xml, kernels: ex/ops/kernels.py}\n"
+            "    - {config: ex/ops/swish.json, kernels: ex/ops/kernels.py}\n"
+            "model: {onnx: ex/model/net.onnx}\n"
+            f"quantize: {{input_list: ex/data/calib.txt, report_inputs: {count}}}\n")
+        out = tmp_path / f"out{count}"
+        code, _, err = cli("build", str(recipe), "quantize", "--store", str(tmp_path / "s"),
+                           "--out", str(out), "-j", "1")
+        assert code == 0, err
+        bundles.append((out / "model/net_quantized.udb").read_bytes())
+    assert bundles[0] == bundles[1]
+    assert not (tmp_path / "out0/quant").exists()
+    published = json.loads((tmp_path / "out2/quant/layers.json").read_text())
+    code, out, err = cli("quant-report", str(tmp_path / "out2/model/net_quantized.udb"),
+                         "--input-list", str(tmp_path / "ex/data/first.txt"), "--kernels",
+                         str(tmp_path / "ex/ops/kernels.py"), "--json")
+    assert code == 0, err
+    assert published == {"inputs": 2, "layers": json.loads(out)["layers"]}
+    assert [layer["node"] for layer in published["layers"] if layer["custom"]] == [
+        "softplus1", "swish1"]
+
+
 def test_a_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 

@@ -228,3 +228,20 @@ def _load_problems(project: Path, text: str) -> list:  # type: ignore[type-arg]
     with pytest.raises(UserError) as info:
         load_recipe(write(project, text))
     return info.value.problems
+
+
+def test_report_inputs_of_quantize(project: Path) -> None:
+    text = BASE + "quantize: {input_list: calib.txt}\n"
+    quantize = load_recipe(write(project, text, "net.onnx", "calib.txt")).quantize
+    assert quantize is not None and quantize.report_inputs == 1
+    text = BASE + "quantize: {input_list: calib.txt, report_inputs: 0}\n"
+    quantize = load_recipe(write(project, text, "net.onnx", "calib.txt")).quantize
+    assert quantize is not None and quantize.report_inputs == 0
+    hint = "how many calibration inputs to measure the per-layer SQNR over (0: none)"
+    field = "5:50: quantize.report_inputs"
+    for bad, problem in (("-1", "-1 must be at least 0"),
+                         ("2.5", "expected a whole number, got 2.5"),
+                         ("many", "expected a whole number, got 'many'")):
+        text = BASE + f"quantize: {{input_list: calib.txt, report_inputs: {bad}}}\n"
+        found = problems(write(project, text, "net.onnx", "calib.txt"))
+        assert found == [f"{field}: {problem}; {hint}"]

@@ -288,12 +288,14 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
         inputs["override_encodings"] = Source(q.override_encodings)
     inputs.update(kernels)
     settings = QuantizeSettings(q.act_bitwidth, q.weights_bitwidth, q.bias_bitwidth,
-                                q.per_channel, q.quantizer, q.float_fallback)
+                                q.per_channel, q.quantizer, q.float_fallback, q.report_inputs)
     stem = f"{recipe.model.onnx.stem}_quantized" if recipe.model else "model_quantized"
+    publish = {f"model/{stem}{BUNDLE_EXTENSION}": "bundle",
+               f"model/{stem}.encodings.json": "encodings"}
+    if q.report_inputs > 0:
+        publish["quant/layers.json"] = "layers"
     plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
-                           f"quantize with {q.quantizer} over {count} inputs",
-                           {f"model/{stem}{BUNDLE_EXTENSION}": "bundle",
-                            f"model/{stem}.encodings.json": "encodings"}))
+                           f"quantize with {q.quantizer} over {count} inputs", publish))
 
 
 def _input_files(path: Path, root: Path) -> tuple[int, dict[str, Input]]:

@@ -29,15 +29,17 @@ class LayerRow(NamedTuple):
 
 
 def layer_rows(layers: Iterable[Mapping[str, Any]]) -> list[LayerRow]:
-    """Rows of the per-layer figures as `quant-report --json` gives them (LayerSqnr.to_json):
-    a custom op is named `<package>::<op>`."""
+    """Rows of the per-layer figures as `quant-report --json` and the quantize step's
+    `quant/layers.json` give them (LayerSqnr.to_json): `custom` says whether a custom op made
+    the layer (without it, a custom op is the one named `<package>::<op>`)."""
     rows = []
     for number, layer in enumerate(layers, 1):
         op = str(layer.get("op", ""))
         sqnr = layer.get("sqnr_db")
         rows.append(LayerRow(number, str(layer.get("node", "")), op,
                              str(layer.get("tensor", "")),
-                             None if sqnr is None else float(sqnr), "::" in op))
+                             None if sqnr is None else float(sqnr),
+                             bool(layer.get("custom", "::" in op))))
     return rows
 
 

@@ -7,7 +7,8 @@ fonts to fetch) that shows what a build did and what its outputs are worth.
 Sections: the actions (status, time, where each result came from), the prepare matrix (SoC x
 level x dims x outputs, each record's size, the records several targets share: the same key),
 the runs (SQNR, worst absolute error, top-1 agreement against their checks' bounds), the
-per-layer SQNR chart when per-layer figures are given (see report_chart.py), and the fleet
+per-layer SQNR chart (see report_chart.py) when the output folder holds the quantize step's
+figures (`quant/layers.json`) or they are given, and the fleet
 (each run's device, the record it loads and the records it rejected, with why).
 
 The page lives BESIDE the output folder (`<out>.report.html`), never in it: the output folder
@@ -24,7 +25,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from .report_chart import LayerRow, layer_section
+from .report_chart import LayerRow, layer_rows, layer_section
 
 
 class ActionOutcome(Protocol):
@@ -79,6 +80,7 @@ class BuildReport(Protocol):
     def hit_rate(self) -> float | None: ...
 
 SUFFIX = ".report.html"
+LAYERS = "quant/layers.json"  # in the output folder, published by the quantize step
 METRICS = (("sqnr_db", "SQNR dB", "min_sqnr_db", "min"),
            ("max_abs_error", "max abs error", "max_abs_error", "max"),
            ("top1_agreement", "top-1 agreement", "min_top1_agreement", "min"))
@@ -102,14 +104,35 @@ def page_path(out: Path) -> Path:
 
 def write_page(report: BuildReport, out: Path,
                layers: Sequence[LayerRow] | None = None) -> Path:
-    """Write the page of `report` beside `out` (atomically); its path."""
+    """Write the page of `report` beside `out` (atomically); its path. Without `layers`, the
+    per-layer figures are those the quantize step published in the output folder, if any."""
     from ..atomic import write_atomic
 
     path = page_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     runs = read_runs(report, report.out)
+    if layers is None:
+        layers = read_layers(report.out)
     write_atomic(path, render(report, runs, layers).encode(), readonly=False, durable=False)
     return path
+
+
+def read_layers(out: Path | None) -> list[LayerRow] | None:
+    """The per-layer SQNR figures in `out` (quantize's LAYERS file), None when there are none
+    (no quantize step, `report_inputs: 0`, or a file that is not the figures)."""
+    if out is None:
+        return None
+    try:
+        found = json.loads((out / LAYERS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    layers = found.get("layers") if isinstance(found, dict) else None
+    if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers):
+        return None
+    try:
+        return layer_rows(layers) or None
+    except (TypeError, ValueError):  # a figure that is not a number
+        return None
 
 
 def read_runs(report: BuildReport, out: Path | None) -> list[RunFigures]:

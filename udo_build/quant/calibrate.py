@@ -34,11 +34,13 @@ def observed_tensors(model: Model) -> list[str]:
 def calibrate(model: Model, packages: Mapping[str, Any], feeds: Iterable[Mapping[str, np.ndarray]],
               tensors: Sequence[str] | None = None,
               histograms: bool = True,
-              progress: Callable[[int, int], None] | None = None
-              ) -> tuple[dict[str, TensorStats], int]:
+              progress: Callable[[int, int], None] | None = None,
+              observe: Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], None]
+              | None = None) -> tuple[dict[str, TensorStats], int]:
     """(statistics by tensor, number of inferences run), of `tensors` (default: every observed
     tensor); without `histograms`, the statistics are min, max and count only. `progress` is
-    told (inferences done, their number when `feeds` is sized, else 0) after each."""
+    told (inferences done, their number when `feeds` is sized, else 0) after each; `observe`,
+    if given, sees each inference's feed and the float tensors it made (to keep some)."""
     from ..runtime.float_session import Session
 
     session = Session(model, packages)
@@ -49,6 +51,8 @@ def calibrate(model: Model, packages: Mapping[str, Any], feeds: Iterable[Mapping
     total = len(feeds) if isinstance(feeds, Sized) else 0
     for feed in feeds:
         outputs = session.run(feed, produced)
+        if observe is not None:
+            observe(feed, outputs)
         for name, value in [*feed.items(), *outputs.items()]:
             array = np.asarray(value)
             if name in stats and array.dtype.kind in FLOAT_KINDS:

@@ -1,6 +1,7 @@
 """The quantization pipeline: fold the float graph, calibrate it, choose every encoding.
 
     qmodel = quantize_model(model, packages, feeds, settings)
+    qmodel, figures = quantize_and_measure(model, packages, read_feeds, settings, ...)
 
 Settings: act_bitwidth (8|16), weights_bitwidth (4|8|16), bias_bitwidth (8|32), per_channel,
 quantizer (tf|enhanced|symmetric), float_fallback. Activation encodings come from the calibration
@@ -12,11 +13,14 @@ per channel when `per_channel`; other constant operands get unsigned encodings o
 biases get scale = input scale x weight scale. `overrides` (AIMET encodings, e.g. from
 `override_encodings`) replace what was computed for the tensors they name; with float_fallback
 only they are used, and no calibration runs: every other tensor stays float.
+`quantize_and_measure` then measures the SQNR of each layer over the first `report_inputs`
+calibration inputs (udo_build.quant.report), reusing calibration's float tensors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -27,20 +31,24 @@ from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
 from .calibrate import calibrate, observed_tensors
 from .fold import fold_for_quantization
 from .quantizers import activation_encoding, asymmetric, symmetric_weights
+from .report import KeptInferences, LayerFigures, layer_sqnr
 from .settings import QuantizeSettings
 from .stats import TensorStats
 
 SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
                    "GlobalMaxPool", "Identity", "Dropout", "Slice", "Split", "Gather",
                    "DepthToSpace", "SpaceToDepth", "Expand", "Tile")
-DEFAULTS = QuantizeSettings().to_params()
+DEFAULTS = QuantizeSettings().quantizer_params()
 Overrides = tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]
+Observer = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], None]
 
 
 def quantize_model(model: Model, packages: Mapping[str, Any],
                    feeds: Iterable[Mapping[str, np.ndarray]], settings: Mapping[str, Any],
                    overrides: Overrides | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> QuantizedModel:
+                   progress: Callable[[int, int], None] | None = None,
+                   observe: Observer | None = None) -> QuantizedModel:
+    """`observe` (see calibrate) sees each calibration inference's feed and float tensors."""
     config = {**DEFAULTS, **settings}
     prepared = fold_for_quantization(model)
     stats: dict[str, TensorStats] = {}
@@ -48,7 +56,7 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
     if not config["float_fallback"]:
         stats, count = calibrate(prepared, packages, feeds, _calibrated_tensors(prepared),
                                  histograms=config["quantizer"] == "enhanced",
-                                 progress=progress)
+                                 progress=progress, observe=observe)
     chooser = _Chooser(prepared, stats, config)
     activations, params = chooser.choose()
     if overrides is not None:
@@ -60,6 +68,25 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
         params = {k: v for k, v in params.items() if overrides and k in overrides[1]}
     return QuantizedModel(prepared, activations, params,
                           {**config, "calibration_inputs": count})
+
+
+def quantize_and_measure(model: Model, packages: Mapping[str, Any],
+                         feeds: Callable[[], Iterable[Mapping[str, np.ndarray]]],
+                         settings: QuantizeSettings, overrides: Overrides | None = None,
+                         progress: Callable[[int, int], None] | None = None,
+                         measuring: Callable[[int, int], None] | None = None,
+                         ) -> tuple[QuantizedModel, LayerFigures | None]:
+    """The quantized model and, unless `settings.report_inputs` is 0, the SQNR of its layers
+    over that many first inputs (None: not measured). `feeds()` reads the inputs afresh."""
+    limit = settings.report_inputs
+    kept = KeptInferences(limit)
+    qmodel = quantize_model(model, packages, feeds(), settings.quantizer_params(), overrides,
+                            progress, kept if limit > 0 else None)
+    if limit <= 0:
+        return qmodel, None
+    inputs = kept.feeds or list(islice(feeds(), limit))  # float_fallback: no calibration ran
+    layers = layer_sqnr(qmodel, packages, inputs, measuring, kept.tensors)
+    return qmodel, LayerFigures(len(inputs), tuple(layers))
 
 
 class _Chooser:

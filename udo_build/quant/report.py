@@ -4,18 +4,27 @@ For each encoded activation a node makes, over the given inputs:
 SQNR = 10 log10(sum of x^2 / sum of (x - x_q)^2), with x the float model's tensor and x_q the
 integer path's, dequantized. Both run the same prepared graph (the quantized bundle's), so the
 figure is what quantization costs there, layer by layer.
+
+    layers = layer_sqnr(qmodel, packages, feeds)       # LayerSqnr per encoded layer output
+    LayerFigures(inputs, tuple(layers)).to_bytes()     # quantize's quant/layers.json
+
+The integer path is exact on every machine; the float reference may differ in its last bits
+between CPUs, so the published figures are rounded to 3 decimals (runtime/metrics.py does the
+same) and an exact layer (no noise at all) has None.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..ir.graph import DEFAULT_PACKAGE
 from ..ir.qmodel import QuantizedModel
 
 MAX_LABELS = 60
@@ -28,14 +37,50 @@ class LayerSqnr:
     op: str
     tensor: str
     sqnr_db: float  # inf when the integer path is exact
+    custom: bool = False  # made by a custom op (an op package's, not the default package's)
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "node": self.node, "op": self.op, "tensor": self.tensor,
-                "sqnr_db": None if math.isinf(self.sqnr_db) else round(self.sqnr_db, 3)}
+                "sqnr_db": None if math.isinf(self.sqnr_db) else round(self.sqnr_db, 3),
+                "custom": self.custom}
+
+
+@dataclass(frozen=True)
+class LayerFigures:
+    """The per-layer SQNR over `inputs` inferences: quantize's `quant/layers.json`."""
+
+    inputs: int
+    layers: tuple[LayerSqnr, ...]
+
+    def to_bytes(self) -> bytes:
+        """Sorted keys, like a run's report.json: a function of the model and the inputs."""
+        document = {"inputs": self.inputs, "layers": [layer.to_json() for layer in self.layers]}
+        return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
+
+
+class KeptInferences:
+    """Calibration's observer (quant.calibrate) keeping the first `limit` inferences: their
+    feeds and float tensors, so the SQNR after quantizing need not run the float model again."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.feeds: list[Mapping[str, np.ndarray]] = []
+        self.tensors: list[Mapping[str, np.ndarray]] = []
+
+    def __call__(self, feed: Mapping[str, np.ndarray],
+                 tensors: Mapping[str, np.ndarray]) -> None:
+        if len(self.feeds) < self.limit:
+            self.feeds.append(dict(feed))
+            self.tensors.append(dict(tensors))
 
 
 def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
-               feeds: Iterable[Mapping[str, np.ndarray]]) -> list[LayerSqnr]:
+               feeds: Iterable[Mapping[str, np.ndarray]],
+               progress: Callable[[int, int], None] | None = None,
+               references: Sequence[Mapping[str, np.ndarray]] = ()) -> list[LayerSqnr]:
+    """The SQNR of every encoded layer output over `feeds` (`progress(done, 0)` after each).
+    `references[i]`, when given, holds float tensors of feed i already computed (calibration's):
+    only the tensors it lacks are run on the float model."""
     from ..runtime.float_session import Session
     from ..runtime.integer import QuantizedSession
 
@@ -46,15 +91,20 @@ def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
     signal = dict.fromkeys(tensors, 0.0)
     noise = dict.fromkeys(tensors, 0.0)
     exact, quantized = Session(qmodel.model, packages), QuantizedSession(qmodel, packages)
-    for feed in feeds:
-        reference = exact.run(feed, tensors)
+    for done, feed in enumerate(feeds, 1):
+        known = references[done - 1] if done <= len(references) else {}
+        missing = [name for name in tensors if name not in known]
+        reference = {**known, **(exact.run(feed, missing) if missing else {})}
         approx = quantized.run(feed, tensors)
         for name in tensors:
             x = np.asarray(reference[name], np.float64)
             signal[name] += float(np.sum(x * x))
             noise[name] += float(np.sum((x - np.asarray(approx[name], np.float64)) ** 2))
-    return [LayerSqnr(i, n.name, n.op if n.package == "default" else f"{n.package}::{n.op}",
-                      out, _db(signal[out], noise[out])) for i, n, out in layers]
+        if progress is not None:
+            progress(done, 0)
+    return [LayerSqnr(i, n.name, n.op if n.package == DEFAULT_PACKAGE else f"{n.package}::{n.op}",
+                      out, _db(signal[out], noise[out]), n.package != DEFAULT_PACKAGE)
+            for i, n, out in layers]
 
 
 def _db(signal: float, noise: float) -> float:

@@ -1,12 +1,13 @@
 """The quantizer settings: the parameters of a `quantize` action.
 
     settings = QuantizeSettings.from_params(ctx.params)
-    quantize_model(model, packages, feeds, settings.to_params())
+    quantize_model(model, packages, feeds, settings.quantizer_params())
 
 Bit widths of activations, weights and biases, per-channel weights, the quantizer that picks
 activation ranges (tf: min/max, enhanced: a range search minimizing the error, symmetric), and
 `float_fallback` (no calibration: only the override encodings are used, every other tensor stays
-float). See udo_build.quant.pipeline.
+float). See udo_build.quant.pipeline. `report_inputs`: how many calibration inputs the per-layer
+SQNR is measured over after quantizing (udo_build.quant.report; 0: not measured).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ class QuantizeSettings:
     per_channel: bool = False
     quantizer: str = "tf"
     float_fallback: bool = False
+    report_inputs: int = 1
 
     KEY_PARAMS: ClassVar[tuple[str, ...]] = ("act_bitwidth", "weights_bitwidth",
                                              "bias_bitwidth", "per_channel", "quantizer",
-                                             "float_fallback")
+                                             "float_fallback", "report_inputs")
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> QuantizeSettings:
@@ -35,3 +37,8 @@ class QuantizeSettings:
 
     def to_params(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.KEY_PARAMS}
+
+    def quantizer_params(self) -> dict[str, Any]:
+        """The parameters the quantization itself reads (and the quantized bundle records): all
+        but `report_inputs`, which only decides what is measured afterwards."""
+        return {k: v for k, v in self.to_params().items() if k != "report_inputs"}

@@ -169,6 +169,7 @@ class QuantizeSpec:
     quantizer: str = "tf"
     override_encodings: Path | None = None
     float_fallback: bool = False
+    report_inputs: int = 1  # calibration inputs the per-layer SQNR is measured over
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """`quantize`: the float bundle, the calibration list and every file it names (and the kernels
-of the custom ops, which calibration runs) -> the quantized bundle and its AIMET encodings.
+of the custom ops, which calibration runs) -> the quantized bundle, its AIMET encodings and,
+unless `report_inputs` is 0, where accuracy goes: the SQNR of each quantized layer over the
+first `report_inputs` calibration inputs (udo_build.quant.report).
 
 Parameters: udo_build.quant.settings.QuantizeSettings. Published by the plan as
-`model/<model>_quantized.udb` and `model/<model>_quantized.encodings.json` (the vendor's
-`_quantized` naming).
+`model/<model>_quantized.udb`, `model/<model>_quantized.encodings.json` (the vendor's
+`_quantized` naming) and `quant/layers.json` (read by the build report page).
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from .inputs import input_list, kernel_files
 
 # version 3: encodings from ranges rounded outward to 8 significant bits (udo_build.quant.stats)
 # version 4: the encodings in AIMET's 1.0.0 format (udo_build.ir.encodings)
-@action_kind("quantize", version=4, params=QuantizeSettings.KEY_PARAMS)
+# version 5: the per-layer SQNR over the first `report_inputs` calibration inputs (output `layers`)
+@action_kind("quantize", version=5, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
     from ...ir.bundle import read_bundle
     from ...ir.qmodel import to_bundle
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
-    from ...quant.pipeline import quantize_model
+    from ...quant.pipeline import quantize_and_measure
 
     settings = QuantizeSettings.from_params(ctx.params)
     bundle = read_bundle(ctx.input_bytes("bundle"), "float bundle")
@@ -31,13 +34,19 @@ def quantize(ctx: ActionContext) -> Produced:
     overrides = None
     if "override_encodings" in ctx.input_names():
         overrides = encodings.load(ctx.input_path("override_encodings"))
-    qmodel = quantize_model(bundle.model, packages, feeds(listing, list(bundle.model.graph.inputs)),
-                            settings.to_params(), overrides,
-                            ctx.progress("calibration", len(listing.inferences)))
+    qmodel, figures = quantize_and_measure(
+        bundle.model, packages, lambda: feeds(listing, list(bundle.model.graph.inputs)),
+        settings, overrides, ctx.progress("calibration", len(listing.inferences)),
+        ctx.progress("layer SQNR", min(settings.report_inputs, len(listing.inferences))))
     quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta))
+    outputs = {"bundle": quantized.to_bytes(), "encodings": qmodel.encodings_json()}
+    measured = ""
+    if figures is not None:
+        outputs["layers"] = figures.to_bytes()
+        measured = f"; SQNR of {len(figures.layers)} layers over {figures.inputs} inputs"
     return Produced(
-        {"bundle": quantized.to_bytes(), "encodings": qmodel.encodings_json()},
+        outputs,
         description=(f"quantize {bundle.model.graph.name} with {settings.quantizer} over "
                      f"{qmodel.settings['calibration_inputs']} inputs: "
                      f"{len(qmodel.activations)} activation and {len(qmodel.params)} parameter "
-                     "encodings"))
+                     f"encodings{measured}"))
