@@ -90,6 +90,7 @@ class Remote:
         self._lock = threading.Lock()
         self._sent: set[str] = set()  # digests known to be on the remote
         self._bad: set[str] = set()  # digests whose remote bytes were corrupt
+        self._inflight: dict[str, _Shared] = {}  # blobs downloading now, for other actions
         self._lookups: cf.ThreadPoolExecutor | None = None
         self._downloads: LargestFirst | None = None  # one job per action
         self._files: cf.ThreadPoolExecutor | None = None  # one job per blob of a job above
@@ -211,8 +212,30 @@ class Remote:
     def _download(self, blobs: list[Blob]) -> bool:
         todo = list({b.digest: b for b in blobs if not self.cas.has(b.digest)}.values())
         if len(todo) <= 1:
-            return all(self._download_one(b) for b in todo)
-        return all(list(self._pool("files").map(self._download_one, todo)))
+            return all(self._download_once(b) for b in todo)
+        return all(list(self._pool("files").map(self._download_once, todo)))
+
+    def _download_once(self, blob: Blob) -> bool:
+        """Download a blob unless another action's download has it on the way (records and
+        the deployable bundle share blobs, and their downloads run at once): then wait for
+        that one and share its outcome."""
+        with self._lock:
+            if self.cas.has(blob.digest):
+                return True
+            shared = self._inflight.get(blob.digest)
+            mine = shared is None
+            if shared is None:
+                shared = self._inflight[blob.digest] = _Shared()
+        if not mine:
+            shared.done.wait()
+            return shared.ok
+        try:
+            shared.ok = self._download_one(blob)
+        finally:
+            with self._lock:
+                del self._inflight[blob.digest]
+            shared.done.set()
+        return shared.ok
 
     def _download_one(self, blob: Blob) -> bool:
         if blob.size is not None and blob.size >= STREAM_FROM:
@@ -403,6 +426,14 @@ class Remote:
                     initializer=yielding if which == "files" else None)
                 setattr(self, f"_{which}", pool)
             return pool
+
+
+class _Shared:
+    """A blob's download that other actions wait for: done once it ended, ok if stored."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.ok = False
 
 
 def _size(entry: dict[str, object]) -> int | None:
