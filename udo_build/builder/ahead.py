@@ -3,8 +3,11 @@ remote cache asks it action after action), one background thread takes the diges
 plan's source files in plan order, so that resolving a key seldom waits for hashing.
 
 The thread reads through a file-digest cache of its own (an SQLite connection belongs to the
-thread that opened it) on the same store, so what it hashes is cached as usual. A digest the
-engine asks for before the thread took it up is taken by the engine itself (not twice).
+thread that opened it) on the same store, so what it hashes is cached as usual. It starts
+after the first digest the engine asks for, which the engine takes itself: the store's cache
+is then open, so the thread's connection finds it ready (two connections setting the database
+up at once may find it busy, and one would not cache). A digest the engine asks for before the
+thread took it up is taken by the engine too (never twice).
 """
 
 from __future__ import annotations
@@ -28,8 +31,6 @@ class SourceDigests:
         self._stop = False
         self._thread = threading.Thread(target=self._work, name="udo-build-digests",
                                         daemon=True)
-        if self._todo:
-            self._thread.start()
 
     def get(self, files: FileDigests, wanted: Wanted) -> str:
         """The digest of a source (`files` takes it here when the thread has not yet)."""
@@ -41,12 +42,21 @@ class SourceDigests:
                     self._cond.wait()
             taken = self._done.pop(wanted, None)
         if taken is None:
-            return files.digest(wanted[0], kind=wanted[1])[0]
+            try:
+                return files.digest(wanted[0], kind=wanted[1])[0]
+            finally:
+                self._start()
         digest, error = taken
         if error is not None:
             raise error
         assert digest is not None
         return digest
+
+    def _start(self) -> None:
+        with self._cond:
+            start = not self._stop and self._todo and self._thread.ident is None
+        if start:
+            self._thread.start()
 
     def close(self) -> None:
         """Stop taking digests (what is being hashed finishes)."""
