@@ -90,7 +90,7 @@ class Remote:
         self._lock = threading.Lock()
         self._sent: set[str] = set()  # digests known to be on the remote
         self._bad: set[str] = set()  # digests whose remote bytes were corrupt
-        self._inflight: dict[str, _Shared] = {}  # blobs downloading now, for other actions
+        self._fetching: dict[str, threading.Event] = {}  # digests being downloaded -> done
         self._lookups: cf.ThreadPoolExecutor | None = None
         self._downloads: LargestFirst | None = None  # one job per action
         self._files: cf.ThreadPoolExecutor | None = None  # one job per blob of a job above
@@ -216,26 +216,23 @@ class Remote:
         return all(list(self._pool("files").map(self._download_once, todo)))
 
     def _download_once(self, blob: Blob) -> bool:
-        """Download a blob unless another action's download has it on the way (records and
-        the deployable bundle share blobs, and their downloads run at once): then wait for
-        that one and share its outcome."""
+        """Download one blob unless the store has it; one thread downloads a given blob, the
+        others wait for it (the records and the deployable bundle's parts share blobs, and
+        their actions' downloads run at the same time)."""
         with self._lock:
             if self.cas.has(blob.digest):
                 return True
-            shared = self._inflight.get(blob.digest)
-            mine = shared is None
-            if shared is None:
-                shared = self._inflight[blob.digest] = _Shared()
-        if not mine:
-            shared.done.wait()
-            return shared.ok
+            fetching = self._fetching.get(blob.digest)
+            if fetching is None:
+                self._fetching[blob.digest] = threading.Event()
+        if fetching is not None:
+            fetching.wait()
+            return self.cas.has(blob.digest)
         try:
-            shared.ok = self._download_one(blob)
+            return self._download_one(blob)
         finally:
             with self._lock:
-                del self._inflight[blob.digest]
-            shared.done.set()
-        return shared.ok
+                self._fetching.pop(blob.digest).set()
 
     def _download_one(self, blob: Blob) -> bool:
         if blob.size is not None and blob.size >= STREAM_FROM:
@@ -426,14 +423,6 @@ class Remote:
                     initializer=yielding if which == "files" else None)
                 setattr(self, f"_{which}", pool)
             return pool
-
-
-class _Shared:
-    """A blob's download that other actions wait for: done once it ended, ok if stored."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.ok = False
 
 
 def _size(entry: dict[str, object]) -> int | None:
