@@ -89,6 +89,7 @@ class Remote:
         self._told: set[str] = set()
         self._lock = threading.Lock()
         self._sent: set[str] = set()  # digests known to be on the remote
+        self._sending: dict[str, threading.Event] = {}  # digests being uploaded -> when done
         self._bad: set[str] = set()  # digests whose remote bytes were corrupt
         self._fetching: dict[str, threading.Event] = {}  # digests being downloaded -> done
         self._lookups: cf.ThreadPoolExecutor | None = None
@@ -318,8 +319,24 @@ class Remote:
         return list(dict.fromkeys(digests))
 
     def _send_blob(self, digest: str) -> bool:
-        if digest in self._sent:
-            return True
+        """Upload one blob unless the remote has it; one upload thread sends a given blob, the
+        others wait for it (actions sharing an output publish it at the same time)."""
+        with self._lock:
+            if digest in self._sent:
+                return True
+            sending = self._sending.get(digest)
+            if sending is None:
+                self._sending[digest] = threading.Event()
+        if sending is not None:
+            sending.wait()
+            return digest in self._sent
+        try:
+            return self._send_new_blob(digest)
+        finally:
+            with self._lock:
+                self._sending.pop(digest).set()
+
+    def _send_new_blob(self, digest: str) -> bool:
         data = self.cas.get(digest)
         if data is None:
             return False
