@@ -1,7 +1,8 @@
 """Benchmark: a fresh checkout with an empty local store against a warm remote cache, versus a
 plain download of the same bytes from the same server.
 
-    python bench/remote.py [--backend http|grpc|s3] [--socs 5] [--levels 1,2,3] [--repeats 5]
+    python bench/remote.py [--backend http|grpc|s3] [--model squeezenet|resnet50] [--socs 5]
+                           [--levels 1,2,3] [--repeats 5]
 
 --backend picks the remote (default http, described below); grpc is a BuildGrid server
 (bench/_remote_grpc.py), s3 moto's S3 server (bench/_remote_s3.py): each module has a
@@ -12,7 +13,12 @@ Starts a real nginx WebDAV server on a loopback port (tests/store/nginx.py) and 
 SqueezeNet example (examples/squeezenet with the Softplus UDO of examples/softplus) into a
 project whose recipe prepares a record for each of the first --socs SoCs of sm8350, sm8450,
 sm8550, sm8650, sm8750 at each of --levels (default: 15 records of about 5 MB, a 76 MB
-deployable bundle, 22 actions). A CI build with uploads fills the remote; then, --repeats times:
+deployable bundle, 22 actions). `--model resnet50` is the real size instead
+(bench/_remote_resnet.py: ResNet-50 with random weights and the Softplus UDO, records of about
+24 MB at int8; default 3 SoCs x levels 1, 3, 14 actions, a fresh clone reads about 455 MB:
+the float and quantized models, the records, the bundle's parts); there the reference build
+without a remote runs once, not every round. A CI build with uploads fills the remote; then,
+--repeats times:
 
 - copies the project (a fresh clone, without its output folder) and builds it with an empty
   store and the remote (whole `udo-build` process, wall time): it must execute nothing;
