@@ -70,7 +70,7 @@ def _warm_up(args: argparse.Namespace, work: Path, server: BuildGrid,
     key = generate("bench-ci")
     (work / "ci.key").write_text(key.line + "\n")
     (work / "ci.key").chmod(0o600)
-    recipe = make_project(work / "project", args.socs, args.levels)
+    recipe = make_project(work / "project", args.socs, args.levels, args.model)
     ci = build([*udo_command(), "--remote", f"{server.url}/{INSTANCE}", "--remote-upload",
                 "--signing-key", str(work / "ci.key")], recipe, work / "store-ci",
                env=bench_env())

@@ -1,7 +1,8 @@
 """Benchmark: a fresh checkout with an empty local store against a warm remote cache, versus a
 plain download of the same bytes from the same server.
 
-    python bench/remote.py [--backend http|grpc|s3] [--socs 5] [--levels 1,2,3] [--repeats 5]
+    python bench/remote.py [--backend http|grpc|s3] [--model squeezenet|resnet50] [--socs 5]
+                           [--levels 1,2,3] [--repeats 5]
 
 --backend picks the remote (default http, described below); grpc is a BuildGrid server
 (bench/_remote_grpc.py), s3 moto's S3 server (bench/_remote_s3.py): each module has a
@@ -12,7 +13,12 @@ Starts a real nginx WebDAV server on a loopback port (tests/store/nginx.py) and 
 SqueezeNet example (examples/squeezenet with the Softplus UDO of examples/softplus) into a
 project whose recipe prepares a record for each of the first --socs SoCs of sm8350, sm8450,
 sm8550, sm8650, sm8750 at each of --levels (default: 15 records of about 5 MB, a 76 MB
-deployable bundle, 22 actions). A CI build with uploads fills the remote; then, --repeats times:
+deployable bundle, 22 actions). `--model resnet50` is the real size instead
+(bench/_remote_resnet.py: ResNet-50 with random weights and the Softplus UDO, records of about
+24 MB at int8; default 3 SoCs x levels 1, 3, 14 actions, a fresh clone reads about 455 MB:
+the float and quantized models, the records, the bundle's parts); there the reference build
+without a remote runs once, not every round. A CI build with uploads fills the remote; then,
+--repeats times:
 
 - copies the project (a fresh clone, without its output folder) and builds it with an empty
   store and the remote (whole `udo-build` process, wall time): it must execute nothing;
@@ -63,6 +69,8 @@ from tests.store.nginx import Nginx, nginx_binary  # noqa: E402
 RATIO = 1.5
 SOCS = ("sm8350", "sm8450", "sm8550", "sm8650", "sm8750")
 BACKENDS = ("http", "grpc", "s3")
+MODELS = ("squeezenet", "resnet50")
+MATRIX = {"squeezenet": (5, "1,2,3"), "resnet50": (3, "1,3")}  # default SoCs, levels
 GET = re.compile(r'"GET (/(?:ac|cas)/[0-9a-f]{64}) HTTP/[0-9.]+" 200 ')
 
 
@@ -71,10 +79,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--backend", choices=BACKENDS, default="http",
                    help="the remote: nginx's WebDAV (http, default), BuildGrid over REAPI "
                         "gRPC (grpc), moto's S3 server (s3)")
-    p.add_argument("--socs", type=int, default=5, choices=range(1, len(SOCS) + 1),
-                   help=f"SoCs of the matrix, the first N of {', '.join(SOCS)} (default 5)")
-    p.add_argument("--levels", default="1,2,3",
-                   help="optimization levels of the matrix (default 1,2,3)")
+    p.add_argument("--model", choices=MODELS, default="squeezenet",
+                   help="the project: the SqueezeNet example (default: records of ~5 MB) or "
+                        "ResNet-50 with the Softplus UDO, the real size (records of ~24 MB)")
+    p.add_argument("--socs", type=int, choices=range(1, len(SOCS) + 1),
+                   help=f"SoCs of the matrix, the first N of {', '.join(SOCS)} (default 5; "
+                        "3 for resnet50)")
+    p.add_argument("--levels",
+                   help="optimization levels of the matrix (default 1,2,3; 1,3 for resnet50)")
     p.add_argument("--repeats", type=int, default=5, help="timed rounds (default 5)")
     p.add_argument("--rate", default="25m",
                    help="also measure with each response throttled to this many bytes per "
@@ -84,11 +96,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="connections of the curl download (default 8: at least as many as "
                         "udo-build opens)")
     p.add_argument("--keep", metavar="DIR", help="work in DIR (kept) instead of a temp folder")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    socs, levels = MATRIX[args.model]
+    args.socs = args.socs or socs
+    args.levels = args.levels or levels
+    return args
 
 
-def make_project(folder: Path, socs: int, levels: str) -> Path:
-    """The SqueezeNet example as a project of its own; returns the recipe."""
+def make_project(folder: Path, socs: int, levels: str, model: str = "squeezenet") -> Path:
+    """The project of `model` (the SqueezeNet example, or ResNet-50 from
+    bench/_remote_resnet.py) with a prepare matrix of the first `socs` SoCs x `levels`;
+    returns the recipe."""
+    if model == "resnet50":
+        from _remote_resnet import make_resnet50
+
+        return make_resnet50(folder, SOCS[:socs], levels)
     for name in ("softplus", "squeezenet"):
         shutil.copytree(REPO / "examples" / name, folder / "examples" / name,
                         ignore=shutil.ignore_patterns("__pycache__"))
@@ -143,7 +165,8 @@ def urllib_all(server: Nginx, urls: list[str]) -> float:
 def fresh_clone(project: Path, dest: Path) -> Path:
     """A copy of the project's sources: without the output folder the CI build wrote."""
     shutil.copytree(project, dest, ignore=shutil.ignore_patterns("out"))
-    return dest / "recipes" / "squeezenet.yaml"
+    (recipe,) = (dest / "recipes").glob("*.yaml")
+    return recipe
 
 
 def bench_env() -> dict[str, str]:
@@ -199,7 +222,7 @@ def _warm_up(args: argparse.Namespace, work: Path, server: Nginx, rep: Report) -
     key = generate("bench-ci")
     (work / "ci.key").write_text(key.line + "\n")
     (work / "ci.key").chmod(0o600)
-    recipe = make_project(work / "project", args.socs, args.levels)
+    recipe = make_project(work / "project", args.socs, args.levels, args.model)
     ci = build([*udo_command(), "--remote", server.url, "--remote-upload", "--signing-key",
                 str(work / "ci.key")], recipe, work / "store-ci", env=bench_env())
     if ci.code != 0:
@@ -239,6 +262,7 @@ def _scenario(args: argparse.Namespace, work: Path, server: Nginx, public: str,
             curl.append(curl_all(server, urls, work / f"curl-{tag}-{i}", args.parallel))
         if not server.limit_rate or not curl:
             plain.append(urllib_all(server, urls))
+        if not server.limit_rate and (i == 0 or args.model == "squeezenet"):  # once at size
             other = fresh_clone(work / "project", work / f"local-{i}")
             os.sync()
             local.append(build(cmd, other, work / f"store-local-{i}", env=env).seconds)

@@ -48,3 +48,32 @@ def test_remote_bench_grpc_small(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for figure in ("fresh clone + empty store + warm remote", "remote holds (what a fresh "
                    "clone reads)", "plain REAPI reads of the same bytes to disk"):
         assert figure in out, out
+
+
+def test_the_real_size_project_is_resnet50_with_the_udo(tmp_path: Path) -> None:
+    """`--model resnet50`: its matrix defaults, the model with a Softplus UDO before each
+    bottleneck's 3x3 convolution, and a recipe that plans a record per SoC x level."""
+    import io
+    import json
+
+    import onnx
+
+    from udo_build.cli import main
+
+    remote = _script("remote")
+    args = remote.parse_args(["--model", "resnet50"])
+    assert (args.socs, args.levels) == (3, "1,3")
+    assert (remote.parse_args([]).socs, remote.parse_args([]).levels) == (5, "1,2,3")
+    recipe = remote.make_project(tmp_path / "project", 2, "1,3", "resnet50")
+    model = onnx.load(str(tmp_path / "project/examples/resnet50/model/resnet50_softplus.onnx"))
+    udos = [n for n in model.graph.node if n.op_type == "Softplus"]
+    assert len(udos) == 16 and {n.domain for n in udos} == {"aisw"}  # 3 + 4 + 6 + 3 blocks
+    assert sum(n.op_type == "Relu" for n in model.graph.node) == 49 - 16
+    assert sum(i.dims[0] * i.dims[1] * i.dims[2] * i.dims[3] for i in model.graph.initializer
+               if len(i.dims) == 4) > 23_000_000  # ResNet-50's convolution weights
+    out = io.StringIO()
+    code = main([str(recipe), "--dry-run", "--json", "--store", str(tmp_path / "store")],
+                stdout=out)
+    actions = [a["id"] for a in json.loads(out.getvalue())["actions"]]
+    assert code == 0 and sum(a.startswith("prepare") for a in actions) == 4, actions
+    assert remote.fresh_clone(tmp_path / "project", tmp_path / "clone").name == "resnet50.yaml"

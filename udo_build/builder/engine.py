@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Problem, StepFailed, UserError
 from ..store import ActionResult, Store
 from .actions import ActionInput, ActionKind, MissingInput, get_kind, load_kinds
+from .ahead import SourceDigests
 from .execute import ActionSpec, Failed, InternalActionError, machine_fault
 from .plan import Plan, PlannedAction, Source
 
@@ -113,6 +114,7 @@ class Engine:
         self._stored: dict[Any, tuple[str, int]] = {}  # a source's blob: digest, size
         self._built: dict[str, str] = {}  # key -> the action of this build that ran it
         self._submitting: ActionState | None = None
+        self._ahead: SourceDigests | None = None  # source digests taken in the background
 
     # -- resolving keys ---------------------------------------------------------------------------
 
@@ -165,8 +167,10 @@ class Engine:
         if known is not None:
             return known
         try:
-            digest = self.store.files.digest(source.path, kind=source.digest)[0]
-            self._sources[(source.path, source.digest)] = digest
+            wanted = (source.path, source.digest)
+            digest = self._ahead.get(self.store.files, wanted) if self._ahead is not None \
+                else self.store.files.digest(source.path, kind=source.digest)[0]
+            self._sources[wanted] = digest
             return digest
         except FileNotFoundError:
             raise UserError("an input file vanished during the build", file=source.path) from None
@@ -177,6 +181,9 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------------------
 
     def run(self) -> dict[str, ActionState]:
+        self._ahead = SourceDigests(self.store.root, [
+            (s.path, s.digest) for a in self.plan.actions.values() for s in a.inputs.values()
+            if isinstance(s, Source)])
         try:
             while True:
                 progressed = self._schedule_ready()
@@ -197,6 +204,8 @@ class Engine:
             self._abort()
             raise
         finally:
+            self._ahead.close()
+            self._ahead = None
             if self._pool is not None:
                 self._pool.close()
         for state in self.states.values():

@@ -434,6 +434,7 @@ def _publish(store: Store, out: Path, selected: Plan, options: Options,
                 f"{len(sync.damaged)} files did not hold what the last build wrote there "
                 f"(changed or damaged since); written again: {', '.join(sync.damaged[:3])}"
                 + (", ..." if len(sync.damaged) > 3 else ""), file=str(out)))
+        break  # written (a second pass would only hash every file again)
     return states
 
 

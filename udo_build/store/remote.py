@@ -91,6 +91,7 @@ class Remote:
         self._sent: set[str] = set()  # digests known to be on the remote
         self._sending: dict[str, threading.Event] = {}  # digests being uploaded -> when done
         self._bad: set[str] = set()  # digests whose remote bytes were corrupt
+        self._fetching: dict[str, threading.Event] = {}  # digests being downloaded -> done
         self._lookups: cf.ThreadPoolExecutor | None = None
         self._downloads: LargestFirst | None = None  # one job per action
         self._files: cf.ThreadPoolExecutor | None = None  # one job per blob of a job above
@@ -212,8 +213,27 @@ class Remote:
     def _download(self, blobs: list[Blob]) -> bool:
         todo = list({b.digest: b for b in blobs if not self.cas.has(b.digest)}.values())
         if len(todo) <= 1:
-            return all(self._download_one(b) for b in todo)
-        return all(list(self._pool("files").map(self._download_one, todo)))
+            return all(self._download_once(b) for b in todo)
+        return all(list(self._pool("files").map(self._download_once, todo)))
+
+    def _download_once(self, blob: Blob) -> bool:
+        """Download one blob unless the store has it; one thread downloads a given blob, the
+        others wait for it (the records and the deployable bundle's parts share blobs, and
+        their actions' downloads run at the same time)."""
+        with self._lock:
+            if self.cas.has(blob.digest):
+                return True
+            fetching = self._fetching.get(blob.digest)
+            if fetching is None:
+                self._fetching[blob.digest] = threading.Event()
+        if fetching is not None:
+            fetching.wait()
+            return self.cas.has(blob.digest)
+        try:
+            return self._download_one(blob)
+        finally:
+            with self._lock:
+                self._fetching.pop(blob.digest).set()
 
     def _download_one(self, blob: Blob) -> bool:
         if blob.size is not None and blob.size >= STREAM_FROM:
