@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import os
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 from _throttle import Throttle
 from noop import Build, Report, build, udo_command
-from remote import RATIO, bench_env, fresh_clone, make_project
+from remote import bench_env, fresh_clone, make_project, ms, report_builds, report_target
 
 from tests.store.buildgrid import BuildGrid, bgd_binary
 
@@ -177,25 +176,6 @@ def _bytes(message: Any) -> bytes:
 
 def _report(rep: Report, name: str, warm: list[Build], plain: list[float], fetched: int,
             network: bool) -> None:
-    def ms(values: list[float]) -> str:
-        return (f"{statistics.median(values) * 1000:.0f} ms (min {min(values) * 1000:.0f}, "
-                f"max {max(values) * 1000:.0f})")
-
-    seconds = [b.seconds for b in warm]
-    rep.fact("fresh clone + empty store + warm remote", ms(seconds))
-    rep.fact("  in the build's own clock (no start-up)",
-             ms([float(b.summary.get("seconds", 0)) for b in warm]))
-    rep.fact("  executed / cached / remote hits",
-             ", ".join(f"{b.count('executed')}/{b.count('cached')}/"
-                       f"{(b.summary.get('remote') or {}).get('hits')}" for b in warm))
+    report_builds(rep, warm, fetched)
     rep.fact("plain REAPI reads of the same bytes to disk", ms(plain))
-    rep.check(f"{name}: executed 0", all(b.code == 0 and b.count("executed") == 0
-                                         for b in warm),
-              f"executed {[b.count('executed') for b in warm]}, exits {[b.code for b in warm]}")
-    ratio = statistics.median(seconds) / statistics.median(plain)
-    detail = (f"{ratio:.2f}x ({statistics.median(seconds) * 1000:.0f} ms vs plain reads "
-              f"{statistics.median(plain) * 1000:.0f} ms for {fetched / 1e6:.1f} MB)")
-    if network:
-        rep.check(f"{name}: <= {RATIO}x the download of its bytes", ratio <= RATIO, detail)
-    else:
-        rep.fact("ratio (not a network: not held to the target)", detail)
+    report_target(rep, name, warm, plain, "plain reads", fetched, network)

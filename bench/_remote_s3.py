@@ -23,7 +23,7 @@ from typing import Any
 
 from _throttle import Throttle
 from noop import Build, Report, build, udo_command
-from remote import RATIO, bench_env, fresh_clone, make_project
+from remote import bench_env, fresh_clone, make_project, ms, report_builds, report_target
 
 from tests.store.moto_s3 import REGION, MotoS3, moto_installed
 
@@ -143,25 +143,6 @@ def _plain_gets(port: int, keys: list[str], dest: Path, parallel: int) -> tuple[
 
 def _report(rep: Report, name: str, warm: list[Build], plain: list[float], fetched: list[int],
             network: bool) -> None:
-    def ms(values: list[float]) -> str:
-        return (f"{statistics.median(values) * 1000:.0f} ms (min {min(values) * 1000:.0f}, "
-                f"max {max(values) * 1000:.0f})")
-
-    seconds = [b.seconds for b in warm]
-    rep.fact("fresh clone + empty store + warm remote", ms(seconds))
-    rep.fact("  executed / cached / remote hits",
-             ", ".join(f"{b.count('executed')}/{b.count('cached')}/"
-                       f"{(b.summary.get('remote') or {}).get('hits')}" for b in warm))
-    rep.fact("  downloaded by the build (its GETs)", f"{statistics.median(fetched) / 1e6:.1f} MB")
+    report_builds(rep, warm, statistics.median(fetched))
     rep.fact("obstore plain GETs of the same objects to disk", ms(plain))
-    rep.check(f"{name}: executed 0", all(b.code == 0 and b.count("executed") == 0
-                                         for b in warm),
-              f"executed {[b.count('executed') for b in warm]}, exits {[b.code for b in warm]}")
-    ratio = statistics.median(seconds) / statistics.median(plain)
-    detail = (f"{ratio:.2f}x ({statistics.median(seconds) * 1000:.0f} ms vs plain GETs "
-              f"{statistics.median(plain) * 1000:.0f} ms for "
-              f"{statistics.median(fetched) / 1e6:.1f} MB)")
-    if network:
-        rep.check(f"{name}: <= {RATIO}x the download of its bytes", ratio <= RATIO, detail)
-    else:
-        rep.fact("ratio (not a network: not held to the target)", detail)
+    report_target(rep, name, warm, plain, "plain GETs", statistics.median(fetched), network)
