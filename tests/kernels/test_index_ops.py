@@ -21,6 +21,7 @@ from udo_build.ir import Graph, Model, Node, TensorInfo
 from udo_build.runtime.float_session import Session
 
 from .op_cases import F, I, P
+from .test_ops import _feeds, _names
 
 _rng = np.random.default_rng(2020)
 
@@ -181,16 +182,6 @@ ATTENTION = [
 CASES = [*INDEX, *RECURRENT, *ATTENTION]
 
 
-def _names(case: Case) -> tuple[list[str], list[str]]:
-    inputs = [f"in{i}" if x is not None else "" for i, x in enumerate(case.inputs)]
-    return inputs, [f"out{i}" for i in range(case.outputs)]
-
-
-def _feeds(case: Case) -> dict[str, np.ndarray]:
-    inputs, _ = _names(case)
-    return {n: np.asarray(x) for n, x in zip(inputs, case.inputs, strict=True) if n}
-
-
 def oracle(case: Case) -> list[np.ndarray]:
     inputs, outputs = _names(case)
     feeds = _feeds(case)
@@ -224,17 +215,22 @@ def emulate(case: Case, expected: list[np.ndarray]) -> list[np.ndarray]:
     return [result[name] for name in outputs]
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_kernel_matches_oracle(case: Case) -> None:
+def check(case: Case) -> None:
+    """The emulator's outputs equal the oracle's: dtypes and shapes, floats to 1e-5."""
     expected = oracle(case)
     actual = emulate(case, expected)
     for got, want in zip(actual, expected, strict=True):
         want = np.asarray(want)
         assert (got.dtype, got.shape) == (want.dtype, want.shape), case
         if want.dtype.kind == "f":
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(case))
         else:
-            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got, want, err_msg=str(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_kernel_matches_oracle(case: Case) -> None:
+    check(case)
 
 
 def test_cases_cover_every_kernel_of_these_families() -> None:
