@@ -21,7 +21,8 @@ from udo_build.store.transport import RemoteError, RemoteOptions
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
 from .nginx import free_port
-from .remote_fixtures import ENV, Keys, build, cli, start_nginx
+from .remote_fixtures import Keys, build, cli
+from .warm_remote import Warm
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -109,20 +110,12 @@ class Filled:
 
 
 @pytest.fixture(scope="module")
-def filled(tmp_path_factory: pytest.TempPathFactory, keys: Keys) -> Iterator[Filled]:
-    folder = tmp_path_factory.mktemp("filled")
-    with pytest.MonkeyPatch.context() as env, fake_kinds():
-        for name in ENV:
-            env.delenv(name, raising=False)
-        env.setenv("XDG_CONFIG_HOME", str(folder / "xdg-config"))
-        server = start_nginx(folder / "nginx")
-        try:
-            build(Project(folder / "a"), "--remote", server.url, "--remote-upload",
-                  "--signing-key", str(keys.writer_file))
-            shutil.copytree(server.root, folder / "files")
-        finally:
-            server.kill()
-    yield Filled(folder / "files", keys)
+def filled(tmp_path_factory: pytest.TempPathFactory, warm: Warm) -> Filled:
+    """The files of the warm remote (filled by a build with uploads), copied for the faulty
+    servers of this module."""
+    files = tmp_path_factory.mktemp("filled") / "files"
+    shutil.copytree(warm.snapshot, files)
+    return Filled(files, warm.keys)
 
 
 def configure(project: Project, url: str, keys: Keys) -> None:
