@@ -38,6 +38,21 @@ def test_round_trip_keeps_graph_weights_parts_and_meta() -> None:
     assert back.to_bytes() == data
 
 
+def test_0d_weights_stay_0d() -> None:
+    """A scalar weight (Range's start, a window's size) keeps its rank through the bundle:
+    np.ascontiguousarray would make it [1], which kernels that want a scalar refuse."""
+    from udo_build.ir.graph import array_digest
+    from udo_build.rewrite.graph import array_key
+
+    scalar, one = np.array(2.0, np.float32), np.array([2.0], np.float32)
+    model = small_model()
+    bundle = Bundle(Model(model.graph, {**model.weights, "s": scalar, "t": np.array(3)}))
+    back = read_bundle(bundle.to_bytes())
+    assert back.model.weights["s"].shape == () and back.model.weights["t"].shape == ()
+    assert array_digest(scalar) != array_digest(one)
+    assert array_key(scalar) != array_key(one)
+
+
 def test_bytes_are_deterministic_and_parts_aligned() -> None:
     a = small_model()
     b = Model(a.graph, dict(reversed(list(a.weights.items()))))  # other dict order

@@ -115,7 +115,7 @@ def _entries(bundle: Bundle) -> list[Entry]:
         ({"name": "graph.json"}, canonical_json(bundle.model.graph.to_json())),
     ]
     for i, (name, array) in enumerate(bundle.model.iter_weights()):
-        a = np.ascontiguousarray(array)
+        a = np.asarray(array, order="C")  # a 0-d weight stays 0-d
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         entries.append(({"name": f"weights/{i}", "tensor": name, "dtype": a.dtype.name,

@@ -200,7 +200,7 @@ def _tensor_text(t: TensorInfo) -> str:
 
 def array_digest(array: np.ndarray) -> str:
     """sha256 over dtype, shape and the C-ordered little-endian bytes of an array."""
-    a = np.ascontiguousarray(array)
+    a = np.asarray(array, order="C")  # keeps 0-d apart from [1]
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     h = hashlib.sha256(f"{a.dtype.str}|{a.shape}|".encode())

@@ -257,7 +257,7 @@ def _np_dtype(elem_type: int) -> str:
 def _array(tensor: Any) -> np.ndarray:
     from onnx import numpy_helper
 
-    return np.ascontiguousarray(numpy_helper.to_array(tensor))
+    return np.asarray(numpy_helper.to_array(tensor), order="C")  # 0-d stays 0-d
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -151,7 +151,7 @@ def frozen_attrs(attrs: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]
 
 
 def array_key(array: np.ndarray) -> str:
-    a = np.ascontiguousarray(array)
+    a = np.asarray(array, order="C")  # keeps 0-d apart from [1]
     h = hashlib.sha256(f"{a.dtype.str}|{a.shape}|".encode())
     h.update(a.tobytes())
     return h.hexdigest()
@@ -193,7 +193,7 @@ class OpGraph:
         is one value."""
         if self.dialect.named:  # the model's own array, as it is (a 0-d one stays 0-d)
             return self._const_value(np.asarray(array), name, enc, dtype)
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")
         content = array_key(array) if array.nbytes <= BIG else f"id:{id(array)}"
         key = (content, tuple(enc))
         found = self._const_index.get(key)

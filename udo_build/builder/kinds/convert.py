@@ -14,7 +14,8 @@ CONVERTER = "udo-build convert 1"
 
 
 # version 2: the op definitions it reads (and embeds) have no descriptions
-@action_kind("convert", version=2, params=())
+# version 3: 0-d weights stay 0-d in the bundle (they were written as [1])
+@action_kind("convert", version=3, params=())
 def convert(ctx: ActionContext) -> Produced:
     import json
 
