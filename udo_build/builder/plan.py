@@ -381,8 +381,7 @@ def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input
     inputs.update(kernels)
     settings = run.settings()
     params = settings.to_params()
-    if run.decode is not None:  # the steps chain (kinds/run.py); where, for its errors
-        params["decode"] = run.decode.to_params()
+    if run.decode is not None:  # where each decode field is, for the run's errors
         params["decode_at"] = _decode_places(recipe, recipe.runs.index(run), run.decode)
     plan.add(PlannedAction(f"run:{run.name}", "run", params, inputs,
                            f"run {run.name} on {run.soc.name}",

@@ -193,7 +193,7 @@ class RunSpec:
 
     def settings(self) -> RunSettings:
         return RunSettings(self.name, self.soc.name, self.compile_target(), self.mode,
-                           self.check)
+                           self.check, self.decode)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import UserError
 from ...runtime.decode import DecodeSettings
+from ...runtime.records import RunSettings
 from ..actions import ActionContext
 
 Runner = Callable[[dict[str, Any]], dict[str, Any]]
@@ -28,7 +29,8 @@ def decode(ctx: ActionContext, listing: Any, model: Any, run: Runner, reference:
     from ...runtime.metrics import Agreement, decode_metrics, sqnr_db
     from ...runtime.results import write_result
 
-    settings = DecodeSettings.from_params(ctx.params["decode"])
+    settings = RunSettings.from_params(ctx.params).decode
+    assert settings is not None  # kinds/run.py calls this for decode runs only
     places = ctx.params.get("decode_at") or {}
     first, later = _inputs(settings, listing, model, ctx.params, places)
     _check(settings, model, first, None, places)
@@ -80,7 +82,6 @@ def _inputs(settings: DecodeSettings, listing: Any, model: Any, params: Mapping[
     from dataclasses import replace
 
     from ...model.input_list import feeds, load_tensor
-    from ...runtime.records import RunSettings
 
     dims = RunSettings.from_params(params).target.input_dimensions
     inputs = list(model.graph.inputs)

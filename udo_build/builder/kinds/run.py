@@ -17,7 +17,7 @@ states runtime choices, else the deployable bundle's) runs its subnets in order,
 on its record (chosen per subnet) and each CPU subnet on the CPU runtime; report.json then also
 has `partition` (each subnet's runtime, nodes, inputs, outputs and record) and `switches`.
 
-A decode run (parameter `decode`: udo_build.runtime.decode.DecodeSettings; `decode_at`, where
+A decode run (RunSettings.decode: udo_build.runtime.decode.DecodeSettings; `decode_at`, where
 the recipe writes each of its fields, for messages only) chains its steps instead: the input
 list's first line is the first step's inputs, each later line (name:=path entries) gives a later
 step the inputs the decode does not derive; the record's chain and the float model's each feed
@@ -42,7 +42,7 @@ Runner = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 # what a run computes depends on: its checks are the `check` step's
-RUN_KEY_PARAMS = (*(p for p in RunSettings.KEY_PARAMS if p != "check"), "decode")
+RUN_KEY_PARAMS = tuple(p for p in RunSettings.KEY_PARAMS if p != "check")
 
 
 # version 2: report.json holds no time (the online prepare's cost is in the description), and
@@ -72,7 +72,7 @@ def run(ctx: ActionContext) -> Produced:
     runner = record.runner(packages)
     reference = _reference(float_bundle, settings, packages)
     results = ctx.workdir / "results"
-    if "decode" in ctx.params and ctx.params["decode"] is not None:
+    if settings.decode is not None:
         from .decoding import decode
 
         metrics, count = decode(ctx, listing, float_bundle.model, runner.run, reference, results)
