@@ -32,7 +32,7 @@ def decode(ctx: ActionContext, listing: Any, model: Any, run: Runner, reference:
     settings = RunSettings.from_params(ctx.params).decode
     assert settings is not None  # kinds/run.py calls this for decode runs only
     places = ctx.params.get("decode_at") or {}
-    first, later = _inputs(settings, listing, model, ctx.params, places)
+    first, later = _inputs(settings, listing, model, ctx.params)
     _check(settings, model, first, None, places)
     record, float_chain = Chain(settings, first), Chain(settings, first)
     agreement, steps = Agreement(), []
@@ -75,8 +75,8 @@ def _error(places: Mapping[str, Any], field: str, message: str, hint: str | None
     return UserError(message, file=file, line=line, column=column, field=path, hint=hint)
 
 
-def _inputs(settings: DecodeSettings, listing: Any, model: Any, params: Mapping[str, Any],
-            places: Mapping[str, Any]) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+def _inputs(settings: DecodeSettings, listing: Any, model: Any, params: Mapping[str, Any]
+            ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     """The first step's feed (the list's first line) and, by step, the inputs later lines
     give (named entries, inputs the decode does not derive)."""
     from dataclasses import replace
@@ -86,11 +86,7 @@ def _inputs(settings: DecodeSettings, listing: Any, model: Any, params: Mapping[
     dims = RunSettings.from_params(params).target.input_dimensions
     inputs = list(model.graph.inputs)
     first = next(feeds(replace(listing, inferences=listing.inferences[:1]), inputs, dims))
-    lines = listing.inferences[1:]
-    if len(lines) >= settings.steps:
-        raise _error(places, "steps", f"the input list has {len(lines) + 1} lines, more than "
-                     f"the {settings.steps} steps", "give at most one line per step, or more "
-                     "steps")
+    lines = listing.inferences[1:settings.steps]  # lines past the last step: unused
     derived = settings.derived
     later: dict[int, dict[str, Any]] = {}
     for step, entries in enumerate(lines, 1):
