@@ -24,7 +24,8 @@ TYPES: dict[str, Any] = {"opdef": OpdefParams, "package": PackageParams,
                          "quantize": QuantizeSettings, "prepare": CompileTarget,
                          "run": RunSettings, "outputs": OutputRequests, "check": RunCheck}
 MESSAGE_ONLY = {"prepare": {"soc"},  # the SoC's name is not part of a compile target
-                "check": {"run"}}  # nor is the run's name part of its checks
+                "check": {"run"},  # nor is the run's name part of its checks
+                "run": {"decode_at"}}  # where a decode run's fields are, for its errors
 # a prepare's outputs enter its key as the resolved names (its input `outputs`), not as written;
 # a run's checks are its check step's
 NOT_KEYED = {"prepare": {"outputs"}, "run": {"check"}}
@@ -65,7 +66,7 @@ def test_the_run_and_quantize_params(plan: Any) -> None:
     assert plan.actions["run:smoke"].params == {
         "name": "smoke", "soc": "sm8550", "arch": "v73", "vtcm_mb": 8, "optimization_level": 2,
         "input_dimensions": {}, "outputs": {"tensors": ["logits"]}, "precision": "int8",
-        "mode": "permissive", "check": {"min_sqnr_db": 25}}
+        "mode": "permissive", "check": {"min_sqnr_db": 25}, "decode": None}
     assert plan.actions["check:smoke"].params == {"run": "smoke", "min_sqnr_db": 25}
     assert plan.actions["quantize"].params == {
         "act_bitwidth": 8, "weights_bitwidth": 8, "bias_bitwidth": 32, "per_channel": True,

@@ -122,3 +122,23 @@ def test_the_layer_chart_numbers_bars_like_the_table_and_marks_custom_ops() -> N
     rows = re.findall(r"<tr><td>(\d+)</td><td>([^<]*)</td>", section)
     assert rows == [("1", "conv"), ("2", "sp&lt;1&gt;"), ("3", "relu")]
     assert "worst: #2 sp&lt;1&gt;" in section
+
+
+def test_a_decode_run_gets_its_sqnr_per_step(softplus: BuildReport) -> None:
+    from udo_build.builder.report_chart import decode_section
+    from udo_build.runtime.metrics import decode_metrics
+
+    assert softplus.out is not None
+    (run,) = read_runs(softplus, softplus.out)
+    assert run.report is not None
+    steps = [{"y": 40.0 - t * 0.1, "present_key": 45.0, "<cache>": None} for t in range(8)]
+    metrics = {**run.report["metrics"], "decode": decode_metrics(steps)}
+    page = render(softplus, [run._replace(report={**run.report, "metrics": metrics})])
+    section = page[page.index("<section><h2>SQNR per decode step: smoke</h2>"):]
+    section = section[:section.index("</section>") + len("</section>")]
+    assert section == decode_section("smoke", metrics["decode"])
+    assert section.count("<polyline") == 3 and section.count("<tr><td>") == 8
+    assert "<th>&lt;cache&gt;</th>" in section and "<cache>" not in section  # escaped
+    assert "<tr><td>7</td><td>exact</td><td>45.0</td><td>39.3</td></tr>" in section
+    assert "worst step: 39.3 dB (step 7); drift 0.70 dB (y" in section  # 40.0 - 39.3
+    assert "SQNR per decode step" not in render(softplus, [run])  # a plain run: none

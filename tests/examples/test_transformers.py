@@ -142,6 +142,7 @@ def test_16_bit_activations_lose_less_than_8_bits(project: Project) -> None:
         assert "act_bitwidth: 16" in text
         eight = project.root / "recipes" / f"8bit_{example.recipe}"
         eight.write_text(text.replace("act_bitwidth: 16", "act_bitwidth: 8")
+                         .replace("    check: {min_sqnr_db: 30, max_drift_db: 1}\n", "")
                          .replace("min_sqnr_db: 30", "min_sqnr_db: 20"))
         project.build(eight.name, f"{example.folder}_8bit")
         if not (project.root / example.folder / "runs").exists():
@@ -151,6 +152,14 @@ def test_16_bit_activations_lose_less_than_8_bits(project: Project) -> None:
             bits8 = project.sqnr(f"{example.folder}_8bit", run)
             print(f"{example.folder} {run}: {bits8:.1f} dB at 8 bits, {bits16:.1f} dB at 16")
             assert bits16 > bits8 + 3
+    decode = {bits: json.loads((project.root / folder / "runs" / "decode" / "report.json")
+                               .read_text())["metrics"] for bits, folder in
+              ((8, "decoder_8bit"), (16, "decoder"))}
+    for bits, metrics in decode.items():  # the decode run, unchecked at 8 bits
+        print(f"decoder decode at {bits} bits: {metrics['sqnr_db']:.1f} dB, worst step "
+              f"{metrics['decode']['min_sqnr_db']:.1f} dB, drift "
+              f"{metrics['decode']['drift_db']:.2f} dB")
+    assert decode[16]["sqnr_db"] > decode[8]["sqnr_db"] + 3
 
 
 def test_the_generators_write_the_committed_files(tmp_path: Path) -> None:
@@ -163,3 +172,142 @@ def test_the_generators_write_the_committed_files(tmp_path: Path) -> None:
         expected = {k: v for k, v in digests(EXAMPLES / folder).items()
                     if k.startswith(("model", "data"))}
         assert expected and digests(tmp_path / folder) == expected
+
+
+# -- the decoder's decode run: 32 chained steps ---------------------------------------------------
+
+def decoded(project: Project) -> dict[str, Any]:
+    """The decode run's report.json (the decoder recipe built once for the module)."""
+    path = project.root / "decoder" / "runs" / "decode" / "report.json"
+    if not path.exists():
+        project.build(DECODER.recipe, DECODER.folder)
+    return json.loads(path.read_text())
+
+
+def test_the_decode_run_reports_32_per_step_sqnrs_without_drift_at_16_bits(
+        project: Project) -> None:
+    report = decoded(project)
+    decode = report["metrics"]["decode"]
+    steps = decode["sqnr_db"]
+    assert report["inferences"] == len(steps) == 32 and report["online_prepare"] is False
+    assert all(set(s) == {"y", "present_key", "present_value"} for s in steps)
+    assert all(v is not None and v >= 30 for s in steps for v in s.values())
+    assert decode["min_sqnr_db"] == min(v for s in steps for v in s.values())
+    assert decode["window"] == 4 and decode["drift_db"] <= 1.0
+    for name in ("y", "present_key", "present_value"):
+        first = sum(s[name] for s in steps[:4]) / 4
+        last = sum(s[name] for s in steps[-4:]) / 4
+        assert first - last <= decode["drift_db"] + 1e-3
+    check = json.loads((project.root / "decoder" / "runs" / "decode" / "check.json")
+                       .read_text())
+    assert check["passed"] is True and check["checks"] == {"min_sqnr_db": 30,
+                                                          "max_drift_db": 1}
+    print(f"decode: SQNR per step first {steps[0]}, last {steps[-1]}, min "
+          f"{decode['min_sqnr_db']} dB at {decode['min_at']}, drift {decode['drift_db']} dB "
+          f"({decode['drift_of']})")
+
+
+def float_chain(project: Project, feed_forward: bool = True) -> list[dict[str, np.ndarray]]:
+    """The float model's outputs at each step of the decode run's chain, as the recipe's
+    decode section says; feed_forward=False: every step keeps the first step's empty cache
+    and mask (the cache not fed), for the test that this would be caught."""
+    from dataclasses import replace as with_
+
+    from udo_build.model.input_list import load_tensor
+    from udo_build.recipe import load_recipe
+    from udo_build.runtime.decode import Chain
+
+    recipe = load_recipe(project.root / "recipes" / DECODER.recipe)
+    run = next(r for r in recipe.runs if r.name == "decode")
+    assert run.decode is not None
+    bundle = load_bundle(project.root / "decoder" / "model" / "decoder.udb")
+    session = Session(bundle.model, packages_for(
+        bundle, [project.root / "examples" / k for k in DECODER.kernels]))
+    listing = parse_input_list(run.input_list)
+    inputs = list(bundle.model.graph.inputs)
+    first = next(feeds(with_(listing, inferences=listing.inferences[:1]), inputs))
+    settings = run.decode if feed_forward else with_(run.decode, feed=(), mask=None)
+    chain, found = Chain(settings, first), []
+    for t in range(run.decode.steps):
+        found.append(session.run(chain.feed, ["y", "present_key", "present_value"]))
+        if t + 1 < len(listing.inferences):
+            entry = listing.inferences[t + 1][0]
+            chain.advance(found[-1], {"x": load_tensor(entry.path, "x", "float32", (1, 1, 64))})
+    return found
+
+
+def recorded(project: Project, t: int) -> dict[str, np.ndarray]:
+    folder = project.root / "decoder" / "runs" / "decode" / f"Result_{t}"
+    return {n: np.load(folder / f"{n}.npy") for n in ("y", "present_key", "present_value")}
+
+
+def test_each_step_s_past_is_the_step_before_s_present(project: Project) -> None:
+    """The record's chain: step t+1's present holds step t's present without its oldest
+    position (through the past input's 16-bit encoding); the float reference of every step is
+    the float model run on the float chain's own cache: the per-step SQNRs the run recorded
+    are those of the record's outputs against it, and not against an unfed cache."""
+    from udo_build.runtime.metrics import sqnr_db
+
+    steps = decoded(project)["metrics"]["decode"]["sqnr_db"]
+    encodings = {e["name"]: e for e in json.loads(
+        (project.root / "decoder" / "model" / "decoder_quantized.encodings.json").read_text())
+        ["activation_encodings"]}
+    for t in range(31):
+        now, after = recorded(project, t), recorded(project, t + 1)
+        for name, past in (("present_key", "past_key"), ("present_value", "past_value")):
+            scale, offset = encodings[past]["scale"][0], encodings[past]["offset"][0]
+            fed = np.clip(now[name][:, :, 1:], scale * offset, scale * (offset + 65535))
+            assert np.max(np.abs(after[name][:, :, :-1] - fed)) < 1e-3  # a few 16-bit steps
+    fed = float_chain(project)
+    for t in (0, 1, 2, 15, 31):
+        got = recorded(project, t)
+        for name, value in fed[t].items():
+            assert sqnr_db(got[name], value) == pytest.approx(steps[t][name], abs=0.01)
+    unfed = float_chain(project, feed_forward=False)
+    assert all(np.array_equal(unfed[0][n], fed[0][n]) for n in fed[0])  # step 0 alike
+    off = [abs(sqnr_db(recorded(project, 1)[n], unfed[1][n]) - steps[1][n]) for n in fed[1]]
+    assert max(off) > 10  # an unfed reference would give other figures from step 1 on
+
+
+def test_the_report_page_shows_the_decode_steps(project: Project) -> None:
+    decoded(project)
+    page = (project.root / "decoder.report.html").read_text()
+    section = page[page.index("<h2>SQNR per decode step: decode</h2>"):]
+    section = section[:section.index("</section>")]
+    assert section.count("<polyline") == 3 and section.count("<tr><td>") == 32
+    assert "<th>present_key</th><th>present_value</th><th>y</th>" in section
+
+
+def test_changing_the_steps_reruns_only_the_decode_run_and_its_check(project: Project) -> None:
+    decoded(project)
+    recipe = project.root / "recipes" / "decoder_24.yaml"
+    recipe.write_text((project.root / "recipes" / DECODER.recipe).read_text()
+                      .replace("steps: 32", "steps: 24"))
+    summary = project.build(recipe.name, "decoder_24")
+    built = {a["id"] for a in summary["actions"] if a["status"] == "built"}
+    assert built == {"run:decode", "check:decode"}
+    report = json.loads((project.root / "decoder_24" / "runs" / "decode" / "report.json")
+                        .read_text())
+    assert len(report["metrics"]["decode"]["sqnr_db"]) == report["inferences"] == 24
+
+
+@pytest.mark.parametrize(("old", "new", "field", "says"), [
+    ("present_value: past_value}", "present_kv: past_value}", "feed.present_kv",
+     "'present_kv' is not an output of the model"),
+    ("present_value: past_value}", "present_value: attention_mask}", "feed.present_value",
+     "output 'present_value' [1, 4, 32, 16] cannot feed input 'attention_mask' [1, 1, 1, 32]"),
+])
+def test_a_bad_decode_entry_is_exit_2_at_its_field(project: Project, old: str, new: str,
+                                                   field: str, says: str) -> None:
+    text = (project.root / "recipes" / DECODER.recipe).read_text()
+    assert old in text
+    recipe = project.root / "recipes" / "bad_decode.yaml"
+    recipe.write_text(text.replace(old, new))
+    line = next(i for i, t in enumerate(recipe.read_text().splitlines(), 1) if new in t)
+    for command in (["validate", str(recipe)],
+                    ["build", str(recipe), "--store", str(project.root / "store"), "--out",
+                     str(project.root / "bad_decode")]):
+        stderr = io.StringIO()
+        assert main(command, stdout=io.StringIO(), stderr=stderr, env={}) == 2
+        assert f"bad_decode.yaml:{line}:" in stderr.getvalue()
+        assert f"run[2].decode.{field}: {says}" in stderr.getvalue(), stderr.getvalue()

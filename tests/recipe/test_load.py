@@ -245,3 +245,63 @@ def test_report_inputs_of_quantize(project: Path) -> None:
         text = BASE + f"quantize: {{input_list: calib.txt, report_inputs: {bad}}}\n"
         found = problems(write(project, text, "net.onnx", "calib.txt"))
         assert found == [f"{field}: {problem}; {hint}"]
+
+
+DECODE_RUN = BASE + """\
+run:
+  - name: decode
+    soc: sm8650
+    decode:
+      steps: 32
+      input_list: prompt.txt
+      feed: {present_key: past_key, present_value: past_value}
+      position: position
+      mask: attention_mask
+"""
+
+
+def test_a_decode_run_loads_its_settings_and_reads_its_input_list(project: Path) -> None:
+    from udo_build.runtime.decode import DecodeSettings
+
+    recipe = load_recipe(write(project, DECODE_RUN, "net.onnx", "prompt.txt"))
+    run = recipe.runs[0]
+    assert run.decode == DecodeSettings(32, (("present_key", "past_key"),
+                                             ("present_value", "past_value")),
+                                        "position", "attention_mask")
+    assert run.input_list == (project / "prompt.txt").resolve()
+    assert run.settings().decode == run.decode
+
+
+def test_a_decode_run_has_one_input_list(project: Path) -> None:
+    text = DECODE_RUN.replace("    decode:\n", "    input_list: test.txt\n    decode:\n")
+    assert problems(write(project, text, "net.onnx", "prompt.txt", "test.txt")) == [
+        "8:5: run[0].input_list: a decode run reads decode.input_list (its first line is the "
+        "first step's inputs); move the input list under decode:"]
+
+
+def test_a_run_without_an_input_list_or_decode_is_named(project: Path) -> None:
+    text = BASE + "run:\n  - name: smoke\n    soc: sm8650\n"
+    assert problems(write(project, text, "net.onnx")) == [
+        "6:5: run[0]: missing required field 'input_list'; name the input list the run infers "
+        "over (or a decode: section)"]
+
+
+def test_max_drift_db_needs_a_decode_run(project: Path) -> None:
+    text = BASE + ("run:\n  - name: smoke\n    soc: sm8650\n    input_list: test.txt\n"
+                   "    check: {max_drift_db: 1}\n")
+    assert problems(write(project, text, "net.onnx", "test.txt")) == [
+        "9:27: run[0].check.max_drift_db: max_drift_db bounds the drift of a decode run's "
+        "SQNR: this run does not decode; add a decode: section, or remove max_drift_db"]
+
+
+@pytest.mark.parametrize(("old", "new", "field"), [
+    ("steps: 32", "steps: 0", "run[0].decode.steps"),
+    ("feed: {present_key: past_key, present_value: past_value}", "feed: {}",
+     "run[0].decode.feed"),
+    ("position: position", "position: 3", "run[0].decode.position"),
+    ("mask: attention_mask", "window: slide", "run[0].decode.window"),
+])
+def test_a_bad_decode_section_is_named_by_the_schema(project: Path, old: str, new: str,
+                                                      field: str) -> None:
+    found = problems(write(project, DECODE_RUN.replace(old, new), "net.onnx", "prompt.txt"))
+    assert len(found) == 1 and f": {field}: " in found[0], found

@@ -37,6 +37,7 @@ from ..package.params import PackageParams
 from ..quant.settings import QuantizeSettings
 from ..recipe import Outputs, Recipe, RecordTarget
 from ..recipe.model import OutputRequests, RunSpec
+from ..runtime.decode import DecodeSettings
 from ..source import format_path
 
 BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
@@ -340,6 +341,16 @@ def _place(recipe: Recipe, path: tuple[str | int, ...]) -> tuple[str | None, int
     return (recipe.positions.file, line, column, format_path(path))
 
 
+def _decode_places(recipe: Recipe, i: int, decode: DecodeSettings) -> dict[str, list[Any]]:
+    """Where each field of run i's decode section is, by its path under `decode` joined with
+    dots ("": the section itself), for messages only."""
+    subs: list[tuple[str, ...]] = [(), ("steps",), ("input_list",),
+                                   *((f, o) for f, o, _ in decode.fed),
+                                   *((f,) for f in ("position", "mask") if getattr(decode, f))]
+    base = ("run", i, "decode")
+    return {".".join(sub): list(_place(recipe, (*base, *sub))) for sub in subs}
+
+
 def _prepare(target: RecordTarget, kernels: dict[str, Input], outputs: Dep) -> PlannedAction:
     """A cache record; the kernels count (their module may add optimization rules, and shapes
     of custom ops at other input dimensions come from running them). Its outputs enter as the
@@ -369,7 +380,10 @@ def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input
     inputs.update(files)
     inputs.update(kernels)
     settings = run.settings()
-    plan.add(PlannedAction(f"run:{run.name}", "run", settings.to_params(), inputs,
+    params = settings.to_params()
+    if run.decode is not None:  # where each decode field is, for the run's errors
+        params["decode_at"] = _decode_places(recipe, recipe.runs.index(run), run.decode)
+    plan.add(PlannedAction(f"run:{run.name}", "run", params, inputs,
                            f"run {run.name} on {run.soc.name}",
                            {f"runs/{run.name}": "results"}))
     if settings.check.to_params():

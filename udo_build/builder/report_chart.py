@@ -1,4 +1,5 @@
-"""The per-layer SQNR chart of the build report page: an inline SVG bar chart and its table.
+"""The charts of the build report page: the per-layer SQNR (an inline SVG bar chart and its
+table) and a decode run's SQNR per step (a line per output and its table).
 
 Bars are numbered as the table's rows (1, 2, ...: the x axis and the table agree), custom-op
 layers have their own colour, a legend says which is which, and each bar's <title> names its
@@ -147,3 +148,71 @@ def _nice_top(value: float) -> float:
 
 def _db(value: float | None) -> str:
     return "exact" if value is None else f"{value:.1f}"
+
+
+# -- the per-step SQNR of decode runs --------------------------------------------------------------
+
+LINES = ("#4a78b5", "#e07b00", "#2e8b57", "#8e44ad", "#c0392b", "#555555")
+STEP_HEIGHT = 240
+
+
+def decode_section(name: str, decode: Mapping[str, Any]) -> str:
+    """A decode run's per-step SQNR (udo_build.runtime.metrics.decode_metrics): a line per
+    output and a table, one row per step."""
+    steps = [dict(s) for s in decode.get("sqnr_db") or []]
+    names = sorted({n for s in steps for n in s})
+    if not steps or not names:
+        return ""
+    rows = "".join(f"<tr><td>{t}</td>" + "".join(f"<td>{_db(s.get(n))}</td>" for n in names)
+                   + "</tr>" for t, s in enumerate(steps))
+    drift = decode.get("drift_db")
+    note = (f"<p>worst step: {_db(decode.get('min_sqnr_db'))} dB "
+            f"(step {escape(str((decode.get('min_at') or ['-'])[0]))}); drift "
+            f"{'-' if drift is None else f'{drift:.2f}'} dB ({escape(str(decode.get('drift_of')))}"
+            f": the mean of the first {decode.get('window')} steps less that of the last)</p>")
+    heads = "".join(f"<th>{escape(n)}</th>" for n in names)
+    return (f"<section><h2>SQNR per decode step: {escape(name)}</h2>"
+            + step_chart(name, steps, names) + note
+            + f"<table id=\"steps-{escape(name)}\" class=\"sortable\"><caption>each step's "
+            f"outputs against the float model's own chain</caption><thead><tr><th>step</th>"
+            f"{heads}</tr></thead><tbody>{rows}</tbody></table></section>")
+
+
+def step_chart(name: str, steps: Sequence[Mapping[str, float | None]],
+               names: Sequence[str]) -> str:
+    """The SVG line chart: x the step, y the SQNR (dB), a line per output (exact: the top)."""
+    finite = [v for s in steps for v in s.values() if v is not None]
+    top = _nice_top(max(finite, default=10.0))
+    bottom = max(0.0, math.floor(min(finite, default=0.0) / 10) * 10 - 10)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, STEP_HEIGHT - TOP - BOTTOM
+    dx = plot_w / max(1, len(steps) - 1)
+
+    def y(value: float) -> float:
+        return TOP + plot_h * (top - value) / (top - bottom)
+
+    parts = [f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\""
+             f"{STEP_HEIGHT}\" viewBox=\"0 0 {WIDTH} {STEP_HEIGHT}\" role=\"img\" "
+             f"aria-label=\"SQNR per decode step of {escape(name)}\">"]
+    parts += _y_axis(top, bottom, y)
+    for i, output in enumerate(names):
+        color = LINES[i % len(LINES)]
+        points = " ".join(f"{LEFT + t * dx:.1f},{y(_or_top(s[output], top)):.1f}"
+                          for t, s in enumerate(steps) if output in s)
+        parts.append(f"<polyline class=\"step-line\" fill=\"none\" stroke=\"{color}\" "
+                     f"stroke-width=\"2\" points=\"{points}\"><title>{escape(output)}</title>"
+                     "</polyline>")
+        parts.append(f"<rect x=\"{WIDTH - RIGHT - 160 * (len(names) - i)}\" y=\"8\" width=\"12\""
+                     f" height=\"12\" fill=\"{color}\"/><text x=\""
+                     f"{WIDTH - RIGHT - 160 * (len(names) - i) + 16}\" y=\"18\">"
+                     f"{escape(output)}</text>")
+    base = y(bottom)
+    every = max(1, math.ceil(len(steps) / MAX_TICKS))
+    parts += [f"<text x=\"{LEFT + t * dx:.1f}\" y=\"{base + 14:.1f}\" text-anchor=\"middle\">"
+              f"{t}</text>" for t in range(0, len(steps), every)]
+    parts.append(f"<text x=\"{LEFT + plot_w / 2:.0f}\" y=\"{STEP_HEIGHT - 6}\" "
+                 "text-anchor=\"middle\">decode step</text></svg>")
+    return "".join(parts)
+
+
+def _or_top(value: float | None, top: float) -> float:
+    return top if value is None else value

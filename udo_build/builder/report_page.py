@@ -6,10 +6,11 @@ fonts to fetch) that shows what a build did and what its outputs are worth.
 
 Sections: the actions (status, time, where each result came from), the prepare matrix (SoC x
 level x dims x outputs, each record's size, the records several targets share: the same key),
-the runs (SQNR, worst absolute error, top-1 agreement against their checks' bounds), the
-per-layer SQNR chart (see report_chart.py) when the output folder holds the quantize step's
-figures (`quant/layers.json`) or they are given, and the fleet
-(each run's device, the record it loads and the records it rejected, with why).
+the runs (SQNR, worst absolute error, top-1 agreement against their checks' bounds), each
+decode run's SQNR per step (a line per output and a table), the per-layer SQNR chart (see
+report_chart.py) when the output folder holds the quantize step's figures (`quant/layers.json`)
+or they are given, and the fleet (each run's device, the record it loads and the records it
+rejected, with why).
 
 The page lives BESIDE the output folder (`<out>.report.html`), never in it: the output folder
 is a function of the build's keys (byte-identical across machines and shards) and the page
@@ -25,7 +26,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from .report_chart import LayerRow, layer_rows, layer_section
+from .report_chart import LayerRow, decode_section, layer_rows, layer_section
 
 
 class ActionOutcome(Protocol):
@@ -172,8 +173,8 @@ def _verdict(check: ActionOutcome | None) -> str:
 def render(report: BuildReport, runs: Sequence[RunFigures],
            layers: Sequence[LayerRow] | None = None) -> str:
     """The whole page (a pure function of its arguments)."""
-    sections = [_runs(runs), _matrix(report.actions), layer_section(layers) if layers else "",
-                _fleet(runs), _actions(report.actions)]
+    sections = [_runs(runs), *_decodes(runs), _matrix(report.actions),
+                layer_section(layers) if layers else "", _fleet(runs), _actions(report.actions)]
     title = f"{report.recipe}: build report"
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -266,6 +267,16 @@ def _runs(runs: Sequence[RunFigures]) -> str:
     return "<section><h2>Runs against the float model</h2>" + _table(
         "each figure with its check's bound (a figure that misses its bound is marked)",
         heads, rows, "runs") + "</section>"
+
+
+def _decodes(runs: Sequence[RunFigures]) -> list[str]:
+    """The per-step SQNR of each decode run that published its figures."""
+    found = []
+    for run in runs:
+        decode = ((run.report or {}).get("metrics") or {}).get("decode")
+        if isinstance(decode, dict):
+            found.append(decode_section(run.name, decode))
+    return found
 
 
 def _metric(value: Any, bound: float | None, side: str) -> str:

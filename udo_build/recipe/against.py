@@ -8,6 +8,9 @@ checks open the model too, so that what a build would only find late is found by
   them (the prepare's own shape inference, udo_build.compiler.shapes);
 - every output layer and tensor the matrix or a run names exists in the model (named the way
   the compiler resolves them: udo_build.compiler.lower.resolve_outputs);
+- every decode run's fields name outputs and inputs of the model that chain (an output feeds
+  an input of its shape, or one longer along one axis), and outputs the run requests
+  (udo_build.runtime.decode.DecodeSettings.problems);
 - every run is served by a record of the prepare matrix, chosen by the runtime's own selection
   (udo_build.runtime.records.choose_record over rows shaped as the assemble step writes them,
   outputs resolved to tensor names), unless its mode asks for none.
@@ -53,6 +56,7 @@ def check_against_model(recipe: Recipe, opdefs: OpPackageDef | None) -> list[Pro
         check.outputs(path, value)
     check.native_dims(data)
     check.runs_served(recipe)
+    check.decodes(recipe)
     return list(dict.fromkeys(check.problems))
 
 
@@ -182,6 +186,22 @@ class _Checker:
                                    outputs["tensors"])
             if choice.part is None:
                 self.error(("run", i), _unserved(run, len(rows)), _why(choice.seen))
+
+    def decodes(self, recipe: Recipe) -> None:
+        """Each decode run's fields against the model, at the run's input dimensions."""
+        for i, run in enumerate(recipe.runs):
+            if run.decode is None or not _dims_ok(run.input_dimensions, self.inputs):
+                continue
+            dims = dict(run.input_dimensions.items)
+            inputs = {n: dims.get(n, t.static_shape) for n, t in self.inputs.items()}
+            outputs = {t.name: None if dims else t.static_shape  # shapes at the model's own
+                       for t in self.model.graph.outputs}
+            requested = self.resolved(run.outputs)
+            for field, message, hint in run.decode.problems(
+                    inputs, outputs, None if requested is None else requested["tensors"]):
+                sub = tuple(field.split(".", 1))
+                self.error(("run", i, "decode", *sub), message, hint,
+                           key=len(sub) > 1)
 
     def _row(self, target: RecordTarget) -> dict[str, Any] | None:
         """The row the assemble step would write for `target`'s record."""

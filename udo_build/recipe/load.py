@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostics, Problem, UserError, raise_if_any
+from ..runtime.decode import DecodeSettings
 from ..soc.table import Soc, builtin_socs, soc_table
 from ..source import (
     MAX_YAML_BYTES,
@@ -289,15 +290,34 @@ class _Builder:
             soc = self.soc((*path, "soc"), r["soc"])
             runs.append(RunSpec(
                 name=r["name"], soc=soc or Soc(r["soc"], "v0", None),
-                input_list=self.file((*path, "input_list")),
+                input_list=self._run_list(path, r),
                 input_dimensions=Dims.of(r.get("input_dimensions")),
                 outputs=Outputs.of(r.get("outputs")),
                 optimization_level=r.get("optimization_level", DEFAULT_LEVEL),
                 precision=r.get("precision", default_precision),
                 mode=r.get("mode", "permissive"),
                 check=RunCheck(**r.get("check", {})),
+                decode=_decode(r.get("decode")),
             ))
         return tuple(runs)
+
+    def _run_list(self, path: FieldPath, run: dict[str, Any]) -> Path:
+        """The run's input list: its own, or a decode run's `decode.input_list`."""
+        if "max_drift_db" in (run.get("check") or {}) and "decode" not in run:
+            self.error((*path, "check", "max_drift_db"), "max_drift_db bounds the drift of a "
+                       "decode run's SQNR: this run does not decode",
+                       "add a decode: section, or remove max_drift_db")
+        if "decode" in run:
+            if "input_list" in run:
+                self.error((*path, "input_list"), "a decode run reads decode.input_list (its "
+                           "first line is the first step's inputs)",
+                           "move the input list under decode:", key=True)
+            return self.file((*path, "decode", "input_list"))
+        if "input_list" not in run:
+            self.error(path, "missing required field 'input_list'",
+                       "name the input list the run infers over (or a decode: section)")
+            return self.folder
+        return self.file((*path, "input_list"))
 
     def _check_precisions(self, recipe: Recipe) -> None:
         if recipe.quantize is not None:
@@ -342,6 +362,15 @@ def _dims_fields(data: dict[str, Any]) -> list[tuple[FieldPath, list[int]]]:
               for i, r in enumerate(data.get("run") or []) if "input_dimensions" in r]
     return [((*path, name), dims) for path, mapping in found if isinstance(mapping, dict)
             for name, dims in mapping.items() if isinstance(dims, list)]
+
+
+def _decode(section: dict[str, Any] | None) -> DecodeSettings | None:
+    """A run's decode settings (their names are checked against the model at the run)."""
+    if section is None:
+        return None
+    return DecodeSettings(section["steps"], tuple(section["feed"].items()),
+                          section.get("position"), section.get("mask"),
+                          tuple((section.get("next_input") or {}).items()))
 
 
 def _precision_fields(data: dict[str, Any]) -> list[tuple[FieldPath, Any]]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..runtime.decode import DecodeSettings
 from ..runtime.metrics import RunCheck
 from ..runtime.records import RunSettings
 from ..soc.table import Soc
@@ -183,6 +184,7 @@ class RunSpec:
     precision: str = "int8"
     mode: str = "permissive"
     check: RunCheck = RunCheck()
+    decode: DecodeSettings | None = None  # its steps chain; input_list is decode.input_list
 
     def compile_target(self) -> CompileTarget:
         """What the run asks of a record, and what it prepares online when none fits."""
@@ -191,7 +193,7 @@ class RunSpec:
 
     def settings(self) -> RunSettings:
         return RunSettings(self.name, self.soc.name, self.compile_target(), self.mode,
-                           self.check)
+                           self.check, self.decode)
 
 
 @dataclass(frozen=True)

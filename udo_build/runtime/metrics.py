@@ -6,6 +6,13 @@
     metrics = agreement.metrics()        # {"sqnr_db", "max_abs_error", "top1_agreement"}
     failures = RunCheck(min_sqnr_db=25).failures(metrics)
 
+A decode run (udo_build.runtime.decode) also has `decode_metrics(steps)` under "decode": the SQNR
+of each requested output at each step (a list, one {output: dB} per step), the worst of them
+(`min_sqnr_db`) and the drift: for each output, the mean SQNR of the first `window` steps less
+that of the last `window` (window: an eighth of the steps, at least 1; positive: the last steps
+are worse), the largest over the outputs (`drift_db`). On a decode run `min_sqnr_db` bounds the
+worst step too, and `max_drift_db` bounds the drift.
+
 SQNR is over every output value of every inference (signal: the float model's outputs; noise:
 the difference), None when the outputs are exact. Top-1 agreement counts the outputs of more
 than one value whose argmax equals the float model's.
@@ -19,7 +26,7 @@ that noise of a rounding boundary.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -31,6 +38,7 @@ class RunCheck:
     min_sqnr_db: float | None = None
     max_abs_error: float | None = None
     min_top1_agreement: float | None = None
+    max_drift_db: float | None = None  # decode runs only
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any] | None) -> RunCheck:
@@ -54,6 +62,22 @@ class RunCheck:
                 and top1 < self.min_top1_agreement:
             failures.append(f"top-1 agreement {top1:.3f} < min_top1_agreement "
                             f"{self.min_top1_agreement}")
+        return failures + self._decode_failures(metrics.get("decode"))
+
+    def _decode_failures(self, decode: Mapping[str, Any] | None) -> list[str]:
+        if decode is None:
+            return ([] if self.max_drift_db is None else
+                    ["max_drift_db bounds a decode run's drift: this run does not decode"])
+        failures = []
+        worst, drift = decode["min_sqnr_db"], decode["drift_db"]
+        if self.min_sqnr_db is not None and worst is not None and worst < self.min_sqnr_db:
+            step, name = decode["min_at"]
+            failures.append(f"step {step} {name}: SQNR {worst:.2f} dB < min_sqnr_db "
+                            f"{self.min_sqnr_db}")
+        if self.max_drift_db is not None and drift is not None and drift > self.max_drift_db:
+            failures.append(f"drift {drift:.2f} dB over {len(decode['sqnr_db'])} steps "
+                            f"({decode['drift_of']}: first {decode['window']} steps vs last) > "
+                            f"max_drift_db {self.max_drift_db}")
         return failures
 
 
@@ -85,3 +109,35 @@ class Agreement:
         return {"sqnr_db": None if math.isinf(sqnr) else round(sqnr, 3),
                 "max_abs_error": float(f"{self.max_abs:.4g}"),
                 "top1_agreement": self.agree / self.total if self.total else None}
+
+
+def sqnr_db(got: Any, want: Any) -> float | None:
+    """The SQNR of one tensor against the float model's (None: exact), to 0.001 dB."""
+    agreement = Agreement()
+    agreement.add({"t": got}, {"t": want})
+    return agreement.metrics()["sqnr_db"]
+
+
+def decode_metrics(steps: Sequence[Mapping[str, float | None]]) -> dict[str, Any]:
+    """The per-step figures of a decode run (see the module docstring): `steps`, each step's
+    {output: SQNR dB (None: exact)}."""
+    names = sorted({n for step in steps for n in step})
+    window = max(1, len(steps) // 8)
+    finite = [(v, t, n) for t, step in enumerate(steps) for n, v in sorted(step.items())
+              if v is not None]
+    worst = min(finite, default=None)
+    drifts = {n: _drift([step.get(n) for step in steps], window) for n in names}
+    known = [(d, n) for n, d in drifts.items() if d is not None]
+    drift, of = max(known, default=(None, None))
+    return {"sqnr_db": [dict(sorted(step.items())) for step in steps],
+            "min_sqnr_db": None if worst is None else worst[0],
+            "min_at": None if worst is None else [worst[1], worst[2]],
+            "drift_db": drift, "drift_of": of, "window": window}
+
+
+def _drift(values: Sequence[float | None], window: int) -> float | None:
+    first = [v for v in values[:window] if v is not None]
+    last = [v for v in values[-window:] if v is not None]
+    if not first or not last:
+        return None
+    return round(sum(first) / len(first) - sum(last) / len(last), 3)

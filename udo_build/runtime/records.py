@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..soc.target import FLOAT_REFERENCE, CompileTarget
+from .decode import DecodeSettings
 from .metrics import RunCheck
 
 if TYPE_CHECKING:  # the compatibility rules load when a record is chosen, not when a recipe
@@ -37,25 +38,31 @@ if TYPE_CHECKING:  # the compatibility rules load when a record is chosen, not w
 class RunSettings:
     """A run entry: its name, the device (by SoC name, arch and VTCM), what it asks of a record
     (`target`: level, input dimensions, outputs, precision; an online preparation prepares
-    it), the runtime's mode and the checks."""
+    it), the runtime's mode, the checks, and for a decode run how its steps chain
+    (udo_build.runtime.decode)."""
 
     name: str | None
     soc: str | None  # the device's name, for messages: its arch and VTCM are in `target`
     target: CompileTarget
     mode: str = "permissive"
     check: RunCheck = RunCheck()
+    decode: DecodeSettings | None = None
 
     # the run's name and SoC name are for messages: its arch and VTCM are the ones that count
-    KEY_PARAMS: ClassVar[tuple[str, ...]] = (*CompileTarget.KEY_PARAMS, "mode", "check")
+    KEY_PARAMS: ClassVar[tuple[str, ...]] = (*CompileTarget.KEY_PARAMS, "mode", "check",
+                                             "decode")
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RunSettings:
+        decode = params.get("decode")
         return cls(params.get("name"), params.get("soc"), CompileTarget.from_params(params),
-                   params.get("mode", "permissive"), RunCheck.from_params(params.get("check")))
+                   params.get("mode", "permissive"), RunCheck.from_params(params.get("check")),
+                   None if decode is None else DecodeSettings.from_params(decode))
 
     def to_params(self) -> dict[str, Any]:
         return {"name": self.name, "soc": self.soc, **self.target.to_params(),
-                "mode": self.mode, "check": self.check.to_params()}
+                "mode": self.mode, "check": self.check.to_params(),
+                "decode": None if self.decode is None else self.decode.to_params()}
 
     @property
     def device(self) -> Device:

@@ -1,11 +1,12 @@
 """`check`: a run's checks over its stored metrics -> the verdict.
 
 Input `metrics` (the run's metrics against the float model, JSON). Parameters: the bounds
-(udo_build.runtime.metrics.RunCheck: `min_sqnr_db`, `max_abs_error`, `min_top1_agreement`),
-which alone enter the key with the metrics (changing a threshold runs this step and nothing
-else), and `run`, the run's name, for messages. A bound the metrics miss fails the
-step with the numbers (StepFailed); a pass publishes the verdict, check.json (the bounds, the
-metrics they were held against, and that they passed), next to the run's results.
+(udo_build.runtime.metrics.RunCheck: `min_sqnr_db`, `max_abs_error`, `min_top1_agreement`;
+on a decode run `min_sqnr_db` also bounds every step, and `max_drift_db` the drift), which
+alone enter the key with the metrics (changing a threshold runs this step and nothing else),
+and `run`, the run's name, for messages. A bound the metrics miss fails the step with the
+numbers (StepFailed); a pass publishes the verdict, check.json (the bounds, the metrics they
+were held against, and that they passed), next to the run's results.
 """
 
 from __future__ import annotations

@@ -16,6 +16,15 @@ A graph split into subnets (udo_build.compiler.partition: input `runtimes` when 
 states runtime choices, else the deployable bundle's) runs its subnets in order, each HTP subnet
 on its record (chosen per subnet) and each CPU subnet on the CPU runtime; report.json then also
 has `partition` (each subnet's runtime, nodes, inputs, outputs and record) and `switches`.
+
+A decode run (RunSettings.decode: udo_build.runtime.decode.DecodeSettings; `decode_at`, where
+the recipe writes each of its fields, for messages only) chains its steps instead: the input
+list's first line is the first step's inputs, each later line (name:=path entries) gives a later
+step the inputs the decode does not derive; the record's chain and the float model's each feed
+their own outputs forward (the cache, the position, the mask, next_input), Result_<t> is step
+t, and the metrics add the SQNR of every output at every step (`decode`,
+udo_build.runtime.metrics.decode_metrics). A decode field the model cannot follow (an output it
+lacks, an input of another shape) is a UserError at that field of the recipe.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from ..actions import ActionContext, Produced, Tree, action_kind
 from .inputs import input_list, kernel_files
 
 Reference = Callable[[dict[str, Any], list[str]], dict[str, Any]]
+Runner = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 # what a run computes depends on: its checks are the `check` step's
@@ -40,15 +50,13 @@ RUN_KEY_PARAMS = tuple(p for p in RunSettings.KEY_PARAMS if p != "check")
 # version 3: records are chosen by their resolved output tensors, level and precision (strict:
 # the run's level only), and `seen` lists every record not taken with why; no checks (report.json
 # has no verdict; the output `metrics`)
-@action_kind("run", version=3, params=RUN_KEY_PARAMS)
+# version 4: decode runs (the parameter `decode`)
+@action_kind("run", version=4, params=RUN_KEY_PARAMS)
 def run(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...compiler.serve import record_for_run
     from ...ir.bundle import read_bundle
     from ...kernels.load import packages_for
-    from ...model.input_list import feeds
-    from ...runtime.metrics import Agreement
-    from ...runtime.results import write_result
 
     settings = RunSettings.from_params(ctx.params)
     name = "deployable" if "deployable" in ctx.input_names() else (
@@ -64,21 +72,38 @@ def run(ctx: ActionContext) -> Produced:
     runner = record.runner(packages)
     reference = _reference(float_bundle, settings, packages)
     results = ctx.workdir / "results"
+    if settings.decode is not None:
+        from .decoding import decode
+
+        metrics, count = decode(ctx, listing, float_bundle.model, runner.run, reference, results)
+    else:
+        metrics, count = _infer(ctx, listing, float_bundle.model, runner.run, reference, results)
+    report = {"run": settings.name, "soc": settings.soc, **selection,
+              "inferences": count, "metrics": metrics}
+    (results / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    return Produced({"results": Tree(results), "metrics": canonical_json(metrics)},
+                    description=_describe(report, online_seconds))
+
+
+def _infer(ctx: ActionContext, listing: Any, model: Any, run: Runner, reference: Reference,
+           results: Any) -> tuple[dict[str, Any], int]:
+    """Every inference of the input list on the record and the float model: (the metrics,
+    the inferences)."""
+    from ...model.input_list import feeds
+    from ...runtime.metrics import Agreement
+    from ...runtime.results import write_result
+
+    settings = RunSettings.from_params(ctx.params)
     agreement = Agreement()
-    inputs = list(float_bundle.model.graph.inputs)
     progress = ctx.progress("inferences", len(listing.inferences))
+    inputs = list(model.graph.inputs)
     for i, feed in enumerate(feeds(listing, inputs, settings.target.input_dimensions)):
-        got = runner.run(feed)
+        got = run(feed)
         write_result(results / f"Result_{i}", got)
         agreement.add(got, reference(feed, list(got)))
         if progress is not None:
             progress(i + 1, 0)
-    metrics = agreement.metrics()
-    report = {"run": settings.name, "soc": settings.soc, **selection,
-              "inferences": len(listing.inferences), "metrics": metrics}
-    (results / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    return Produced({"results": Tree(results), "metrics": canonical_json(metrics)},
-                    description=_describe(report, online_seconds))
+    return agreement.metrics(), len(listing.inferences)
 
 
 def _reference(float_bundle: Any, settings: RunSettings, packages: Any) -> Reference:
@@ -111,5 +136,11 @@ def _describe(report: dict[str, Any], seconds: float | None = None) -> str:
         where = f"{len(report['partition'])} subnets ({subnets} nodes), " \
                 f"{report['switches']} runtime switches; {where}"
     sqnr = "exact" if m["sqnr_db"] is None else f"{m['sqnr_db']:.1f} dB"
+    decode = m.get("decode")
+    if decode is not None:
+        worst = "exact" if decode["min_sqnr_db"] is None else f"{decode['min_sqnr_db']:.1f} dB"
+        drift = "-" if decode["drift_db"] is None else f"{decode['drift_db']:.2f} dB"
+        return (f"run {report['run']} on {report['soc']}: {where}; {report['inferences']} "
+                f"decode step(s), SQNR {sqnr} vs float, worst step {worst}, drift {drift}")
     return (f"run {report['run']} on {report['soc']}: {where}; {report['inferences']} "
             f"inference(s), SQNR {sqnr} vs float")
