@@ -121,6 +121,8 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
     import onnx
     from onnx import version_converter
 
+    from . import converter_gaps
+
     opset = _known_opset(model, file)
     try:
         onnx.checker.check_model(model)
@@ -128,11 +130,13 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
         raise UserError(f"the ONNX checker refuses the model: {_first_line(exc)}",
                         file=file) from None
     if opset < TARGET_OPSET:  # above it, each node's kernel decides (interface.py)
+        gapped = converter_gaps.gapped_outputs(model, opset)
         try:
             model = version_converter.convert_version(model, TARGET_OPSET)
         except Exception as exc:  # the converter raises bare RuntimeErrors
             raise UserError(f"cannot convert the model from opset {opset} to {TARGET_OPSET}: "
                             f"{_first_line(exc)}", file=file) from None
+        converter_gaps.mend(model, gapped)
     return _function_defaults(model)
 
 
