@@ -83,37 +83,3 @@ def test_an_opset_newer_than_onnx_knows_is_refused_at_convert(tmp_path: Path) ->
                 stdout=io.StringIO(), stderr=err, env={})
     assert code == 2 and "ONNX opset 99" in err.getvalue() and f"1 to {newest}" in err.getvalue()
     assert not (tmp_path / "m.udb").exists()
-
-
-def cast_chain(elem: int, ops: tuple[str, ...]) -> onnx.ModelProto:
-    """x (float) -> Cast to `elem` -> `ops` on it (each elem -> elem) -> Cast back to float."""
-    nodes = [helper.make_node("Cast", ["x"], ["n0"], to=elem)]
-    for i, op in enumerate(ops):
-        nodes.append(helper.make_node(op, [f"n{i}", f"n{i}"], [f"n{i + 1}"]))
-    nodes.append(helper.make_node("Cast", [f"n{len(ops)}"], ["y"], to=TensorProto.FLOAT))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [6])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, [6])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-
-
-@pytest.mark.parametrize("elem", [TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN,
-                                  TensorProto.FLOAT8E5M2, TensorProto.INT4, TensorProto.UINT4])
-def test_narrow_types_are_accepted_where_only_cast_reads_and_writes_them(elem: int) -> None:
-    x = np.array([0.3, -1.7, 2.5, 100.0, np.nan, -np.inf], np.float32)
-    if elem in (TensorProto.INT4, TensorProto.UINT4):
-        x = np.array([0.3, 1.7, 2.5, 7.0, 3.9, 0.0], np.float32)
-    proto = cast_chain(elem, ())
-    (want,) = ReferenceEvaluator(proto).run(None, {"x": x})
-    got = Session(import_onnx(proto)).run({"x": x})["y"]
-    np.testing.assert_array_equal(got, want)  # NaN where NaN
-
-
-def test_a_narrow_type_other_kernels_would_compute_in_is_refused_naming_them() -> None:
-    with pytest.raises(UserError) as info:
-        import_onnx(cast_chain(TensorProto.BFLOAT16, ("Add",)), file="m.onnx")
-    messages = [p.message for p in info.value.problems]
-    assert messages[0] == ("tensor n0: element type bfloat16 not supported by Add (only by "
-                           "Cast, CastLike)")
-    with pytest.raises(UserError, match="element type float8e8m0 not supported$"):
-        import_onnx(cast_chain(TensorProto.FLOAT8E8M0, ()), file="m.onnx")

@@ -14,10 +14,8 @@ positional-or-keyword at a position the node leaves empty), with two adaptations
   attribute when it is a constant.
 
 Anything else is refused: "node n: Pad: input 3 'axes' not supported". Tensors of types numpy
-does not compute in are refused, except the narrow types of ml_dtypes (bfloat16, float8, 4- and
-2-bit integers) where only the ops whose kernels convert them (Cast, CastLike) read and write
-them; strings, complex, float8e8m0 and values that are not tensors (sequences, optionals, maps)
-are refused everywhere.
+does not compute in (bfloat16, float8, 4-bit integers, strings, complex) and values that are not
+tensors (sequences, optionals, maps) are refused too.
 """
 
 from __future__ import annotations
@@ -35,11 +33,6 @@ from ..errors import Problem
 COMPUTED_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
                   7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
                   13: "uint64"}
-
-
-# The ops whose kernels compute in ml_dtypes' narrow types (kernels/default/cast.py), which
-# every other kernel may not: a tensor of such a type is accepted only where these read or write it
-NARROW_TYPE_OPS = frozenset({"Cast", "CastLike"})
 
 
 @dataclass(frozen=True)
@@ -82,61 +75,38 @@ def kernel_interface(op: str) -> KernelInterface | None:
         frozenset(p.name for p in params if p.kind in keywords))
 
 
-def type_problem(elem_type: int, users: frozenset[str] = frozenset()) -> str:
-    """'' when the kernels of the ops that read and write a tensor (`users`) compute in this
-    ONNX element type, else what is not supported."""
+def type_problem(elem_type: int) -> str:
+    """'' when the kernels compute in this ONNX element type, else what is not supported."""
     if elem_type in COMPUTED_TYPES:
         return ""
     from onnx import TensorProto
 
-    from ..kernels.default.cast import NARROW_TYPES
-
-    name = TensorProto.DataType.Name(elem_type).lower()
-    if elem_type not in NARROW_TYPES:
-        return f"element type {name} not supported"
-    if users <= NARROW_TYPE_OPS:
-        return ""
-    others = ", ".join(sorted(users - NARROW_TYPE_OPS))
-    return (f"element type {name} not supported by {others} (only by "
-            f"{', '.join(sorted(NARROW_TYPE_OPS))})")
+    return f"element type {TensorProto.DataType.Name(elem_type).lower()} not supported"
 
 
-def value_problem(value_info: Any, users: frozenset[str] = frozenset()) -> str:
-    """'' when a graph value is a tensor of a type its users compute in, else what is not
-    supported."""
+def value_problem(value_info: Any) -> str:
+    """'' when a graph value is a tensor of a computed type, else what is not supported."""
     kind = value_info.type.WhichOneof("value")
     if kind is None:
         return ""
     if kind != "tensor_type":
         return f"a value of kind {kind.replace('_type', '')} not supported (only tensors)"
-    return type_problem(value_info.type.tensor_type.elem_type, users)
+    return type_problem(value_info.type.tensor_type.elem_type)
 
 
 def value_problems(proto: Any, file: str) -> list[Problem]:
-    """The graph's values of a type the kernels of the ops using them do not compute in."""
+    """The graph's values of a type the kernels do not compute in."""
     problems = []
     graph = proto.graph
-    users = _users(graph)
     for vi in [*graph.input, *graph.value_info, *graph.output]:
-        why = value_problem(vi, users.get(vi.name, frozenset()))
+        why = value_problem(vi)
         if why:
             problems.append(Problem(f"tensor {vi.name}: {why}", file, field=vi.name))
     for init in graph.initializer:
-        why = type_problem(init.data_type, users.get(init.name, frozenset()))
+        why = type_problem(init.data_type)
         if why:
             problems.append(Problem(f"initializer {init.name}: {why}", file, field=init.name))
     return problems
-
-
-def _users(graph: Any) -> dict[str, frozenset[str]]:
-    """{tensor: the op types of the nodes that read or write it} (custom ops as domain::op)."""
-    users: dict[str, set[str]] = {}
-    for node in graph.node:
-        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-        for name in [*node.input, *node.output]:
-            if name:
-                users.setdefault(name, set()).add(op)
-    return {name: frozenset(ops) for name, ops in users.items()}
 
 
 def adapt_node(node: Any, opset: int, attrs: dict[str, Any], weights: dict[str, np.ndarray]

@@ -15,8 +15,7 @@ CONVERTER = "udo-build convert 1"
 
 # version 2: the op definitions it reads (and embeds) have no descriptions
 # version 3: the graph records its ONNX opset; Reduce* axes attributes (opset <= 17) are kept;
-# Resize 10 converted up keeps its asymmetric coordinates; tensors of ml_dtypes' narrow types
-# are accepted where only Cast and CastLike read and write them
+# Resize 10 converted up keeps its asymmetric coordinates
 @action_kind("convert", version=3, params=())
 def convert(ctx: ActionContext) -> Produced:
     import json
