@@ -234,14 +234,19 @@ def test_the_int8_record_matches_onnx_reference_within_a_few_steps(
     assert error <= INT8_STEPS * step, f"max error {error:.4g}, step {step:.4g}"
 
 
-def test_quant_report_and_the_qdq_export_onnxruntime_runs(
-        built: Built, request: pytest.FixtureRequest) -> None:
+def test_quant_report_tells_every_layer(built: Built) -> None:
+    report = json.loads(ok("quant-report", str(built.bundle("_quantized")), "--input-list",
+                           str(built.root / "calib.txt"), "--json"))
+    assert [layer["node"] for layer in report["layers"]] == [
+        n.name or f"{n.op_type}_{i}" for i, n in enumerate(built.case.model.graph.node)]
+    assert all(np.isfinite(layer["sqnr_db"]) for layer in report["layers"])
+
+
+def test_the_qdq_export_runs_on_onnxruntime(built: Built, request: pytest.FixtureRequest
+                                           ) -> None:
     import onnxruntime
 
     known_failure(request, built, "qdq")
-
-    ok("quant-report", str(built.bundle("_quantized")), "--input-list",
-       str(built.root / "calib.txt"))
     qdq = built.root / "q.onnx"
     ok("export", str(built.bundle("_quantized")), "--qdq", str(qdq))
     session = onnxruntime.InferenceSession(str(qdq), providers=["CPUExecutionProvider"])
