@@ -67,3 +67,53 @@ def test_the_commands_that_run_a_bundle_refuse_it(tmp_path: Path) -> None:
                  ["export", str(path), "--qdq", str(tmp_path / "q.onnx")],
                  ["info", str(path)]):
         assert main(argv, stdout=io.StringIO()) == 2, argv
+
+
+def at_opset(node: Node, opset: int) -> Bundle:
+    bundle = with_node(node)
+    return replace(bundle, model=replace(bundle.model, graph=replace(bundle.model.graph,
+                                                                     opset=opset)))
+
+
+REDUCE_WITH_AXES_INPUT = Node.make("r", "ReduceMax", ["x", "axes"], ["y"], {"keepdims": 1})
+PAD_WITH_AXES_INPUT = Node.make("p", "Pad", ["x", "pads", "", "axes"], ["y"])
+REDUCE_WITH_AXES_ATTRIBUTE = Node.make("r", "ReduceMean", ["x"], ["y"], {"axes": [1]})
+
+
+@pytest.mark.parametrize("node, opset, words", [
+    (REDUCE_WITH_AXES_INPUT, 17, "2 inputs, where ReduceMax takes 1 to 1 at opset 17"),
+    (PAD_WITH_AXES_INPUT, 17, "4 inputs, where Pad takes 2 to 3 at opset 17"),
+    (REDUCE_WITH_AXES_ATTRIBUTE, 18, "ReduceMean has no attribute 'axes' at opset 18"),
+    (Node.make("r", "ReduceMean", ["x"], ["y"], {"axes": 1}), 13,
+     "attribute 'axes' must be a list of integers"),
+])
+def test_each_node_is_checked_at_the_graphs_own_opset(node: Node, opset: int, words: str) -> None:
+    later = {17: 18, 18: 17, 13: 13}[opset]  # where the node is sound (13: nowhere)
+    if later != opset:
+        check_standard_ops(at_opset(node, later), "b.udb")
+    with pytest.raises(UserError) as info:
+        check_standard_ops(at_opset(node, opset), "b.udb")
+    assert words in info.value.problem.message
+
+
+def test_a_bundle_without_an_opset_reads_as_17_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    from udo_build.ir.bundle import read_bundle
+
+    from ..test_crafted_files import craft_bundle, graph_part
+
+    bundle = at_opset(REDUCE_WITH_AXES_INPUT, 18)
+    assert read_bundle(bundle.to_bytes()).model.graph.opset == 18
+    graph = bundle.model.graph.to_json()
+    del graph["opset"]  # as written before graphs recorded their opset
+    legacy = read_bundle(craft_bundle([graph_part(graph)]))
+    assert legacy.model.graph.opset == 17
+    with pytest.raises(UserError, match="takes 1 to 1 at opset 17"):
+        check_standard_ops(legacy, "b.udb")
+    with pytest.raises(UserError) as info:
+        read_bundle(craft_bundle([graph_part({**graph, "opset": "18"})]), "b.udb")
+    assert info.value.problem.field == "graph.json.opset"
+    path = tmp_path / "future.udb"
+    path.write_bytes(craft_bundle([graph_part({**graph, "opset": 999})]))
+    with pytest.raises(UserError, match="ONNX opset 999; the installed onnx knows opsets 1 to"):
+        load_checked_bundle(path)
+    assert main(["info", str(path)], stdout=io.StringIO(), stderr=io.StringIO()) == 2

@@ -267,6 +267,8 @@ def _check_graph(doc: Any, file: str) -> dict[str, Any]:
     c = Check(file, "part graph.json of the bundle")
     doc = c.obj(doc, "graph.json")
     c.text(doc.get("name"), "graph.json.name")
+    if "opset" in doc:
+        c.whole(doc["opset"], "graph.json.opset", 1)
     for group in ("inputs", "outputs", "values"):
         given = doc.get(group, []) if group == "values" else doc.get(group)
         for i, t in enumerate(c.seq(given, f"graph.json.{group}")):

@@ -22,6 +22,9 @@ import numpy as np
 from ..canonical import canonical_json, sha256_hex
 
 DEFAULT_PACKAGE = "default"
+# The ONNX opset of a graph that names none: bundles written before graphs recorded theirs were
+# all converted to it (the importer's target opset)
+LEGACY_OPSET = 17
 Attr = Any  # int | float | str | bool | tuple of those (nested)
 
 
@@ -111,6 +114,7 @@ class Graph:
     outputs: tuple[TensorInfo, ...]
     nodes: tuple[Node, ...]
     values: tuple[TensorInfo, ...] = ()  # known shapes and dtypes of other tensors
+    opset: int = LEGACY_OPSET  # the ONNX opset whose semantics its default-package nodes have
 
     def info(self, name: str) -> TensorInfo | None:
         for group in (self.inputs, self.outputs, self.values):
@@ -141,7 +145,8 @@ class Graph:
             return {"name": self.name, "inputs": [t.to_json() for t in self.inputs],
                     "outputs": [t.to_json() for t in self.outputs],
                     "nodes": [n.to_json() for n in self.nodes],
-                    "values": [t.to_json() for t in sorted(self.values, key=lambda t: t.name)]}
+                    "values": [t.to_json() for t in sorted(self.values, key=lambda t: t.name)],
+                    "opset": self.opset}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Graph:
@@ -149,7 +154,8 @@ class Graph:
             return Graph(data["name"], tuple(TensorInfo.from_json(t) for t in data["inputs"]),
                          tuple(TensorInfo.from_json(t) for t in data["outputs"]),
                          tuple(Node.from_json(n) for n in data["nodes"]),
-                         tuple(TensorInfo.from_json(t) for t in data.get("values", [])))
+                         tuple(TensorInfo.from_json(t) for t in data.get("values", [])),
+                         data.get("opset", LEGACY_OPSET))
 
     def text(self) -> str:
         """A stable, readable text form (one line per node)."""

@@ -2,14 +2,16 @@
 attributes its default-package kernel takes.
 
 A kernel's signature is its contract (`udo_build.kernels.default`): inputs positionally in ONNX
-order, attributes as keyword-only arguments. A node of any opset version is accepted when every
-input it gives is a positional parameter of the kernel and every attribute it sets is a keyword
-of the kernel, with two adaptations:
+order, attributes as keyword arguments. A parameter may be both (positional-or-keyword): the
+reductions' `axes` is an input from opset 18 and an attribute before, and binds either way. A
+node of any opset version is accepted when every input it gives is a positional parameter of the
+kernel and every attribute it sets is a keyword of the kernel (keyword-only, or
+positional-or-keyword at a position the node leaves empty), with two adaptations:
 
 - an attribute the kernel does not take, set to its ONNX default, is dropped (it changes
   nothing: `noop_with_empty_axes=0` of the opset 18 reductions, `saturate=1` of Cast);
-- an input the kernel takes as an attribute of the same name (the `axes` input of the opset 18
-  reductions) becomes that attribute when it is a constant.
+- an input the kernel takes as a keyword-only attribute of the same name becomes that
+  attribute when it is a constant.
 
 Anything else is refused: "node n: Pad: input 3 'axes' not supported". Tensors of types numpy
 does not compute in (bfloat16, float8, 4-bit integers, strings, complex) and values that are not
@@ -35,7 +37,9 @@ COMPUTED_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 
 
 @dataclass(frozen=True)
 class KernelInterface:
-    """The inputs (positional parameters) and attributes (keywords) of an op's kernel."""
+    """The inputs (positional parameters) and attributes (keywords) of an op's kernel;
+    `attributes` holds the keyword-only ones and the positional-or-keyword ones, which bind
+    either way."""
 
     inputs: tuple[str, ...]
     variadic: bool  # takes any number of inputs (*args)
@@ -43,6 +47,10 @@ class KernelInterface:
 
     def takes_input(self, index: int) -> bool:
         return self.variadic or index < len(self.inputs)
+
+    def position(self, name: str) -> int | None:
+        """The input position of a positional-or-keyword parameter (None: keyword-only)."""
+        return self.inputs.index(name) if name in self.inputs else None
 
 
 @functools.cache
@@ -58,11 +66,13 @@ def kernel_interface(op: str) -> KernelInterface | None:
         params = list(inspect.signature(impl.fn).parameters.values())
     except (TypeError, ValueError):
         return None
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    kind = inspect.Parameter
+    positional = (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)
+    keywords = (kind.KEYWORD_ONLY, kind.POSITIONAL_OR_KEYWORD)
     return KernelInterface(
         tuple(p.name for p in params if p.kind in positional),
-        any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params),
-        frozenset(p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY))
+        any(p.kind == kind.VAR_POSITIONAL for p in params),
+        frozenset(p.name for p in params if p.kind in keywords))
 
 
 def type_problem(elem_type: int) -> str:
@@ -112,19 +122,23 @@ def adapt_node(node: Any, opset: int, attrs: dict[str, Any], weights: dict[str, 
         if not name or interface.takes_input(index):
             continue
         formal = _formal_input(schema, index)
-        if formal in interface.attributes and name in weights:
+        if (formal in interface.attributes and interface.position(formal) is None
+                and name in weights):
             attrs[formal] = weights[name].tolist()
             inputs[index] = ""
         else:
             refused.append(f"input {index} '{formal}'")
+    while inputs and not inputs[-1]:
+        inputs.pop()
     kept = {}
     for key, value in attrs.items():
-        if key in interface.attributes:
+        position = interface.position(key)
+        if position is not None and position < len(inputs):
+            refused.append(f"attribute {key} beside input {position}")  # binds one way only
+        elif key in interface.attributes:
             kept[key] = value
         elif not _is_default(schema, key, value):
             refused.append(f"attribute {key}={value!r:.40}")
-    while inputs and not inputs[-1]:
-        inputs.pop()
     return inputs, kept, refused
 
 

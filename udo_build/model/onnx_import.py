@@ -1,7 +1,9 @@
 """ONNX -> the graph IR: checked, shape-inferred, at one opset, custom nodes validated.
 
-1. `onnx.checker`, then the version converter to opset 17 (every standard node then has opset-17
-   semantics), input dimension overrides, and shape inference.
+1. `onnx.checker`, then the version converter to opset 17 for models below it (every standard
+   node then has opset-17 semantics; a model above keeps its opset and each node is taken at its
+   version, see interface.py), input dimension overrides, and shape inference. The graph records
+   the opset its nodes are at; an opset newer than the installed onnx knows is refused.
 2. Constants become weights: initializers, `Constant` nodes, `ConstantOfShape` of a constant
    shape and `Shape` of a tensor whose shape is known. `auto_pad` is resolved into explicit pads.
 3. Every standard node must be an op of the emulator's default package. Every custom node
@@ -106,7 +108,8 @@ def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> M
     outputs = tuple(infos.get(o.name, TensorInfo(o.name, "float32")) for o in proto.graph.output)
     produced = {o for n in nodes for o in n.outputs} - {o.name for o in outputs}
     values = tuple(t for name, t in sorted(infos.items()) if name in produced)
-    graph = Graph(proto.graph.name or Path(file).stem, inputs, outputs, tuple(nodes), values)
+    graph = Graph(proto.graph.name or Path(file).stem, inputs, outputs, tuple(nodes), values,
+                  opset)
     return Model(graph, weights)
 
 
@@ -114,28 +117,45 @@ def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> M
 
 
 def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
-    """The model, checked and at the target opset."""
+    """The model, checked and at the target opset (or above it)."""
     import onnx
     from onnx import version_converter
 
+    from . import converter_gaps
+
+    opset = _known_opset(model, file)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
         raise UserError(f"the ONNX checker refuses the model: {_first_line(exc)}",
                         file=file) from None
+    if opset < TARGET_OPSET:  # above it, each node's kernel decides (interface.py)
+        gapped = converter_gaps.gapped_outputs(model, opset)
+        try:
+            model = version_converter.convert_version(model, TARGET_OPSET)
+        except Exception as exc:  # the converter raises bare RuntimeErrors
+            raise UserError(f"cannot convert the model from opset {opset} to {TARGET_OPSET}: "
+                            f"{_first_line(exc)}", file=file) from None
+        converter_gaps.mend(model, gapped)
+    return _function_defaults(model)
+
+
+def _known_opset(model: onnx.ModelProto, file: str) -> int:
+    """The model's ONNX opset, one the installed onnx knows."""
+    from onnx import defs
+
     opset = model_opset(model)
     if opset is None:
         domains = sorted({n.domain for n in model.graph.node}) or ["none"]
         raise UserError("the model imports no ONNX opset: ops of domain "
                         f"{', '.join(repr(d) for d in domains)} only, not supported",
                         file=file, hint="the emulator's default package has the ONNX ops")
-    if opset < TARGET_OPSET:  # above it, each node's kernel decides (interface.py)
-        try:
-            model = version_converter.convert_version(model, TARGET_OPSET)
-        except Exception as exc:  # the converter raises bare RuntimeErrors
-            raise UserError(f"cannot convert the model from opset {opset} to {TARGET_OPSET}: "
-                            f"{_first_line(exc)}", file=file) from None
-    return _function_defaults(model)
+    newest = defs.onnx_opset_version()
+    if not 1 <= opset <= newest:
+        raise UserError(f"ONNX opset {opset} not supported: the installed onnx knows opsets 1 "
+                        f"to {newest}", file=file, hint=f"export the model at an opset from 1 "
+                        f"to {newest} (below {TARGET_OPSET}, it is converted to {TARGET_OPSET})")
+    return opset
 
 
 def _function_defaults(model: onnx.ModelProto) -> onnx.ModelProto:

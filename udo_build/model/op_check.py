@@ -2,9 +2,9 @@
 
 A bundle that udo-build converted holds only nodes `onnx.checker` passed; a bundle from a file
 may hold anything that parses. Before such a bundle runs, is prepared or exported, every node of
-the default package must be an op of the ONNX opset the bundle is at (TARGET_OPSET; an op new
-since, at its latest version), with an input and output count its schema allows and attributes
-its schema (or its latest version's) names, of their type:
+the default package must be an op of the ONNX opset the bundle's graph records (the model's own,
+17 for models converted up to it and for bundles written before graphs recorded it), with an
+input and output count and attributes of their type as the schema in force at that opset says:
 otherwise a kernel would fail on it as if udo-build had a bug. The schemas are data (onnx.defs);
 nothing here is written per op.
 
@@ -13,6 +13,7 @@ nothing here is written per op.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ from typing import Any
 from ..errors import UserError
 from ..ir.bundle import Bundle, load_bundle
 from ..ir.graph import DEFAULT_PACKAGE, Node
-from .onnx_import import TARGET_OPSET
 
 
 def load_checked_bundle(path: str | Path) -> Bundle:
@@ -31,9 +31,18 @@ def load_checked_bundle(path: str | Path) -> Bundle:
 
 
 def check_standard_ops(bundle: Bundle, file: str) -> None:
+    from onnx import defs
+
+    opset = bundle.model.graph.opset
+    newest = defs.onnx_opset_version()
+    if opset > newest:
+        raise UserError(f"the bundle's graph is at ONNX opset {opset}; the installed onnx knows "
+                        f"opsets 1 to {newest}", file=file, field="graph.json.opset",
+                        hint="install the onnx the bundle was converted with, or convert the "
+                             "model again")
     for i, node in enumerate(bundle.model.graph.nodes):
         if node.package == DEFAULT_PACKAGE:
-            why = _problem(node)
+            why = _problem(node, opset)
             if why:
                 raise UserError(f"node {node.name!r} ({node.op}): {why}", file=file,
                                 field=f"graph.json.nodes[{i}]",
@@ -41,30 +50,38 @@ def check_standard_ops(bundle: Bundle, file: str) -> None:
                                      "convert the model again")
 
 
-def _problem(node: Node) -> str:
+@functools.cache
+def _schema(op: str, opset: int) -> Any:
+    """The op's schema in force at the opset; for an op new since, its latest (a bundle written
+    before graphs recorded their opset reads as 17, and held the ops of later models too).
+    None: not an ONNX op."""
     from onnx import defs
 
-    try:  # an op new after TARGET_OPSET: its latest version; an attribute of a later version
-        latest = defs.get_schema(node.op, "")  # is one its kernel takes (interface.py)
-    except defs.SchemaError:
-        return f"{node.op} is not an op of ONNX opset {TARGET_OPSET} or later"
-    try:
-        schema = defs.get_schema(node.op, TARGET_OPSET, "")
-    except defs.SchemaError:
-        schema = latest
+    for version in (opset, defs.onnx_opset_version()):
+        try:
+            return defs.get_schema(op, version, "")
+        except defs.SchemaError:
+            continue
+    return None
+
+
+def _problem(node: Node, opset: int) -> str:
+    schema = _schema(node.op, opset)
+    if schema is None:
+        return f"{node.op} is not an op of ONNX opset {opset} or later"
     inputs = len(node.inputs)
     while inputs and not node.inputs[inputs - 1]:
         inputs -= 1  # omitted trailing optional inputs
     if not schema.min_input <= inputs <= schema.max_input:
         return (f"{inputs} inputs, where {node.op} takes {schema.min_input} to "
-                f"{schema.max_input}")
+                f"{schema.max_input} at opset {opset}")
     if not schema.min_output <= len(node.outputs) <= schema.max_output:
         return (f"{len(node.outputs)} outputs, where {node.op} makes {schema.min_output} to "
-                f"{schema.max_output}")
+                f"{schema.max_output} at opset {opset}")
     for name, value in node.kwargs.items():
-        attribute = schema.attributes.get(name) or latest.attributes.get(name)
+        attribute = schema.attributes.get(name)
         if attribute is None:
-            return f"{node.op} has no attribute {name!r}"
+            return f"{node.op} has no attribute {name!r} at opset {opset}"
         check = _TYPES.get(attribute.type.name)
         if check is not None and not check[0](value):
             return f"attribute {name!r} must be {check[1]}, not {value!r:.60}"

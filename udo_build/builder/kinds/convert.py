@@ -14,8 +14,10 @@ CONVERTER = "udo-build convert 1"
 
 
 # version 2: the op definitions it reads (and embeds) have no descriptions
-# version 3: 0-d weights stay 0-d in the bundle (they were written as [1])
-@action_kind("convert", version=3, params=())
+# version 3: the graph records its ONNX opset; Reduce* axes attributes (opset <= 17) are kept;
+# Resize 10 converted up keeps its asymmetric coordinates
+# version 4: 0-d weights stay 0-d in the bundle (they were written as [1])
+@action_kind("convert", version=4, params=())
 def convert(ctx: ActionContext) -> Produced:
     import json
 
