@@ -41,6 +41,18 @@ def test_real_values_of_any_float_type_quantize_from_their_values(model_type: st
     np.testing.assert_array_equal(got["y"], want)
 
 
+@pytest.mark.parametrize("model_type", ["float16", "float32", "float64"])
+def test_outputs_are_real_values_of_the_model_type(model_type: str) -> None:
+    x = np.array([-1.5, -0.25, 0.0, 0.75, 1.9921875], np.float32)
+    session = _tanh(model_type)
+    codes = session.run_quantized({"x": x}, ["y"])["y"]
+    y = session.run({"x": x})["y"]
+    exact = 2.0 / 255 * (codes.astype(np.float64) - 128)  # scale x (q + offset), in float64
+    assert y.dtype == np.dtype(model_type)
+    np.testing.assert_array_equal(y, exact.astype(model_type))
+    np.testing.assert_allclose(y, np.tanh(x), atol=2.0 / 255)
+
+
 def test_codes_are_taken_as_they_are_and_other_types_refused() -> None:
     session = _tanh("float32")
     codes = np.array([0, 64, 128, 192, 255], np.uint8)

@@ -91,12 +91,19 @@ class QuantizedSession(LoadedModel[QPlan]):
     def run(self, feeds: Mapping[str, np.ndarray],
             outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """The requested tensors (default: the graph outputs) as floats: quantized ones
-        dequantized."""
+        dequantized, in the tensor's float type (float32 where the model says none)."""
         plan = self.plan(self._names(outputs))
         raw = self._execute(plan, feeds)
-        return {name: plan.encodings[name].dequantize(value)
+        return {name: self._real(name, plan.encodings[name], value)
                 if name in plan.encodings and value.dtype.kind in "iu" else value
                 for name, value in raw.items()}
+
+    def _real(self, name: str, enc: Encoding, codes: np.ndarray) -> np.ndarray:
+        """Encoding.dequantize (float64 arithmetic) rounded once to the tensor's float type."""
+        info = self._infos.get(name)
+        dtype = np.dtype(info.dtype if info is not None and info.dtype else np.float32)
+        real = enc.scale * (np.asarray(codes, np.float64) + enc.offset)
+        return real.astype(dtype if dtype.kind == "f" else np.float32)
 
     def run_quantized(self, feeds: Mapping[str, np.ndarray],
                       outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
