@@ -15,7 +15,7 @@ from onnx.reference import ReferenceEvaluator
 from udo_build.ir import Graph, Model, Node
 from udo_build.ir.encodings import Encoding
 from udo_build.model.onnx_import import import_onnx
-from udo_build.quant.pipeline import parameter_tensors, quantize_model
+from udo_build.quant.pipeline import float_tensors, quantize_model
 from udo_build.quant.quantizers import asymmetric, finite_range, symmetric_weights
 from udo_build.quant.report import layer_sqnr
 from udo_build.runtime.integer import QuantizedSession
@@ -130,7 +130,7 @@ def test_parameter_inputs_keep_their_float_values() -> None:
     feed = {"start": np.array(1.0, np.float32), "limit": np.array(5.0, np.float32),
             "delta": np.array(2.0, np.float32), "x": np.array(0.75, np.float32)}
     model = import_onnx(proto)
-    assert parameter_tensors(model.graph) == {"start", "limit", "delta"}
+    assert float_tensors(model.graph) == {"start", "limit", "delta"}
     qmodel = quantize_model(model, {}, [feed], {"quantizer": "tf"})
     assert not {"start", "limit", "delta"} & set(qmodel.activations)
     assert {"r", "x", "y"} <= set(qmodel.activations)
@@ -153,3 +153,21 @@ def test_a_quantize_linear_scale_stays_float() -> None:
     (want,) = ReferenceEvaluator(proto).run(None, feed)
     got = QuantizedSession(qmodel).run(feed)["y"]
     np.testing.assert_allclose(got, want, atol=qmodel.activations["y"].scale / 2 + 1e-3)
+
+
+def test_inputs_read_for_nan_and_infinities_stay_float() -> None:
+    """IsNaN and IsInf see the values no encoding holds: their input keeps its float values,
+    and the results are onnx's."""
+    proto = helper.make_model(helper.make_graph(
+        [helper.make_node("IsNaN", ["x"], ["nan"]), helper.make_node("IsInf", ["x"], ["inf"]),
+         helper.make_node("Abs", ["x"], ["a"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+        [helper.make_tensor_value_info(n, TensorProto.BOOL, [6]) for n in ("nan", "inf")]
+        + [helper.make_tensor_value_info("a", TensorProto.FLOAT, [6])]),
+        opset_imports=[helper.make_opsetid("", 20)])
+    feed = {"x": np.array([-1.2, NAN, INF, 0.0, -INF, 2.5], np.float32)}
+    qmodel = quantize_model(import_onnx(proto), {}, [feed], {"quantizer": "tf"})
+    assert "x" not in qmodel.activations and "a" in qmodel.activations
+    want = ReferenceEvaluator(proto).run(None, feed)
+    got = QuantizedSession(qmodel).run(feed)
+    assert got["nan"].tolist() == want[0].tolist() and got["inf"].tolist() == want[1].tolist()

@@ -11,10 +11,11 @@ only by a Relu or Clip gets no encoding (the activation absorbs it). Weights of 
 channel, axis 0), Gemm (axis of B's output dim) and MatMul (last axis) are signed symmetric,
 per channel when `per_channel`; other constant operands get unsigned encodings of their finite
 range (none when they hold no finite value: see udo_build.quant.quantizers); biases get scale =
-input scale x weight scale. Inputs read as parameters (Range's bounds, Resize's scales, a
-QuantizeLinear's scale: PARAMETER_INPUTS) keep their float values. `overrides` (AIMET
-encodings, e.g. from `override_encodings`) replace what was computed for the tensors they name;
-with float_fallback only they are used, and no calibration runs: every other tensor stays float.
+input scale x weight scale. Inputs read for their exact values (Range's bounds, Resize's
+scales, a QuantizeLinear's scale, IsNaN's input: FLOAT_INPUTS) keep their float values.
+`overrides` (AIMET encodings, e.g. from `override_encodings`) replace what was computed for the
+tensors they name; with float_fallback only they are used, and no calibration runs: every other
+tensor stays float.
 `quantize_and_measure` then measures the SQNR of each layer over the first `report_inputs`
 calibration inputs (udo_build.quant.report), reusing calibration's float tensors.
 """
@@ -45,11 +46,12 @@ from .stats import TensorStats
 SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
                    "GlobalMaxPool", "Identity", "Dropout", "Slice", "Split", "Gather",
                    "DepthToSpace", "SpaceToDepth", "Expand", "Tile")
-# inputs read as parameters (a shape, a size, a scale, a threshold), not as data: they keep
-# their float values (no encoding), so quantization never changes a shape or what a scale means
-PARAMETER_INPUTS = {"Range": (0, 1, 2), "Resize": (1, 2), "Upsample": (1,),
-                    "QuantizeLinear": (1,), "DequantizeLinear": (1,), "Dropout": (1,),
-                    "NonMaxSuppression": (3, 4), "MelWeightMatrix": (3, 4)}
+# inputs read for their exact float values: as parameters (a shape, a size, a scale, a
+# threshold), as bits, or to find NaN and infinities (which no encoding holds); they get no
+# encoding, so quantization changes no shape and no scale and IsNaN still sees NaN
+FLOAT_INPUTS = {"Range": (0, 1, 2), "Resize": (1, 2), "Upsample": (1,), "QuantizeLinear": (1,),
+                "DequantizeLinear": (1,), "Dropout": (1,), "NonMaxSuppression": (3, 4),
+                "MelWeightMatrix": (3, 4), "BitCast": (0,), "IsNaN": (0,), "IsInf": (0,)}
 DEFAULTS = QuantizeSettings().quantizer_params()
 Overrides = tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]
 Observer = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], None]
@@ -108,7 +110,7 @@ class _Chooser:
         self.stats = stats
         self.config = config
         self.consumers = self.graph.consumers()
-        self.parameters = parameter_tensors(self.graph)
+        self.exact = float_tensors(self.graph)
         self.acts: dict[str, Encoding] = {}
         self.params: dict[str, list[Encoding]] = {}
 
@@ -122,14 +124,14 @@ class _Chooser:
         return self.acts, self.params
 
     def _activation(self, name: str) -> None:
-        if name in self.stats and name not in self.parameters:
+        if name in self.stats and name not in self.exact:
             self.acts[name] = activation_encoding(self.stats[name], self.config["act_bitwidth"],
                                                   self.config["quantizer"])
 
     def _outputs(self, node: Node) -> None:
         source = node.inputs[0] if node.inputs else ""
         for out in node.outputs:
-            if not out or out not in self.stats or out in self.parameters:
+            if not out or out not in self.stats or out in self.exact:
                 continue
             if node.op in SHARES_ENCODING and source in self.acts:
                 self.acts[out] = self.acts[source]
@@ -154,17 +156,18 @@ class _Chooser:
                                               signed=True) for e in encs]
             return
         for name in node.inputs:  # other constant operands: the range they hold
-            if (name in weights and name not in self.params and name not in self.parameters
+            if (name in weights and name not in self.params and name not in self.exact
                     and weights[name].dtype.kind == "f"):
                 span = finite_range(weights[name])  # None: no finite value, stays float
                 if span is not None:
                     self.params[name] = [asymmetric(*span, self.config["act_bitwidth"])]
 
 
-def parameter_tensors(graph: Graph) -> set[str]:
-    """The tensors some default-package node reads as a parameter (PARAMETER_INPUTS)."""
+def float_tensors(graph: Graph) -> set[str]:
+    """The tensors some default-package node reads for their exact float values
+    (FLOAT_INPUTS)."""
     return {node.inputs[i] for node in graph.nodes if node.package == DEFAULT_PACKAGE
-            for i in PARAMETER_INPUTS.get(node.op, ()) if i < len(node.inputs) and node.inputs[i]}
+            for i in FLOAT_INPUTS.get(node.op, ()) if i < len(node.inputs) and node.inputs[i]}
 
 
 def _calibrated_tensors(model: Model) -> list[str]:
