@@ -9,10 +9,13 @@ statistics through the quantizer; tensors that only move data (Reshape, Transpos
 take their input's encoding so the integer path moves bytes; a Conv/Gemm/MatMul/Add output read
 only by a Relu or Clip gets no encoding (the activation absorbs it). Weights of Conv (per output
 channel, axis 0), Gemm (axis of B's output dim) and MatMul (last axis) are signed symmetric,
-per channel when `per_channel`; other constant operands get unsigned encodings of their range;
-biases get scale = input scale x weight scale. `overrides` (AIMET encodings, e.g. from
-`override_encodings`) replace what was computed for the tensors they name; with float_fallback
-only they are used, and no calibration runs: every other tensor stays float.
+per channel when `per_channel`; other constant operands get unsigned encodings of their finite
+range (none when they hold no finite value: see udo_build.quant.quantizers); biases get scale =
+input scale x weight scale. Inputs read for their exact values (Range's bounds, Resize's
+scales, a QuantizeLinear's scale, IsNaN's input: FLOAT_INPUTS) keep their float values.
+`overrides` (AIMET encodings, e.g. from `override_encodings`) replace what was computed for the
+tensors they name; with float_fallback only they are used, and no calibration runs: every other
+tensor stays float.
 `quantize_and_measure` then measures the SQNR of each layer over the first `report_inputs`
 calibration inputs (udo_build.quant.report), reusing calibration's float tensors.
 """
@@ -25,12 +28,17 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import Graph, Model, Node
+from ..ir import DEFAULT_PACKAGE, Graph, Model, Node
 from ..ir.encodings import Encoding
 from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
 from .calibrate import calibrate, observed_tensors
 from .fold import fold_for_quantization
-from .quantizers import activation_encoding, asymmetric, symmetric_weights
+from .quantizers import (
+    activation_encoding,
+    asymmetric,
+    finite_range,
+    symmetric_weights,
+)
 from .report import KeptInferences, LayerFigures, layer_sqnr
 from .settings import QuantizeSettings
 from .stats import TensorStats
@@ -38,6 +46,12 @@ from .stats import TensorStats
 SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
                    "GlobalMaxPool", "Identity", "Dropout", "Slice", "Split", "Gather",
                    "DepthToSpace", "SpaceToDepth", "Expand", "Tile")
+# inputs read for their exact float values: as parameters (a shape, a size, a scale, a
+# threshold), as bits, or to find NaN and infinities (which no encoding holds); they get no
+# encoding, so quantization changes no shape and no scale and IsNaN still sees NaN
+FLOAT_INPUTS = {"Range": (0, 1, 2), "Resize": (1, 2), "Upsample": (1,), "QuantizeLinear": (1,),
+                "DequantizeLinear": (1,), "Dropout": (1,), "NonMaxSuppression": (3, 4),
+                "MelWeightMatrix": (3, 4), "BitCast": (0,), "IsNaN": (0,), "IsInf": (0,)}
 DEFAULTS = QuantizeSettings().quantizer_params()
 Overrides = tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]
 Observer = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], None]
@@ -96,6 +110,7 @@ class _Chooser:
         self.stats = stats
         self.config = config
         self.consumers = self.graph.consumers()
+        self.exact = float_tensors(self.graph)
         self.acts: dict[str, Encoding] = {}
         self.params: dict[str, list[Encoding]] = {}
 
@@ -109,14 +124,14 @@ class _Chooser:
         return self.acts, self.params
 
     def _activation(self, name: str) -> None:
-        if name in self.stats:
+        if name in self.stats and name not in self.exact:
             self.acts[name] = activation_encoding(self.stats[name], self.config["act_bitwidth"],
                                                   self.config["quantizer"])
 
     def _outputs(self, node: Node) -> None:
         source = node.inputs[0] if node.inputs else ""
         for out in node.outputs:
-            if not out or out not in self.stats:
+            if not out or out not in self.stats or out in self.exact:
                 continue
             if node.op in SHARES_ENCODING and source in self.acts:
                 self.acts[out] = self.acts[source]
@@ -141,10 +156,18 @@ class _Chooser:
                                               signed=True) for e in encs]
             return
         for name in node.inputs:  # other constant operands: the range they hold
-            if name in weights and name not in self.params and weights[name].dtype.kind == "f":
-                w = weights[name]
-                lo, hi = (float(w.min()), float(w.max())) if w.size else (0.0, 0.0)
-                self.params[name] = [asymmetric(lo, hi, self.config["act_bitwidth"])]
+            if (name in weights and name not in self.params and name not in self.exact
+                    and weights[name].dtype.kind == "f"):
+                span = finite_range(weights[name])  # None: no finite value, stays float
+                if span is not None:
+                    self.params[name] = [asymmetric(*span, self.config["act_bitwidth"])]
+
+
+def float_tensors(graph: Graph) -> set[str]:
+    """The tensors some default-package node reads for their exact float values
+    (FLOAT_INPUTS)."""
+    return {node.inputs[i] for node in graph.nodes if node.package == DEFAULT_PACKAGE
+            for i in FLOAT_INPUTS.get(node.op, ()) if i < len(node.inputs) and node.inputs[i]}
 
 
 def _calibrated_tensors(model: Model) -> list[str]:

@@ -15,6 +15,15 @@ Quantizers pick the range [min, max] of an activation from its statistics:
   range) plus clipping error (the squared distance to the range of every value outside it).
 - `symmetric`: a range symmetric around 0, [-m, m] with m the largest magnitude seen.
 
+Values outside the reals (the policy of the vendor's tools, whose min/max observers only see
+finite numbers): a range is taken over the finite values only (NaN and infinities are left out
+of the statistics, udo_build.quant.stats, and of a constant's range, `finite_range`). A tensor
+with no finite value at all (a constant -inf, an activation that is only NaN) gets no encoding
+and stays float, as a tensor calibration never saw does, so a comparison with -inf still means
+what it says. At run time a value outside an encoding's range saturates to its bound (the -inf
+of an attention mask becomes the encoding's minimum) and NaN becomes the zero point
+(udo_build.runtime.integer.fixed.quantize).
+
 Reproducibility: the statistics come from the float runtime, whose last bits may differ across
 CPU kinds. Every range is rounded outward to the grid of udo_build.quant.stats before an
 encoding is computed from it (`asymmetric`, `symmetric_weights`, the symmetric quantizer), so
@@ -27,6 +36,7 @@ that close (then it moves by one candidate: the result still lands on the grid).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,9 +47,22 @@ from .stats import TensorStats, round_down, round_up, round_up_magnitudes
 QUANTIZERS = ("tf", "enhanced", "symmetric")
 
 
+def finite_range(values: np.ndarray) -> tuple[float, float] | None:
+    """(min, max) of the finite values: (0, 0) for an empty tensor, None when it has values
+    and none of them is finite (it gets no encoding)."""
+    x = np.asarray(values)
+    if x.size == 0:
+        return 0.0, 0.0
+    if not np.all(np.isfinite(x)):
+        x = x[np.isfinite(x)]
+    return (float(x.min()), float(x.max())) if x.size else None
+
+
 def asymmetric(lo: float, hi: float, bitwidth: int) -> Encoding:
     """The unsigned encoding of [lo, hi], widened to hold 0 exactly (offset is an integer) and
-    rounded outward to the grid of udo_build.quant.stats."""
+    rounded outward to the grid of udo_build.quant.stats. Bounds must be finite."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"an encoding's range must be finite, given [{lo}, {hi}]")
     lo, hi = round_down(min(float(lo), 0.0)), round_up(max(float(hi), 0.0))
     levels = 2 ** bitwidth - 1
     scale = (hi - lo) / levels if hi > lo else 1e-8
@@ -49,12 +72,14 @@ def asymmetric(lo: float, hi: float, bitwidth: int) -> Encoding:
 
 def symmetric_weights(w: np.ndarray, bitwidth: int, axis: int | None = None) -> list[Encoding]:
     """Signed symmetric encodings of weights: one, or one per index of `axis` (the largest
-    magnitude rounded up to the grid)."""
+    finite magnitude rounded up to the grid)."""
     levels = 2 ** (bitwidth - 1) - 1
+    magnitudes = np.abs(w)
+    magnitudes[~np.isfinite(magnitudes)] = 0.0  # NaN and infinities do not widen the range
     if axis is None:
-        peaks = [float(np.max(np.abs(w))) if w.size else 0.0]
+        peaks = [float(np.max(magnitudes)) if w.size else 0.0]
     else:
-        moved = np.moveaxis(np.abs(w), axis, 0).reshape(w.shape[axis], -1)
+        moved = np.moveaxis(magnitudes, axis, 0).reshape(w.shape[axis], -1)
         peaks = list(moved.max(axis=1)) if moved.size else [0.0] * w.shape[axis]
     peaks = round_up_magnitudes(np.asarray(peaks, dtype=np.float64)).tolist()
     return [Encoding(bitwidth, p / levels if p > 0 else 1e-8, 0, signed=True) for p in peaks]

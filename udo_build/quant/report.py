@@ -3,7 +3,9 @@
 For each encoded activation a node makes, over the given inputs:
 SQNR = 10 log10(sum of x^2 / sum of (x - x_q)^2), with x the float model's tensor and x_q the
 integer path's, dequantized. Both run the same prepared graph (the quantized bundle's), so the
-figure is what quantization costs there, layer by layer.
+figure is what quantization costs there, layer by layer. The sums run over the elements where
+both are finite, as the encodings' ranges do (udo_build.quant.quantizers): an infinity or NaN of
+the float model is no signal a quantized tensor could carry.
 
     layers = layer_sqnr(qmodel, packages, feeds)       # LayerSqnr per encoded layer output
     LayerFigures(inputs, tuple(layers)).to_bytes()     # quantize's quant/layers.json
@@ -97,14 +99,23 @@ def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
         reference = {**known, **(exact.run(feed, missing) if missing else {})}
         approx = quantized.run(feed, tensors)
         for name in tensors:
-            x = np.asarray(reference[name], np.float64)
+            x, e = _finite_pair(reference[name], approx[name])
             signal[name] += float(np.sum(x * x))
-            noise[name] += float(np.sum((x - np.asarray(approx[name], np.float64)) ** 2))
+            noise[name] += float(np.sum(e * e))
         if progress is not None:
             progress(done, 0)
     return [LayerSqnr(i, n.name, n.op if n.package == DEFAULT_PACKAGE else f"{n.package}::{n.op}",
                       out, _db(signal[out], noise[out]), n.package != DEFAULT_PACKAGE)
             for i, n, out in layers]
+
+
+def _finite_pair(reference: np.ndarray, approx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(x, x - x_q) in float64 at the elements where both are finite."""
+    x, y = np.asarray(reference, np.float64), np.asarray(approx, np.float64)
+    finite = np.isfinite(x) & np.isfinite(y)
+    if not finite.all():
+        x, y = x[finite], y[finite]
+    return x, x - y
 
 
 def _db(signal: float, noise: float) -> float:

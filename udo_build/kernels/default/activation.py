@@ -12,7 +12,7 @@ import numpy as np
 from ...errors import UserError
 from ._common import axis_of, relu_into
 from ._package import DEFAULT
-from .elementwise import erfc_of_abs
+from .elementwise import erfc_of_abs, ieee
 
 
 def _c(value: float, like: np.ndarray) -> np.ndarray:
@@ -31,11 +31,13 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 
 @DEFAULT.op("LeakyRelu")
+@ieee
 def leaky_relu(x: np.ndarray, *, alpha: float = 0.01) -> np.ndarray:
     return np.where(x >= 0, x, x * _c(alpha, x))
 
 
 @DEFAULT.op("PRelu")
+@ieee
 def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, x, x * slope)
 
@@ -54,6 +56,7 @@ def clip(x: np.ndarray, low: np.ndarray | None = None,
 
 
 @DEFAULT.op("Sigmoid")
+@ieee
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """1 / (1 + exp(-x)), without overflow: exp only ever sees -|x|; half floats through
     float32, rounded once."""
@@ -63,39 +66,46 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 @DEFAULT.op("HardSigmoid")
+@ieee
 def hard_sigmoid(x: np.ndarray, *, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
     return np.asarray(np.clip(x * _c(alpha, x) + _c(beta, x), 0, 1))
 
 
 @DEFAULT.op("HardSwish")
+@ieee
 def hard_swish(x: np.ndarray) -> np.ndarray:
     return np.asarray(x * np.clip(x * _c(1 / 6, x) + _c(0.5, x), 0, 1))
 
 
 @DEFAULT.op("Elu")
+@ieee
 def elu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * _c(alpha, x))
 
 
 @DEFAULT.op("Selu")
+@ieee
 def selu(x: np.ndarray, *, alpha: float = 1.67326319217681884765625,
          gamma: float = 1.05070102214813232421875) -> np.ndarray:
     return np.asarray(_c(gamma, x) * np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * _c(alpha, x)))
 
 
 @DEFAULT.op("Celu")
+@ieee
 def celu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     a = _c(alpha, x)
     return np.asarray(np.maximum(x, 0) + np.minimum(0, a * np.expm1(np.minimum(x, 0) / a)))
 
 
 @DEFAULT.op("Softplus")
+@ieee
 def softplus(x: np.ndarray) -> np.ndarray:
     w = _wide(x) if x.dtype.itemsize < 4 else x
     return np.asarray(np.maximum(w, 0) + np.log1p(np.exp(-np.abs(w)))).astype(x.dtype, copy=False)
 
 
 @DEFAULT.op("Gelu")
+@ieee
 def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """x * Phi(x), Phi the normal distribution: exactly, or its tanh fit. Phi(x) is
     erfc(-x / sqrt 2) / 2, from erfc of |x| on either side (precise in the far tails)."""
@@ -111,12 +121,14 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
 
 
 @DEFAULT.op("Mish")
+@ieee
 def mish(x: np.ndarray) -> np.ndarray:
     """x * tanh(softplus(x))."""
     return np.asarray(x * np.tanh(softplus(x)))
 
 
 @DEFAULT.op("Swish")
+@ieee
 def swish(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """x * sigmoid(alpha * x) (SiLU at alpha 1)."""
     return np.asarray(x * sigmoid(x * _c(alpha, x)))
@@ -130,11 +142,13 @@ def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarra
 
 
 @DEFAULT.op("Softsign")
+@ieee
 def softsign(x: np.ndarray) -> np.ndarray:
     return np.asarray(x / (1 + np.abs(x)))
 
 
 @DEFAULT.op("Softmax")
+@ieee
 def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """exp(x - max) / sum along one axis (opset 13 semantics)."""
     axis = axis_of(axis, x.ndim)
@@ -145,6 +159,7 @@ def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
 
 
 @DEFAULT.op("LogSoftmax")
+@ieee
 def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     axis = axis_of(axis, x.ndim)
     y = x - x.max(axis=axis, keepdims=True)

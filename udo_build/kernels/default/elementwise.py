@@ -3,11 +3,17 @@ Where, IsInf, and the variadic Sum, Max, Min and Mean (Cast is in cast.py).
 
 The simple ones are data: a table from op name to its numpy function, registered in a loop.
 Every kernel returns an array, also for 0-d inputs (where a ufunc returns a numpy scalar).
+
+Values outside an op's domain give what IEEE arithmetic gives and ONNX says, silently: Acosh of
+0.5, Sqrt of -1 and 0 / 0 are NaN, Log of 0 and 1 / 0 are infinities (`ieee`: numpy's warnings
+are off inside the kernel, so no error setting of the caller's turns them into exceptions).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +36,16 @@ UNARY: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
+def ieee(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """The kernel with numpy's floating-point warnings off: NaN and infinities as IEEE gives
+    them (see the module docstring)."""
+    @functools.wraps(kernel)
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return kernel(*args, **kwargs)
+    return quiet
+
+
 def _register(name: str, fn: Callable[..., np.ndarray], arity: int) -> None:
     if arity == 1:
         def kernel(x: np.ndarray) -> np.ndarray:
@@ -38,7 +54,7 @@ def _register(name: str, fn: Callable[..., np.ndarray], arity: int) -> None:
         def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[misc]
             return np.asarray(fn(a, b))
     kernel.__name__ = kernel.__qualname__ = name.lower()
-    DEFAULT.op(name)(kernel)
+    DEFAULT.op(name)(ieee(kernel))
 
 
 for _name, _fn in UNARY.items():
@@ -48,6 +64,7 @@ for _name, _fn in BINARY.items():
 
 
 @DEFAULT.op("Div")
+@ieee
 def div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b; integers truncate toward zero as in C."""
     if a.dtype.kind in "iu":
@@ -56,11 +73,13 @@ def div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @DEFAULT.op("Mod")
+@ieee
 def mod(a: np.ndarray, b: np.ndarray, *, fmod: int = 0) -> np.ndarray:
     return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
 
 
 @DEFAULT.op("Pow")
+@ieee
 def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x ** y in the type of x."""
     if x.dtype.kind == "f" and y.dtype != x.dtype:
@@ -74,6 +93,7 @@ def bit_shift(x: np.ndarray, y: np.ndarray, *, direction: str) -> np.ndarray:
 
 
 @DEFAULT.op("Reciprocal")
+@ieee
 def reciprocal(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.reciprocal(x))
 
@@ -90,6 +110,7 @@ def erfc_of_abs(a: np.ndarray) -> np.ndarray:
 
 
 @DEFAULT.op("Erf")
+@ieee
 def erf(x: np.ndarray) -> np.ndarray:
     """erf to float32 precision: a Taylor series below 0.5, 1 - erfc above."""
     a = np.abs(x)
@@ -133,21 +154,25 @@ def _fold(fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
 
 
 @DEFAULT.op("Sum")
+@ieee
 def sum_(*inputs: np.ndarray) -> np.ndarray:
     return _fold(np.add, inputs)
 
 
 @DEFAULT.op("Max")
+@ieee
 def max_(*inputs: np.ndarray) -> np.ndarray:
     return _fold(np.maximum, inputs)
 
 
 @DEFAULT.op("Min")
+@ieee
 def min_(*inputs: np.ndarray) -> np.ndarray:
     return _fold(np.minimum, inputs)
 
 
 @DEFAULT.op("Mean")
+@ieee
 def mean(*inputs: np.ndarray) -> np.ndarray:
     y = _fold(np.add, inputs)
     return np.divide(y, np.asarray(len(inputs), dtype=y.dtype), out=y)

@@ -10,6 +10,7 @@ import numpy as np
 from ...errors import UserError
 from ._common import axis_of
 from ._package import DEFAULT
+from .elementwise import ieee
 
 
 def _scan(fn: Callable[..., np.ndarray], identity: int, x: np.ndarray, axis: np.ndarray,
@@ -26,12 +27,14 @@ def _scan(fn: Callable[..., np.ndarray], identity: int, x: np.ndarray, axis: np.
 
 
 @DEFAULT.op("CumSum")
+@ieee
 def cum_sum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0,
             reverse: int = 0) -> np.ndarray:
     return _scan(np.cumsum, 0, x, axis, exclusive, reverse)
 
 
 @DEFAULT.op("CumProd")
+@ieee
 def cum_prod(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0,
              reverse: int = 0) -> np.ndarray:
     return _scan(np.cumprod, 1, x, axis, exclusive, reverse)
@@ -45,6 +48,7 @@ def trilu(x: np.ndarray, k: np.ndarray | None = None, *, upper: int = 1) -> np.n
 
 
 @DEFAULT.op("Einsum")
+@ieee
 def einsum(*inputs: np.ndarray, equation: str) -> np.ndarray:
     """numpy's einsum, which reads ONNX's equations (explicit or implicit, with '...');
     narrow floats (bfloat16), which it does not take, are computed in float32."""
@@ -58,6 +62,7 @@ def einsum(*inputs: np.ndarray, equation: str) -> np.ndarray:
 
 
 @DEFAULT.op("Det")
+@ieee
 def det(x: np.ndarray) -> np.ndarray:
     """The determinant of the trailing square matrices, in x's type."""
     wide = x if x.dtype == np.float64 else x.astype(np.float32)

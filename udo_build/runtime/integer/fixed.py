@@ -72,21 +72,33 @@ def centered(x: np.ndarray, zp: int, dtype: np.dtype | type) -> np.ndarray:
 
 
 def quantize(x: np.ndarray, enc: Encoding) -> np.ndarray:
-    """Float values as quantized integers: round half to even, clamp (QuantizeLinear)."""
-    return np.asarray(enc.quantize(x)).astype(qtype(enc))
+    """Float values as quantized integers: round half to even, clamp (QuantizeLinear).
+
+    Values no encoding holds: an infinity saturates (-inf to qmin, +inf to qmax: an attention
+    mask's -inf becomes the encoding's minimum), and NaN becomes the zero point (real 0), the
+    same on every machine (a float NaN cast to an integer type is undefined in C and numpy)."""
+    return _codes(x, np.float64(enc.scale), np.float64(enc.offset), enc)
 
 
 def quantize_along(x: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
                    axis: int) -> np.ndarray:
-    """A constant quantized with one encoding, or one per index of `axis`."""
+    """A constant quantized with one encoding, or one per index of `axis` (as `quantize`)."""
     if len(encs) == 1:
         return quantize(x, encs[0])
     shape = [1] * x.ndim
     shape[axis] = len(encs)
     scale = np.array([e.scale for e in encs], np.float64).reshape(shape)
     offset = np.array([e.offset for e in encs], np.float64).reshape(shape)
-    q = np.rint(np.asarray(x, np.float64) / scale) - offset
-    return np.asarray(np.clip(q, encs[0].qmin, encs[0].qmax)).astype(qtype(encs[0]))
+    return _codes(x, scale, offset, encs[0])
+
+
+def _codes(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding) -> np.ndarray:
+    """clamp(rint(x / scale) - offset) in the encoding's type; NaN: the zero point (-offset)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf / scale is inf: clamped below
+        q = np.rint(x / scale) - offset
+    q = np.where(np.isnan(x), -offset, q)
+    return np.asarray(np.clip(q, enc.qmin, enc.qmax)).astype(qtype(enc))
 
 
 def dequantize_along(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],

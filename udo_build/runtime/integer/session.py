@@ -4,8 +4,10 @@
     outputs = session.run({"input": x})                  # float in, dequantized floats out
     raw = session.run_quantized({"input": x}, ["t7"])    # the integer tensors themselves
 
-Feeds are float32 (quantized at entry with the input's encoding, as QuantizeLinear does), or,
-for an encoded input, already quantized values of the encoding's type. `run_quantized` returns
+Feeds of an encoded input are real values of any float type (float16, float32, float64: quantized
+at entry from their values with the input's encoding, as QuantizeLinear does), or already
+quantized values of the encoding's type; a float input without an encoding takes any float type
+too (converted to its own). `run_quantized` returns
 quantized tensors as they are held (uint8/uint16) and float-fallback tensors as float;
 `run` dequantizes the quantized ones. Requesting a tensor the default plan absorbs (a Conv
 output feeding a Relu) gives a plan where it is not absorbed (see `plan.py`).
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import UserError
+from ...ir.encodings import Encoding
 from ...ir.graph import Node
 from ...ir.qmodel import QuantizedModel
 from ...kernels.oppkg import Impl, OpPackage
@@ -88,12 +91,19 @@ class QuantizedSession(LoadedModel[QPlan]):
     def run(self, feeds: Mapping[str, np.ndarray],
             outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """The requested tensors (default: the graph outputs) as floats: quantized ones
-        dequantized."""
+        dequantized, in the tensor's float type (float32 where the model says none)."""
         plan = self.plan(self._names(outputs))
         raw = self._execute(plan, feeds)
-        return {name: plan.encodings[name].dequantize(value)
+        return {name: self._real(name, plan.encodings[name], value)
                 if name in plan.encodings and value.dtype.kind in "iu" else value
                 for name, value in raw.items()}
+
+    def _real(self, name: str, enc: Encoding, codes: np.ndarray) -> np.ndarray:
+        """Encoding.dequantize (float64 arithmetic) rounded once to the tensor's float type."""
+        info = self._infos.get(name)
+        dtype = np.dtype(info.dtype if info is not None and info.dtype else np.float32)
+        real = enc.scale * (np.asarray(codes, np.float64) + enc.offset)
+        return real.astype(dtype if dtype.kind == "f" else np.float32)
 
     def run_quantized(self, feeds: Mapping[str, np.ndarray],
                       outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -106,8 +116,9 @@ class QuantizedSession(LoadedModel[QPlan]):
     def _execute(self, plan: QPlan, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, Any] = dict(plan.constants)
         env.update(self._check_feeds(feeds, plan))
-        for step in plan.steps:
-            self._run_step(step, env)
+        with np.errstate(all="ignore"):  # float fallbacks: NaN and infinities as IEEE gives them
+            for step in plan.steps:
+                self._run_step(step, env)
         return {name: _detached(env[name]) for name in plan.outputs}
 
     def _run_step(self, step: QStep, env: dict[str, Any]) -> None:
@@ -151,19 +162,31 @@ class QuantizedSession(LoadedModel[QPlan]):
         for name, value in feeds.items():
             info, enc = self._inputs[name], plan.encodings.get(name)
             array = np.asarray(value)
-            raw = enc is not None and array.dtype == qtype(enc)
-            if not raw and info.dtype and array.dtype != np.dtype(info.dtype):
-                expected = info.dtype + (f" (or {qtype(enc)}, quantized)" if enc else "")
-                raise UserError(f"input {name!r}: expected {expected}, given {array.dtype}",
-                                hint=f"convert it, e.g. x.astype(np.{info.dtype})")
             if info.shape is not None and not _fits(array.shape, info.shape):
                 raise UserError(f"input {name!r}: expected shape {list(info.shape)}, given "
                                 f"{list(array.shape)}")
-            checked[name] = _read_only(quantize(array, enc) if enc and not raw else array)
+            checked[name] = _read_only(_entry_value(name, array, info.dtype, enc))
         return checked
 
     def _check_user_output(self, step: QStep, name: str, value: Any) -> np.ndarray:
         return check_user_output(step, name, value, self._infos)
+
+
+def _entry_value(name: str, array: np.ndarray, dtype: str | None,
+                 enc: Encoding | None) -> np.ndarray:
+    """A feed as the plan holds it: an encoded input's codes (given as they are, or quantized
+    from real values of any float type), a float input in its declared float type (a real value
+    is a real value, whatever its width), any other as given when of the input's type."""
+    if enc is not None and array.dtype == qtype(enc):
+        return array
+    if array.dtype.kind == "f" and (enc is not None or np.dtype(dtype or array.dtype).kind == "f"):
+        return quantize(array, enc) if enc is not None else array.astype(dtype or array.dtype,
+                                                                         copy=False)
+    if dtype and array.dtype != np.dtype(dtype):
+        expected = dtype + (f" (or {qtype(enc)}, quantized)" if enc else "")
+        raise UserError(f"input {name!r}: expected {expected}, given {array.dtype}",
+                        hint=f"convert it, e.g. x.astype(np.{dtype})")
+    return array
 
 
 @cache
