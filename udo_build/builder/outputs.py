@@ -328,6 +328,15 @@ def _open_lock(out: Confined) -> int:
                     file=out.path / LOCK, hint="stop the other program writing there")
 
 
+def _is_link(name: str, dir_fd: int) -> bool:
+    """Whether `name` in the open folder is a symbolic link (fwalk lists links to folders
+    with the folders)."""
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -339,7 +348,9 @@ def remove_leftovers(out: Confined) -> int:
         if "VERSION" in names and "cas" in dirs:
             dirs.clear()  # a store: its temporary files belong to its own writers
             continue
-        for name in names:
+        links = [d for d in dirs if d.startswith(TMP_PREFIX) and _is_link(d, fd)]
+        dirs[:] = [d for d in dirs if d not in links]
+        for name in [*names, *links]:
             if name.startswith(TMP_PREFIX):
                 with suppress(FileNotFoundError):
                     os.unlink(name, dir_fd=fd)
