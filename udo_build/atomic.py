@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-from .errors import UserError, with_path
+from .errors import UserError, Vanished, with_path
 
 TMP_PREFIX = ".tmp-"
 READ_ONLY = 0o444
@@ -124,7 +124,11 @@ def write_atomic(path: Path, data: bytes, *, readonly: bool = True, durable: boo
 
 
 def _named(exc: OSError, path: Path) -> OSError:
-    """`exc` naming `path` when it names a temporary sibling of it (or nothing)."""
+    """`exc` naming `path` when it names a temporary sibling of it (or nothing); a missing
+    folder or temporary file (made a moment before) is `Vanished`: removed by another
+    process."""
+    if isinstance(exc, FileNotFoundError):
+        return Vanished(exc.errno, exc.strerror, os.fspath(path.parent))
     if exc.filename is not None and not is_tmp(Path(os.fsdecode(exc.filename))):
         return exc
     return with_path(OSError(exc.errno, exc.strerror), path)

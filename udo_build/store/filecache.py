@@ -112,7 +112,7 @@ class FileDigests:
         try:
             row = db.execute(f"SELECT dev, ino, size, mtime_ns, ctime_ns, digest FROM {TABLE}"
                              " WHERE path = ? AND kind = ?", (key, kind)).fetchone()
-        except sqlite3.Error:
+        except (sqlite3.Error, UnicodeEncodeError):  # a name that is not UTF-8: not kept
             return None
         return row[5] if row is not None and tuple(row[:5]) == identity(st) else None
 
@@ -123,7 +123,7 @@ class FileDigests:
             try:
                 db.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            (key, kind, *identity(st), digest))
-            except sqlite3.Error:
+            except (sqlite3.Error, UnicodeEncodeError):
                 pass
 
     def close(self) -> None:
