@@ -21,6 +21,13 @@ again before the folder is checked.
 A folder is owned by one build at a time (`owned`: a lock file `.udo-build-lock` in it; a second
 build waits, says so, then proceeds). The lock file also says whether its last owner was writing:
 a build killed then may have left `.tmp-*` siblings, which the next owner removes.
+
+Nothing escapes the folder: every write, replace and delete in it (the lock, the manifest, the
+files, their folders, the leftovers) goes through the folder's own open descriptors
+(`atomic.Confined`), never following a symbolic link. A link, named pipe or socket found at a
+file's or folder's place, or named by the manifest, is removed and the place written again, with
+one warning (the folder is the build's own: its manifest and lock say so); nothing outside is
+read, written or deleted. The stat-cache check stats each file by its name in its open folder.
 """
 
 from __future__ import annotations
@@ -263,9 +270,10 @@ class Owner:
         new = [f"{rel} ({what})" for rel, what in self.folder.replaced[self._told:]]
         self._told = len(self.folder.replaced)
         if new:
-            self.tell(f"{len(new)} entries in the output folder were not udo-build's files or "
-                      f"folders: removed (never followed) and written again: "
-                      f"{', '.join(new[:3])}" + (", ..." if len(new) > 3 else "")
+            these = "1 entry" if len(new) == 1 else f"{len(new)} entries"
+            self.tell(f"replaced {these} that udo-build did not put there (removed, never "
+                      f"followed, and written again): {', '.join(new[:3])}"
+                      + (", ..." if len(new) > 3 else "")
                       + "; nothing outside the folder was read or written")
 
 
