@@ -90,3 +90,62 @@ def test_link_atomic_over_a_link_to_the_same_file_leaves_no_temporary(tmp_path: 
     target = tmp_path / "target"
     assert link_atomic(source, target) and link_atomic(source, target)
     assert os.path.samefile(source, target) and leftovers(tmp_path) == []
+
+
+# -- Confined: writing below a folder through the folder itself -----------------------------------
+
+def _outside(tmp_path: Path) -> Path:
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "f.txt").write_text("outside")
+    return folder
+
+
+def test_confined_refuses_a_link_on_the_way_and_at_the_place(tmp_path: Path) -> None:
+    from udo_build.atomic import Confined
+    from udo_build.errors import UserError
+
+    outside = _outside(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sub").symlink_to(outside)
+    (tmp_path / "out" / "f.txt").symlink_to(outside / "f.txt")
+    with Confined(tmp_path / "out") as out:
+        for rel, words in (("sub/f.txt", "a symbolic link is where udo-build writes a folder"),
+                           ("f.txt", "a symbolic link is where udo-build writes a file")):
+            with pytest.raises(UserError) as info:
+                out.write(rel, b"new")
+            assert info.value.problem.file == str(tmp_path / "out" / rel.split("/")[0])
+            assert words in info.value.problem.message
+        with pytest.raises(UserError):  # not even the link itself is removed
+            out.unlink("f.txt")
+    assert (outside / "f.txt").read_text() == "outside"
+    assert sorted(p.name for p in outside.iterdir()) == ["f.txt"]
+
+
+def test_confined_healing_removes_the_link_and_notes_it(tmp_path: Path) -> None:
+    from udo_build.atomic import Confined
+
+    outside = _outside(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sub").symlink_to(outside)
+    os.mkfifo(tmp_path / "out" / "pipe")
+    with Confined(tmp_path / "out", heal=True) as out:
+        assert out.read("pipe", 100) is None  # never blocks on a named pipe
+        assert out.unlink("sub/f.txt") is False  # nothing deleted through the link
+        out.write("sub/f.txt", b"inside")
+        out.write("pipe", b"a file now")
+        assert out.replaced == [("sub", "a symbolic link"), ("pipe", "a named pipe")]
+    assert (outside / "f.txt").read_text() == "outside"
+    assert (tmp_path / "out" / "sub" / "f.txt").read_text() == "inside"
+    assert not (tmp_path / "out" / "sub").is_symlink()
+
+
+def test_confined_removes_empty_folders_up_to_its_top(tmp_path: Path) -> None:
+    from udo_build.atomic import Confined
+
+    with Confined(tmp_path / "out") as out:
+        out.write("a/b/c/f.txt", b"x")
+        assert out.unlink("a/b/c/f.txt")
+        out.remove_empty_folders("a/b/c/f.txt", top="a")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["a"]
+    assert list((tmp_path / "out" / "a").iterdir()) == []

@@ -185,12 +185,26 @@ ENVIRONMENT_FAULTS = {
 }
 
 
+class Vanished(OSError):
+    """A folder udo-build was writing in was removed meanwhile (by another process): raised by
+    the atomic write path, which made the folder (or its temporary file) a moment before."""
+
+
+VANISHED = ("the folder was removed while udo-build wrote in it",
+            "build again once the other process (rm, gc, a cleanup job) is done; do not remove "
+            "the store or the output folder while a build runs")
+
+
 def environment_problem(exc: BaseException) -> Problem | None:
-    """The problem an OSError of the machine (full, read-only, not the user's to write) is, with
-    the path it names and what to do; None for any other error (that one is ours)."""
-    if not isinstance(exc, OSError) or exc.errno not in ENVIRONMENT_FAULTS:
+    """The problem an OSError of the machine (full, read-only, not the user's to write, a
+    folder removed under udo-build) is, with the path it names and what to do; None for any
+    other error (that one is ours)."""
+    if isinstance(exc, Vanished):
+        message, hint = VANISHED
+    elif not isinstance(exc, OSError) or exc.errno not in ENVIRONMENT_FAULTS:
         return None
-    message, hint = ENVIRONMENT_FAULTS[exc.errno]
+    else:
+        message, hint = ENVIRONMENT_FAULTS[exc.errno]
     path = exc.filename if isinstance(exc.filename, (str, os.PathLike)) else None
     return Problem(message, None if path is None else os.fspath(path), hint=hint)
 

@@ -25,8 +25,10 @@ producer run again (`_rebuild_producer`): nothing is built from bad bytes.
 from __future__ import annotations
 
 import os
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -338,7 +340,9 @@ class Engine:
                           state.action.label)
         self._submitting = state  # an inline executor runs it (and tells its steps) in submit
         try:
-            future = self._executor().submit(spec, dict(kind.resources))
+            executor = self._executor()
+            with workers_deaf_to_ctrl_c(executor):
+                future = executor.submit(spec, dict(kind.resources))
         finally:
             self._submitting = None
         self._running[future] = [state, *(others or [])]
@@ -453,8 +457,10 @@ class Engine:
                 elapsed: float) -> None:
         """The action of `states` failed after running `ran` seconds (`elapsed` since it was
         submitted); a corrupt input makes its producer run again instead (once)."""
-        if isinstance(error, MissingInput) and self._rebuild_producer(states, error):
-            return
+        if isinstance(error, MissingInput):
+            if self._rebuild_producer(states, error):
+                return
+            error = lost_input(states[0].action.kind, error)
         for state in states:
             self._finish(state, "failed", error=error, seconds=ran,
                          queued=max(0.0, elapsed - ran) if state is states[0] else 0.0)
@@ -493,6 +499,34 @@ class Engine:
         if self._pool is not None:
             self._pool.close(cancel=True)
             self._pool = None
+
+
+@contextmanager
+def workers_deaf_to_ctrl_c(executor: Executor) -> Iterator[None]:
+    """Worker processes that a local pool starts in here are born with Ctrl-C (SIGINT) blocked
+    (the mask is inherited through fork and exec): a terminal sends it to the whole process
+    group, and only this process must answer it (it stops the workers, see `_abort`), else
+    each worker prints its own KeyboardInterrupt traceback. A Ctrl-C meanwhile waits until the
+    submit returns."""
+    from .executors import PoolExecutor
+
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None or not isinstance(executor, PoolExecutor):
+        yield
+        return
+    old = mask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, old)
+
+
+def lost_input(kind: str, exc: MissingInput) -> StepFailed:
+    """An input that went missing from the store again after it was made anew: the store is
+    being removed or collected under the build (a fault outside udo-build, exit 1)."""
+    return StepFailed(kind, f"its input {exc.name} ({exc.digest[:12]}) went missing from the "
+                      "store during this build, again after it was made anew: is another "
+                      "process removing the store or collecting it? Build again once it is done")
 
 
 def error_problems(error: BaseException) -> list[Problem]:

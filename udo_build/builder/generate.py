@@ -64,6 +64,7 @@ class PackageReport:
 
 def generate_packages(request: PackageRequest, events: Events) -> PackageReport:
     """Generate the packages (or reuse them from the store) and update their folders."""
+    from ..atomic import Confined
     from ..opdef import recipe_package, resolve_all
     from ..package.tree import conflicts, update_folder
     from .engine import Options
@@ -87,16 +88,17 @@ def generate_packages(request: PackageRequest, events: Events) -> PackageReport:
             raise failed  # a UserError (exit 2), StepFailed (1), or a bug of udo-build (3)
         packages = [_fetch(store, states[f"package:{b}"]) for b in backends]
     out = Path(request.out)
-    problems = [] if request.force else [
-        p for rel, files, _ in packages for p in conflicts(out / rel, files)]
-    if problems:
-        raise UserError(problems=problems)
     done = []
-    for (rel, files, state), backend in zip(packages, backends, strict=True):
-        update = update_folder(out / rel, files, force=request.force)
-        manifest = json.loads(files["package.json"])
-        done.append(GeneratedPackage(backend, manifest["package"], out / rel, state.status,
-                                     state.key, manifest, len(files), update))
+    with Confined(out) as folder:  # a link planted in it is refused, never followed
+        problems = [] if request.force else [
+            p for rel, files, _ in packages for p in conflicts(folder, rel, files)]
+        if problems:
+            raise UserError(problems=problems)
+        for (rel, files, state), backend in zip(packages, backends, strict=True):
+            update = update_folder(folder, rel, files, force=request.force)
+            manifest = json.loads(files["package.json"])
+            done.append(GeneratedPackage(backend, manifest["package"], out / rel, state.status,
+                                         state.key, manifest, len(files), update))
     return PackageReport(tuple(done), tuple(diag.warnings))
 
 

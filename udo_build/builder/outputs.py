@@ -21,22 +21,32 @@ again before the folder is checked.
 A folder is owned by one build at a time (`owned`: a lock file `.udo-build-lock` in it; a second
 build waits, says so, then proceeds). The lock file also says whether its last owner was writing:
 a build killed then may have left `.tmp-*` siblings, which the next owner removes.
+
+Nothing escapes the folder: every write, replace and delete in it (the lock, the manifest, the
+files, their folders, the leftovers) goes through the folder's own open descriptors
+(`atomic.Confined`), never following a symbolic link. A link, named pipe or socket found at a
+file's or folder's place, or named by the manifest, is removed and the place written again, with
+one warning (the folder is the build's own: its manifest and lock say so); nothing outside is
+read, written or deleted. The stat-cache check stats each file by its name in its open folder.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import TMP_PREFIX, write_atomic
-from ..errors import UserError, environment_problem
+from ..atomic import TMP_PREFIX, Confined
+from ..errors import UserError, environment_problem, with_path
 from ..store import ActionResult, Store
 from ..store.cas import parse_tree, safe_relpath
-from ..store.manifest import read_manifest
+from ..store.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from ..store.parts import parse_layout, write_file
 
 try:
@@ -56,6 +66,7 @@ class Sync:
     removed: int = 0
     unchanged: int = 0
     damaged: list[str] = field(default_factory=list)  # files that did not hold their bytes
+    replaced: list[str] = field(default_factory=list)  # foreign entries (links...) replaced
 
 
 class MissingContent(UserError):
@@ -101,15 +112,27 @@ def desired_files(store: Store, results: list[Published]) -> dict[str, FileSpec]
 
 def materialize(store: Store, folder: Path, results: list[Published], *,
                 prune: bool = True, owner: Owner | None = None) -> Sync:
+    """Make the folder hold the published files (through the owner's open folder, else one
+    opened here); entries that are not udo-build's (symbolic links, pipes, ...) are replaced
+    and listed in `Sync.replaced` (and told once through the owner)."""
     files = desired_files(store, results)
-    manifest = folder / MANIFEST
-    old = read_manifest(manifest)
+    if owner is not None:
+        sync = _sync(store, owner.folder, files, prune, owner)
+        owner.tell_replaced()
+        return sync
+    with Confined(folder, heal=True) as out:
+        return _sync(store, out, files, prune, None)
+
+
+def _sync(store: Store, out: Confined, files: dict[str, FileSpec], prune: bool,
+          owner: Owner | None) -> Sync:
+    old = parse_manifest(out.read(MANIFEST, MAX_MANIFEST_BYTES))
     sync = Sync()
-    todo = _stale(store, folder, files, old, sync)
+    todo = _stale(store, out, files, old, sync)
     gone = sorted(set(old) - set(files)) if prune else []
     if owner is not None and (todo or gone):
         owner.writing()
-    missing = _write_files(store, folder, todo)
+    missing = _write_files(store, out, todo)
     if missing:
         raise MissingContent(f"the content of {missing[0]} is missing from the store"
                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
@@ -120,50 +143,81 @@ def materialize(store: Store, folder: Path, results: list[Published], *,
         keep = {**old, **keep}
     for rel in gone:
         _check_rel(rel)
-        (folder / rel).unlink(missing_ok=True)
-        _remove_empty_parents(folder / rel, folder)
+        out.unlink(rel)  # through the folder: a link on the way is never followed
+        out.remove_empty_folders(rel)
         sync.removed += 1
-    if sync.written or sync.removed or not manifest.exists():
+    held = out.lstat(MANIFEST)
+    if sync.written or sync.removed or held is None or not stat.S_ISREG(held.st_mode):
         data = dict(sorted(keep.items()))
-        write_atomic(manifest, json.dumps(data, indent=1).encode(), readonly=False,
-                     durable=False)
+        out.write(MANIFEST, json.dumps(data, indent=1).encode())
+    sync.replaced = [rel for rel, _ in out.replaced]
+    below = tuple(f"{rel}/" for rel in sync.replaced)  # their files are told with them
+    sync.damaged = [rel for rel in sync.damaged if not rel.startswith(below)]
     return sync
 
 
-def _stale(store: Store, folder: Path, files: dict[str, FileSpec], old: dict[str, str],
+def _stale(store: Store, out: Confined, files: dict[str, FileSpec], old: dict[str, str],
            sync: Sync) -> list[tuple[str, FileSpec]]:
     """The files to write: new or changed in the manifest, or not holding the bytes it names
-    (checked through the stat cache: only files whose identity changed are hashed)."""
-    root = folder.resolve()
+    (checked through the stat cache: only files whose identity changed are hashed). A
+    foreign entry at a file's place is written over (`Confined` says so), not "damaged"."""
+    root = str(out.path.resolve())
     todo = []
     for rel, spec in files.items():
         if old.get(rel) != spec[0]:
             todo.append((rel, spec))
             continue
         try:
-            found = store.files.digest(root / rel, resolved=True)[0]
+            found = _digest(store, out, rel, f"{root}/{rel}")
         except OSError:
             found = ""
         if found == spec[0]:
             sync.unchanged += 1
             continue
         todo.append((rel, spec))
-        sync.damaged.append(rel)
+        if found is not None:
+            sync.damaged.append(rel)
     return todo
 
 
-def _write_files(store: Store, folder: Path, todo: list[tuple[str, FileSpec]]) -> list[str]:
-    """Write files from the store; several at once when there is much to write (reading,
-    decompressing, verifying and writing release the GIL: a fresh checkout fed by a remote
-    cache writes its whole output folder). Returns the files whose blobs are missing."""
+def _digest(store: Store, out: Confined, rel: str, key: str) -> str | None:
+    """The digest of the file `rel` ("" when missing, None when the entry is not a regular
+    file), from the stat cache while its identity is unchanged; read through the folder."""
+    st = out.lstat(rel)
+    if st is None:
+        return ""
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    found = store.files.known(key, "content", st)
+    if found is not None:
+        return found
+    fd = out.open_file(rel)
+    if fd is None:
+        return ""
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    store.files.hashed += 1
+    store.files.remember(key, "content", st, digest.hexdigest())
+    return digest.hexdigest()
+
+
+def _write_files(store: Store, out: Confined, todo: list[tuple[str, FileSpec]]) -> list[str]:
+    """Write files from the store, each by its name in its open folder; several at once when
+    there is much to write (reading, decompressing, verifying and writing release the GIL: a
+    fresh checkout fed by a remote cache writes its whole output folder). Returns the files
+    whose blobs are missing."""
     def write(item: tuple[str, FileSpec]) -> str | None:
         rel, (digest, _, executable, parts) = item
+        where, dest = out.place(rel), out.path / rel
         if parts:
             manifest = store.cas.get(parts)
             layout = None if manifest is None else parse_layout(manifest)
-            done = layout is not None and write_file(store.cas, layout, folder / rel)
+            done = layout is not None and write_file(store.cas, layout, dest, dir_fd=where)
         else:
-            done = store.cas.materialize(digest, folder / rel, executable=executable)
+            done = store.cas.materialize(digest, dest, executable=executable, dir_fd=where)
         return None if done else rel
 
     if len(todo) < 2 or sum(max(spec[1], 0) for _, spec in todo) < PARALLEL_BYTES:
@@ -180,16 +234,6 @@ def _check_rel(rel: str) -> None:
                         hint="outputs stay inside the output folder")
 
 
-def _remove_empty_parents(path: Path, top: Path) -> None:
-    parent = path.parent
-    while parent != top and top in parent.parents:
-        try:
-            os.rmdir(parent)
-        except OSError:
-            return
-        parent = parent.parent
-
-
 # -- owning the folder ----------------------------------------------------------------------------
 
 def check_outside_store(folder: Path, store: Path) -> None:
@@ -201,11 +245,15 @@ def check_outside_store(folder: Path, store: Path) -> None:
 
 
 class Owner:
-    """The build that holds an output folder's lock; it says when it starts writing."""
+    """The build that holds an output folder's lock (and the folder, open: `Confined`); it
+    says when it starts writing, and tells (once) which foreign entries it replaced."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, folder: Confined, tell: Callable[[str], None]) -> None:
         self.fd = fd
+        self.folder = folder
+        self.tell = tell
         self._writing = False
+        self._told = 0
 
     def mark(self, state: str) -> None:
         text = f"pid {os.getpid()} {state}".strip() + "\n"
@@ -217,19 +265,35 @@ class Owner:
             self.mark("writing")
             self._writing = True
 
+    def tell_replaced(self) -> None:
+        """One warning for the foreign entries replaced since the last one."""
+        new = [f"{rel} ({what})" for rel, what in self.folder.replaced[self._told:]]
+        self._told = len(self.folder.replaced)
+        if new:
+            these = "1 entry" if len(new) == 1 else f"{len(new)} entries"
+            self.tell(f"replaced {these} that udo-build did not put there (removed, never "
+                      f"followed, and written again): {', '.join(new[:3])}"
+                      + (", ..." if len(new) > 3 else "")
+                      + "; nothing outside the folder was read or written")
+
 
 @contextmanager
 def owned(folder: Path, waiting: Callable[[str], None]) -> Iterator[Owner]:
     """Hold the folder's lock (after telling `waiting` when another build holds it); on the
-    way in, remove the leftovers of an owner killed while writing."""
+    way in, remove the leftovers of an owner killed while writing. The folder stays open
+    (`Owner.folder`) for the build's writes."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        out = Confined(folder, heal=True)
     except OSError as exc:
         if environment_problem(exc) is not None:  # read-only, full, not ours: said as such
             raise
         raise UserError(f"the output folder cannot be written: {exc.strerror}", file=folder,
                         hint="choose another --out folder, or make this one writable") from None
+    try:
+        fd = _open_lock(out)
+    except BaseException:
+        out.close()
+        raise
     try:
         if fcntl is not None:
             try:
@@ -239,27 +303,64 @@ def owned(folder: Path, waiting: Callable[[str], None]) -> Iterator[Owner]:
                 waiting(f"another build ({holder.strip() or 'a process'}) is writing this "
                         "output folder; waiting for it to finish")
                 fcntl.flock(fd, fcntl.LOCK_EX)
-        owner = Owner(fd)
+        owner = Owner(fd, out, waiting)
         if os.pread(fd, 64, 0).decode(errors="replace").strip().endswith("writing"):
-            remove_leftovers(folder)
+            remove_leftovers(out)
         owner.mark("")
         yield owner
+        owner.tell_replaced()
         os.ftruncate(fd, 0)  # held by no one now: no pid is left in the folder, whose bytes
         # stay those of the build (after an exception "writing" stays, for the next build)
     finally:
         os.close(fd)  # releases the lock
+        out.close()
 
 
-def remove_leftovers(folder: Path) -> int:
+def _open_lock(out: Confined) -> int:
+    """The lock file, opened through the folder: a link or pipe planted in its place is
+    removed (see `Confined.foreign`), never followed."""
+    top = out.folder("")
+    assert top is not None
+    for _ in range(3):
+        out.foreign(top, LOCK, want="file")
+        try:
+            fd = os.open(LOCK, _LOCK_FLAGS, 0o644, dir_fd=top)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # planted meanwhile: again
+                continue
+            raise with_path(exc, out.path / LOCK) from None
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+    raise UserError("the lock file keeps being replaced while udo-build opens it",
+                    file=out.path / LOCK, hint="stop the other program writing there")
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    """Whether `name` in the open folder is a symbolic link (fwalk lists links to folders
+    with the folders)."""
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def remove_leftovers(out: Confined) -> int:
     """Remove the temporary siblings (`.tmp-*`) a killed build left in the folder (never
-    descending into a store kept inside it); returns how many."""
+    descending into a store kept inside it, never following a link); returns how many."""
     count = 0
-    for sub, dirs, names in os.walk(folder):
+    for _, dirs, names, fd in os.fwalk(".", dir_fd=out.folder("")):
         if "VERSION" in names and "cas" in dirs:
             dirs.clear()  # a store: its temporary files belong to its own writers
             continue
-        for name in names:
+        links = [d for d in dirs if d.startswith(TMP_PREFIX) and _is_link(d, fd)]
+        dirs[:] = [d for d in dirs if d not in links]
+        for name in [*names, *links]:
             if name.startswith(TMP_PREFIX):
-                Path(sub, name).unlink(missing_ok=True)
+                with suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=fd)
                 count += 1
     return count

@@ -62,7 +62,8 @@ class Scaffold:
     package: str
     domain: str
     ops: tuple[CustomOp, ...]
-    files: dict[Path, bytes]  # absolute path -> content
+    files: dict[Path, bytes]  # absolute path (below `folder`) -> content
+    folder: Path  # the --out folder, resolved: every file is written through it
 
 
 def plan(model_path: Path, out: Path, package: str | None = None) -> Scaffold:
@@ -86,21 +87,25 @@ def plan(model_path: Path, out: Path, package: str | None = None) -> Scaffold:
                         hint="pass --package NAME (letters, digits, _)")
     ops = _ops(nodes, _types(proto), ONNX_DOMAINS)
     domain = domains[0] if domains else DEFAULT_DOMAIN
-    return Scaffold(name, domain, ops, _files(model_path, out, name, domain, ops))
+    return Scaffold(name, domain, ops, _files(model_path, out, name, domain, ops),
+                    out.resolve())
 
 
 def write(scaffold: Scaffold) -> None:
-    """Write the files; a UserError naming those that exist (and nothing written) if any do."""
-    from ..atomic import write_atomic
+    """Write the files; a UserError naming those that exist (and nothing written) if any do.
+    They are written through the folder: a link planted in it is refused, never followed."""
+    from ..atomic import Confined
 
-    taken = [str(p) for p in scaffold.files if p.exists() or p.is_symlink()]
-    if taken:
-        raise UserError("init does not overwrite: " + ", ".join(taken) + " already exist"
-                        + ("s" if len(taken) == 1 else ""),
-                        hint="remove them, or pass another --out folder")
-    for path, data in scaffold.files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data, readonly=False)
+    with Confined(scaffold.folder) as out:
+        rels = {path.relative_to(scaffold.folder).as_posix(): data
+                for path, data in scaffold.files.items()}
+        taken = [str(scaffold.folder / rel) for rel in rels if out.lstat(rel) is not None]
+        if taken:
+            raise UserError("init does not overwrite: " + ", ".join(taken) + " already exist"
+                            + ("s" if len(taken) == 1 else ""),
+                            hint="remove them, or pass another --out folder")
+        for rel, data in rels.items():
+            out.write(rel, data, durable=True)
 
 
 # -- reading the model ----------------------------------------------------------------------------

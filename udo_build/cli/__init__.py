@@ -7,6 +7,9 @@ store or output folder), 3 a bug of udo-build (traceback only with --debug), 130
 
 from __future__ import annotations
 
+from . import interrupt  # first: Ctrl-C while the rest imports exits quietly (see interrupt)
+
+# isort: split
 import argparse
 import contextlib
 import importlib
@@ -124,8 +127,8 @@ def _module(name: str):  # type: ignore[no-untyped-def]
 
 def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
          stderr: IO[str] | None = None, env: dict[str, str] | None = None) -> int:
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
+    out = _escaping(stdout or sys.stdout)
+    err = _escaping(stderr or sys.stderr)
     parser = build_parser(["build"])
     argv, command = _with_default_command(parser, list(sys.argv[1:] if argv is None else argv))
     if command != "build":  # that command's arguments; all of them when it names none
@@ -145,6 +148,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
         return EXIT_USER_ERROR
     rep = Reporter(out, err, choose_mode(out, args.json, env))
     try:
+        interrupt.raising()  # KeyboardInterrupt from here: locks released, temporaries removed
         return int(_module(args.module).run(args, rep) or 0)
     except UserError as exc:
         for problem in exc.problems:
@@ -157,12 +161,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
                                           "inputs": exc.inputs}})
         return EXIT_STEP_FAILED
     except KeyboardInterrupt:
-        print("interrupted", file=err)
-        return 130
+        return _interrupted(err)
     except BrokenPipeError:
         return 0
-    except OSError as exc:
-        fault = environment_problem(exc)
+    except (OSError, UnicodeEncodeError) as exc:
+        fault = environment_problem(exc) or unencodable_path(exc)
         if fault is None:
             return _internal(exc, args.debug, err)
         rep.error(fault)
@@ -170,6 +173,28 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
         return EXIT_USER_ERROR
     except Exception as exc:
         return _internal(exc, args.debug, err)
+
+
+def _escaping(stream: IO[str]) -> IO[str]:
+    """`stream`, printing what its encoding lacks as escapes (`\\xe9`) instead of failing: an
+    ASCII stdout (PYTHONIOENCODING=ascii, LC_ALL=C) and file names that are not UTF-8."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and getattr(stream, "errors", None) != "backslashreplace":
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="backslashreplace")
+    return stream
+
+
+def unencodable_path(exc: BaseException) -> Problem | None:
+    """The problem a path that the file-system encoding of this locale cannot spell is (a
+    recipe naming `prøj/` under LC_ALL=C and PYTHONUTF8=0); None for any other error."""
+    encoding = sys.getfilesystemencoding()
+    if not isinstance(exc, UnicodeEncodeError) or exc.encoding.replace("-", "") != \
+            encoding.replace("-", "").lower() or encoding.lower().replace("-", "") == "utf8":
+        return None
+    return Problem(f"the path {exc.object!a} has characters that this locale's file-system "
+                   f"encoding ({encoding}) cannot spell",
+                   hint="run in a UTF-8 locale (LC_ALL=C.UTF-8) or with PYTHONUTF8=1")
 
 
 def _internal(exc: Exception, debug: bool, err: IO[str]) -> int:
@@ -183,6 +208,23 @@ def _internal(exc: Exception, debug: bool, err: IO[str]) -> int:
     return EXIT_INTERNAL
 
 
+def _interrupted(err: IO[str]) -> int:
+    print(f"udo-build: {interrupt.MESSAGE}", file=err)
+    return interrupt.EXIT_INTERRUPTED
+
+
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point (and `python -m udo_build`)."""
+    try:
+        code = main()
+    except KeyboardInterrupt:  # outside the command, e.g. while an error was printed
+        code = _interrupted(sys.stderr)
+    finally:
+        interrupt.at_once()  # the interpreter's shutdown is never interrupted half-way
+    if code == interrupt.EXIT_INTERRUPTED:
+        interrupt.settle()
+        interrupt.forget()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    sys.exit(code)

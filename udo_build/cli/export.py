@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..atomic import write_atomic
+    from ..atomic import Confined
     from ..ir.qmodel import from_bundle
     from ..model.op_check import load_checked_bundle
     from ..quant.qdq import to_qdq
@@ -29,7 +29,8 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     proto = to_qdq(qmodel, domains)
     out = Path(args.qdq)
     data = proto.SerializeToString()
-    write_atomic(out, data, readonly=False)
+    with Confined(out.parent) as folder:  # a link at OUT.onnx is refused, never followed
+        folder.write(out.name, data, durable=True)
     ops = Counter(n.op_type for n in proto.graph.node)
     custom = sorted({f"{n.domain}::{n.op_type}" for n in proto.graph.node
                      if n.domain not in ("", "ai.onnx", "com.microsoft")})

@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
+    from ..atomic import Confined
     from ..kernels.load import packages_for
     from ..model.input_list import feeds, parse_input_list
     from ..model.op_check import load_checked_bundle
@@ -63,9 +64,10 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     runner, where = _runner(args, bundle, dims, outputs if explicit else None, packages)
     out_dir = Path(args.output_dir)
     count = 0
-    for i, feed in enumerate(feeds(listing, list(graph.inputs), dims)):
-        write_result(out_dir / f"Result_{i}", runner(feed, outputs))
-        count += 1
+    with Confined(out_dir) as folder:  # a link planted in it is refused, never followed
+        for i, feed in enumerate(feeds(listing, list(graph.inputs), dims)):
+            write_result(folder, runner(feed, outputs), f"Result_{i}")
+            count += 1
     if rep.mode == "json":
         rep.emit({"ok": True, "inferences": count, "outputs": outputs, **where,
                   "output_dir": display_path(out_dir)})

@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import write_atomic
+from ..atomic import Confined
 from ..errors import Problem, UserError
-from ..store.manifest import read_manifest
+from ..store.manifest import MAX_MANIFEST_BYTES, parse_manifest
 
 MANIFEST = ".udo-build-package.json"
+MAX_FILE_BYTES = 256 << 20  # a generated source file is far smaller; larger is a user's own
 
 
 def write_tree(files: Mapping[str, bytes], folder: Path) -> None:
@@ -39,24 +40,26 @@ class Update:
     kept: list[str] = field(default_factory=list)  # no longer generated, but changed: left alone
 
 
-def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
+def _digest(out: Confined, rel: str) -> str | None:
+    data = out.read(rel, MAX_FILE_BYTES)
+    return None if data is None else _sha256(data)
 
 
-def conflicts(folder: Path, files: Mapping[str, bytes]) -> list[Problem]:
-    """The files of `folder` that writing `files` would overwrite although a user changed them
-    (they differ from both what udo-build wrote last and the new content)."""
-    old = read_manifest(folder / MANIFEST)
+def _old(out: Confined, base: str) -> dict[str, str]:
+    return parse_manifest(out.read(f"{base}/{MANIFEST}", MAX_MANIFEST_BYTES))
+
+
+def conflicts(out: Confined, base: str, files: Mapping[str, bytes]) -> list[Problem]:
+    """The files of the subfolder `base` that writing `files` would overwrite although a user
+    changed them (they differ from both what udo-build wrote last and the new content)."""
+    old = _old(out, base)
     found = []
     for rel, data in sorted(files.items()):
-        current = _digest(folder / rel)
+        current = _digest(out, f"{base}/{rel}")
         if current is not None and current not in (old.get(rel), _sha256(data)):
             found.append(Problem(
                 "this file differs from what udo-build generated last; regenerating would "
-                "overwrite your changes", file=str(folder / rel),
+                "overwrite your changes", file=str(out.path / base / rel),
                 hint="keep your kernels under version control and pass --force, or use another "
                      "--out folder"))
     return found
@@ -66,39 +69,30 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def update_folder(folder: Path, files: Mapping[str, bytes], *, force: bool = False) -> Update:
-    """Make `folder` hold `files`, refusing (UserError, nothing written) to overwrite a file a
-    user changed unless `force`."""
-    problems = [] if force else conflicts(folder, files)
+def update_folder(out: Confined, base: str, files: Mapping[str, bytes], *,
+                  force: bool = False) -> Update:
+    """Make the subfolder `base` of `out` hold `files`, refusing (UserError, nothing written)
+    to overwrite a file a user changed unless `force`. Everything goes through `out`: a link
+    planted in it is refused, never followed."""
+    problems = [] if force else conflicts(out, base, files)
     if problems:
         raise UserError(problems=problems)
-    old = read_manifest(folder / MANIFEST)
+    old = _old(out, base)
     new = {rel: _sha256(data) for rel, data in files.items()}
     update = Update()
     for rel, data in sorted(files.items()):
-        if _digest(folder / rel) == new[rel]:
+        if _digest(out, f"{base}/{rel}") == new[rel]:
             update.unchanged.append(rel)
             continue
-        write_atomic(folder / rel, data, readonly=False, durable=False)
+        out.write(f"{base}/{rel}", data)
         update.written.append(rel)
     for rel in sorted(set(old) - set(new)):
-        path = folder / rel
-        if _digest(path) == old[rel]:
-            path.unlink()
-            _remove_empty_parents(path, folder)
+        if _digest(out, f"{base}/{rel}") == old[rel]:
+            out.unlink(f"{base}/{rel}")
+            out.remove_empty_folders(f"{base}/{rel}", top=base)
             update.removed.append(rel)
-        elif path.exists():
+        elif out.lstat(f"{base}/{rel}") is not None:
             update.kept.append(rel)
-    write_atomic(folder / MANIFEST, (json.dumps(new, indent=1, sort_keys=True) + "\n").encode(),
-                 readonly=False, durable=False)
+    out.write(f"{base}/{MANIFEST}",
+              (json.dumps(new, indent=1, sort_keys=True) + "\n").encode())
     return update
-
-
-def _remove_empty_parents(path: Path, top: Path) -> None:
-    parent = path.parent
-    while parent != top and top in parent.parents:
-        try:
-            parent.rmdir()
-        except OSError:
-            return
-        parent = parent.parent

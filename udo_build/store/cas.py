@@ -85,11 +85,13 @@ def blob_file_digest(path: Path) -> str | None:
     return content_digest(path)[0]
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether `b` is already a hard link to `a` (renaming a link over another link to the
-    same file does nothing, so linking again would leave the temporary link behind)."""
+def _same_file(a: Path, b: Path, dir_fd: int | None = None) -> bool:
+    """Whether `b` (by its name in the open folder `dir_fd`, when given; never followed) is
+    already a hard link to `a` (renaming a link over another link to the same file does
+    nothing, so linking again would leave the temporary link behind)."""
     try:
-        return os.path.samefile(a, b)
+        found = os.stat(b if dir_fd is None else b.name, dir_fd=dir_fd, follow_symlinks=False)
+        return os.path.samestat(os.stat(a), found)
     except OSError:
         return False
 
@@ -192,28 +194,31 @@ class Cas:
         data = self.get(digest)
         return None if data is None else parse_tree(data)
 
-    def materialize(self, digest: str, dest: Path, *, executable: bool = False) -> bool:
+    def materialize(self, digest: str, dest: Path, *, executable: bool = False,
+                    dir_fd: int | None = None) -> bool:
         """Put a blob at `dest` atomically, read-only (r-x for an executable): a hard link
         to a raw stored blob where possible, else a written copy. False when the blob is
-        missing (or corrupt: then quarantined)."""
+        missing (or corrupt: then quarantined). With `dir_fd`, `dest` is named by its last
+        part in that open folder (an output folder written through itself: `Confined`)."""
         path = self.path_of(digest)
         if path is None:
             return False
         if not executable and path.suffix != ".zst" and self.links:
             if digest not in self.written and not self._intact(digest, path):
                 return False
-            if _same_file(path, dest) or self._link(path, dest):
+            if _same_file(path, dest, dir_fd) or self._link(path, dest, dir_fd):
                 return True
         data = self._read(digest, path)
         if data is None:
             return False
-        write_atomic(dest, data, durable=False, mode=0o555 if executable else 0o444)
+        write_atomic(dest, data, durable=False, mode=0o555 if executable else 0o444,
+                     dir_fd=dir_fd)
         return True
 
-    def _link(self, path: Path, dest: Path) -> bool:
+    def _link(self, path: Path, dest: Path, dir_fd: int | None) -> bool:
         """Hard-link a stored blob to `dest` (atomically); False when the file system does
         not allow it: then copies are written, and no more links are tried."""
-        self.links = link_atomic(path, dest)
+        self.links = link_atomic(path, dest, dir_fd=dir_fd)
         return self.links
 
     # -- maintenance ------------------------------------------------------------------------------

@@ -94,25 +94,37 @@ class FileDigests:
     def _cached(self, path: Path, key: str, kind: str,
                 hasher: Callable[[Path], tuple[str, int]]) -> tuple[str, int]:
         st = os.stat(path)
-        ident = identity(st)
-        db = self._conn()
-        if db is not None:
-            try:
-                row = db.execute(f"SELECT dev, ino, size, mtime_ns, ctime_ns, digest FROM {TABLE}"
-                                 " WHERE path = ? AND kind = ?", (key, kind)).fetchone()
-            except sqlite3.Error:
-                row = None
-            if row is not None and tuple(row[:5]) == ident:
-                return row[5], st.st_size
+        found = self.known(key, kind, st)
+        if found is not None:
+            return found, st.st_size
         digest, _ = hasher(path)
         self.hashed += 1
+        self.remember(key, kind, st, digest)
+        return digest, st.st_size
+
+    def known(self, key: str, kind: str, st: os.stat_result) -> str | None:
+        """The digest kept for `key` (a resolved path) while its identity is `st`'s, else
+        None. With `remember`, for a caller that stats and reads the file itself (an output
+        folder, read through its open folders)."""
+        db = self._conn()
+        if db is None:
+            return None
+        try:
+            row = db.execute(f"SELECT dev, ino, size, mtime_ns, ctime_ns, digest FROM {TABLE}"
+                             " WHERE path = ? AND kind = ?", (key, kind)).fetchone()
+        except (sqlite3.Error, UnicodeEncodeError):  # a name that is not UTF-8: not kept
+            return None
+        return row[5] if row is not None and tuple(row[:5]) == identity(st) else None
+
+    def remember(self, key: str, kind: str, st: os.stat_result, digest: str) -> None:
+        """Keep `digest` for `key` with the identity `st` (not within the racy window)."""
+        db = self._conn()
         if db is not None and time.time() - st.st_mtime_ns / 1e9 > RACY_SECONDS:
             try:
                 db.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           (key, kind, *ident, digest))
-            except sqlite3.Error:
+                           (key, kind, *identity(st), digest))
+            except (sqlite3.Error, UnicodeEncodeError):
                 pass
-        return digest, st.st_size
 
     def close(self) -> None:
         if self._db is not None:

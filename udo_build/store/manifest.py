@@ -29,8 +29,16 @@ def read_manifest(path: Path) -> dict[str, str]:
             if os.fstat(fh.fileno()).st_size > MAX_MANIFEST_BYTES:
                 return {}
             data = fh.read(MAX_MANIFEST_BYTES + 1)  # allocates what the file holds
-        doc = json.loads(data) if len(data) <= MAX_MANIFEST_BYTES else None
-    except (OSError, ValueError, RecursionError):
+    except OSError:
+        return {}
+    return parse_manifest(data)
+
+
+def parse_manifest(data: bytes | None) -> dict[str, str]:
+    """The sound entries of a manifest's bytes (see `read_manifest`); {} for None."""
+    try:
+        doc = json.loads(data) if data is not None and len(data) <= MAX_MANIFEST_BYTES else None
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(doc, dict):
         return {}

@@ -165,11 +165,12 @@ def read_blob(cas: Cas, digest: str, size: int, *, verify: bool = True) -> Itera
         raise MissingPart(digest)
 
 
-def write_file(cas: Cas, layout: FileLayout, dest: Path) -> bool:
+def write_file(cas: Cas, layout: FileLayout, dest: Path, *, dir_fd: int | None = None) -> bool:
     """Materialize the file at `dest` atomically, read-only; False (nothing written) when a
-    part is missing or corrupt, or the whole does not match its digest."""
+    part is missing or corrupt, or the whole does not match its digest. With `dir_fd`, `dest`
+    is named by its last part in that open folder (see `atomic.Confined`)."""
     digest = hashlib.sha256()
-    with AtomicFile(dest, durable=False) as out:
+    with AtomicFile(dest, durable=False, dir_fd=dir_fd) as out:
         try:
             for chunk in _stream(cas, layout.parts, layout.size):
                 digest.update(chunk)

@@ -1,0 +1,88 @@
+"""Ctrl-C: exit 130 with one line, never a traceback.
+
+A terminal sends Ctrl-C (SIGINT) to the whole process group; the local workers are born deaf
+to it (`builder.engine.workers_deaf_to_ctrl_c`), so only udo-build's own process answers, in
+three phases:
+
+- starting (imports, parsing the command line): nothing is written yet, so an interrupt exits
+  at once (`quit_now`);
+- running a command: Python's own handler raises KeyboardInterrupt, so that locks are released,
+  workers stopped and temporary files removed on the way out; `main` prints the line;
+- finishing (output flushed, the interpreter joining its threads): an interrupt exits at once;
+  from the interpreter's exit hooks on, it is ignored (Python resets its handlers while it
+  exits: a Ctrl-C in those last milliseconds would kill it silently, exit -2, work done).
+
+Installed only when udo-build is the command (the `udo-build` script or `python -m
+udo_build`): a program that imports udo_build keeps its own handler.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+
+EXIT_INTERRUPTED = 130
+MESSAGE = "interrupted (Ctrl-C): run the same command again to finish; what was done is kept"
+
+
+def quit_now(signum: int, frame: FrameType | None) -> None:
+    """Say so and exit at once (a phase with nothing to clean up)."""
+    os.write(2, f"udo-build: {MESSAGE}\n".encode())
+    os._exit(EXIT_INTERRUPTED)
+
+
+def is_the_command() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "udo-build" or \
+        getattr(spec, "name", "") == "udo_build.__main__"
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def at_once() -> None:
+    """From now on an interrupt exits at once; ignored from the interpreter's exit hooks on."""
+    if _main_thread():
+        signal.signal(signal.SIGINT, quit_now)
+        atexit.unregister(_ignore)
+        atexit.register(_ignore)  # run first of the exit hooks (they run last-in, first-out)
+
+
+def _ignore() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def raising() -> None:
+    """From now on an interrupt raises KeyboardInterrupt (when `at_once` was in force: a host
+    program's own handler is left alone)."""
+    if _main_thread() and signal.getsignal(signal.SIGINT) is quit_now:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+if is_the_command():
+    at_once()
+
+
+def forget() -> None:
+    """Forget an interrupt that was caught. CPython (3.11, 3.12) notes a KeyboardInterrupt that
+    ends code run from a string (`exec` of a dataclass's generated methods, while a module
+    imports) even when a caller catches it, and under `python -m` then dies by SIGINT at exit
+    instead of exiting 130; running a string again clears that note."""
+    exec("pass")  # noqa: S102
+
+
+def settle(timeout: float = 5.0) -> None:
+    """Let the threads that are stopping (a local pool's, shut down without waiting for them)
+    finish before the interpreter exits: CPython 3.11's process pool otherwise races its own
+    exit hook ("Exception ignored in threading ... Bad file descriptor")."""
+    deadline = time.monotonic() + timeout
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
