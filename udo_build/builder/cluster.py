@@ -244,6 +244,7 @@ class DaskExecutor:
             raise Failed(StepFailed(result.kind, "its outputs could not be downloaded from "
                                     f"the remote cache {self.store.remote.url}"),
                          result.seconds)
+        self.store.remote.mark_sent(result.outputs.values())  # the worker uploaded them
         self.store.ac.put(result)
 
     def drain(self) -> bool:
@@ -274,9 +275,11 @@ def execute_on_worker(store_root: str, plane: BlobPlane, spec: ActionSpec
 
     remote = _worker_remote(store_root, plane, spec.kind)
     for name, given in spec.inputs.items():
-        if not remote.fetch_outputs([Output(given.digest, given.size or 0, given.type)]):
+        wanted = [Output(given.digest, given.size or 0, given.type)]
+        if not remote.fetch_outputs(wanted):
             raise Failed(_plane_error(remote, spec.kind, f"its input {name} "
                                       f"({given.digest[:12]}) could not be downloaded"), 0.0)
+        remote.mark_sent(wanted)  # the build uploaded it: an output holding it need not
     doc, executed = execute(store_root, spec)
     result = ActionResult.from_json(doc)
     if result is None or not remote.send_outputs(result.outputs.values()):

@@ -318,6 +318,13 @@ class Remote:
         self.counters.add(entries_uploaded=1, bytes_uploaded=len(entry))
         return True
 
+    def mark_sent(self, outputs: Iterable[Output]) -> None:
+        """Note that the remote has these outputs' blobs (another process uploaded them, and
+        this one has them locally): an upload from here need not send them."""
+        digests = [d for d in self._blobs_of(outputs) if d is not None]
+        with self._lock:
+            self._sent.update(digests)
+
     def send_outputs(self, outputs: Iterable[Output]) -> bool:
         """Upload the blobs of these outputs that the remote may lack (no entry: a worker of a
         distributed build fetches them by digest); False when one could not be."""
