@@ -9,11 +9,14 @@ Runners started together execute each action key once in all:
    that actions with equal keys fall in one shard. The first shard decides the split and
    publishes it as an entry of its own (the key: the sorted keys of every unit, and N); the
    others wait for it, so every shard follows the same split even where their stores differ.
-   The split balances the units that are not cached by the seconds each took in the last
-   build the first shard's store recorded (its history), else by kind (the mean seconds of
-   the kind there, else KIND_SECONDS): the longest unit first, to the least loaded shard;
+   The split balances the units that are not cached by the seconds each action took before:
+   in the last build the first shard's store recorded (its history), else in the remote's
+   timings (below), else by kind (the mean seconds of the kind there, else KIND_SECONDS): the
+   longest unit first, to the least loaded shard;
 3. the last shard (N/N) gathers: it waits until the remote holds every unit the gathering
-   needs (assemble, a run of the deployable bundle), then builds it.
+   needs (assemble, a run of the deployable bundle), then builds it, and files the seconds
+   every action took where it ran (the remote's timings, by recipe and action ids) for the
+   next pipeline's split.
 
 Waits look at the remote every SHARD_POLL seconds, at most `--shard-wait` seconds each.
 """
@@ -80,6 +83,8 @@ def build_shard(job: ShardBuild) -> dict[str, ActionState]:
         gather = job.plan.gathering()
         _wait(job, gather, set(parts.gathering), "the other shards' work")
         states = _merge(states, job.run(gather, job.options, False))
+        if not _failed(states):
+            _publish_timings(job, states)
     return states
 
 
@@ -118,20 +123,27 @@ def _assignment(job: ShardBuild, parts: FanOut,
     found = _read_assignment(job.store, key)
     if found is not None or job.shard.index != 1:
         return found if found is not None else _wait_for_assignment(job, key)
-    split = split_units(job, parts, leaders)
-    _publish_assignment(job.store, key, split)
+    timings = _read_doc(job.store, _timings_key(job.plan), "seconds") or {}
+    split = split_units(job, parts, leaders, timings)
+    _publish_doc(job.store, key, f"the split of {len(split)} keys", {"split": split})
     return split
 
 
-def split_units(job: ShardBuild, parts: FanOut,
-                leaders: dict[str, ActionState]) -> dict[str, int]:
+def split_units(job: ShardBuild, parts: FanOut, leaders: dict[str, ActionState],
+                timings: dict[str, Any] | None = None) -> dict[str, int]:
     """The units that would run, by key, to the shards: longest first, each to the shard with
-    the least load so far (the lowest index on a tie); the same inputs, the same split."""
+    the least load so far (the lowest index on a tie); the same inputs, the same split. An
+    action's seconds: its last build's in this store's history, else in `timings` (the
+    remote's, by action id), else its kind's mean there, else KIND_SECONDS."""
+    history = {aid: {"kind": job.plan.actions[aid].kind, "seconds": seconds}
+               for aid, seconds in (timings or {}).items() if aid in job.plan.actions}
+    history.update(job.history)
     weights: dict[str, float] = {}
     for leader, state in leaders.items():
         if state.would_run and state.key:
             weights[state.key] = max(weights.get(state.key, 0.0),
-                                     sum(_seconds(job, aid) for aid in parts.units[leader]))
+                                     sum(_seconds(job.plan, history, aid)
+                                         for aid in parts.units[leader]))
     loads = [0.0] * job.shard.count
     split: dict[str, int] = {}
     for key, weight in sorted(weights.items(), key=lambda kw: (-kw[1], kw[0])):
@@ -141,45 +153,71 @@ def split_units(job: ShardBuild, parts: FanOut,
     return split
 
 
-def _seconds(job: ShardBuild, aid: str) -> float:
-    """How long an action took in its last build here, else the mean of its kind there, else
+def _seconds(plan: Plan, history: dict[str, Any], aid: str) -> float:
+    """How long an action took in its last build, else the mean of its kind there, else
     KIND_SECONDS."""
-    kind = job.plan.actions[aid].kind
-    last = job.history.get(aid, {})
+    kind = plan.actions[aid].kind
+    last = history.get(aid, {})
     if isinstance(last.get("seconds"), (int, float)):
         return float(last["seconds"])
-    same = [float(e["seconds"]) for e in job.history.values()
+    same = [float(e["seconds"]) for e in history.values()
             if e.get("kind") == kind and isinstance(e.get("seconds"), (int, float))]
     return sum(same) / len(same) if same else KIND_SECONDS.get(kind, 1.0)
 
 
-def _publish_assignment(store: Store, key: str, split: dict[str, int]) -> None:
+def _timings_key(plan: Plan) -> str:
+    """Where the remote keeps the seconds of a recipe's actions (the gathering shard files
+    them): by the recipe's name and its actions' ids, never by their keys (the next pipeline,
+    whose keys differ, reads them)."""
+    return typed_digest(SCHEMA + "/timings", VERSION, {"recipe": plan.recipe.name,
+                                                       "actions": sorted(plan.actions)})
+
+
+def _publish_timings(job: ShardBuild, states: dict[str, ActionState]) -> None:
+    """The seconds each action took where it ran (a cached result keeps its builder's), for
+    the next pipeline's split."""
+    seconds = {aid: round(s.result.seconds, 3) for aid, s in states.items()
+               if s.result is not None and s.result.seconds > 0}
+    _publish_doc(job.store, _timings_key(job.plan), f"the seconds of {len(seconds)} actions",
+                 {"seconds": dict(sorted(seconds.items()))})
+
+
+def _publish_doc(store: Store, key: str, what: str, value: dict[str, Any]) -> None:
+    """File a document of the shards (the split, the timings) under `key`, here and in the
+    remote (not uploaded: one of this shard's unpublished results)."""
     from ..store.ac import ActionResult, Output, now
 
-    ref = store.cas.put(canonical_json({"schema": SCHEMA, "version": VERSION, "split": split}))
-    result = ActionResult(key, "shards", f"the split of {len(split)} keys",
-                          {"split": Output(ref.digest, ref.size, "blob")}, created=now())
+    ref = store.cas.put(canonical_json({"schema": SCHEMA, "version": VERSION, **value}))
+    result = ActionResult(key, "shards", what, {"doc": Output(ref.digest, ref.size, "blob")},
+                          created=now())
     store.ac.put(result)
-    if store.remote is not None:  # not uploaded: one of this shard's unpublished results
+    if store.remote is not None:
         store.remote.publish(result)
 
 
-def _read_assignment(store: Store, key: str) -> dict[str, int] | None:
-    """The split filed under `key`, locally or in the remote (stored here), or None."""
+def _read_doc(store: Store, key: str, name: str) -> dict[str, Any] | None:
+    """The mapping `name` of the document filed under `key`, locally or in the remote (then
+    stored here), or None."""
     hit, _ = store.lookup(key)
     if hit is None and store.remote is not None:
         hit = store.remote.fetch(key)
-    if hit is None or "split" not in hit.outputs:
+    if hit is None or "doc" not in hit.outputs:
         return None
-    data = store.cas.get(hit.outputs["split"].digest)
     try:
-        doc = json.loads(data or b"")
-        split = doc["split"]
-        if doc["schema"] == SCHEMA and all(isinstance(v, int) for v in split.values()):
-            return {str(k): int(v) for k, v in split.items()}
-    except (ValueError, KeyError, TypeError, AttributeError):
+        doc = json.loads(store.cas.get(hit.outputs["doc"].digest) or b"")
+        found = doc[name]
+        if doc["schema"] == SCHEMA and isinstance(found, dict):
+            return found
+    except (ValueError, KeyError, TypeError):
         pass
     return None
+
+
+def _read_assignment(store: Store, key: str) -> dict[str, int] | None:
+    found = _read_doc(store, key, "split")
+    if found is None or not all(isinstance(v, int) for v in found.values()):
+        return None
+    return {str(k): int(v) for k, v in found.items()}
 
 
 def _wait_for_assignment(job: ShardBuild, key: str) -> dict[str, int]:
