@@ -138,6 +138,8 @@ def test_the_split_balances_by_the_last_build_seconds_and_keeps_equal_keys_toget
             loads[shard - 1] += max(seconds[a] for a, k in keys.items() if k == key)
         mean = sum(loads) / count
         assert max(abs(load - mean) for load in loads) <= 0.2 * mean, loads
+        # the remote's timings (by action id) stand in for a store without history
+        assert split_units(_job(plan, count, {}), parts, _leaders(plan, keys), seconds) == split
 
 
 def test_without_history_the_split_is_by_kind_and_the_same_for_everyone() -> None:
