@@ -27,7 +27,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..canonical import canonical_json, typed_digest
 from ..errors import Problem, UserError
@@ -36,12 +36,17 @@ from .plan import FanOut, Plan, Shard, fan_out
 if TYPE_CHECKING:
     from ..store import Store
     from .engine import ActionState, Options
-    from .session import Events
 
 SHARD_POLL = 2.0  # seconds between looks at the remote while the other shards work
 KIND_SECONDS = {"prepare": 10.0, "run": 5.0, "check": 0.1}  # without any history; others 1.0
 SCHEMA = "udo-build/shards"
 VERSION = 1
+
+class Events(Protocol):
+    """Where a shard tells its waits (the session's events)."""
+
+    def warning(self, problem: Problem) -> None: ...
+
 
 Run = Callable[["Plan", "Options", bool], "dict[str, ActionState]"]  # (plan, options, quiet)
 
