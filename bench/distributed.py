@@ -49,6 +49,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]
 SOCS = ("sm8350", "sm8450", "sm8550", "sm8650", "sm8750", "sm8850", "qcs6490", "sm7450",
         "sa8295", "ssg2115p", "sa8797")  # 11 distinct (arch, VTCM)
 OVERHEAD_MS = 50.0
+LOOPBACK = ("--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0")
 BALANCE = 0.2  # each shard's prepare seconds within this fraction of the shards' mean
 UPSTREAM = ("opdef", "package:*", "convert", "quantize", "outputs:*")
 
@@ -111,8 +112,8 @@ class Cluster:
 
     def __init__(self, folder: Path) -> None:
         self.file = folder / "scheduler.json"
-        self.procs = [self._spawn("scheduler", "--host", "127.0.0.1", "--port", "0",
-                                  "--no-dashboard", "--scheduler-file", str(self.file))]
+        self.procs = [self._spawn("scheduler", *LOOPBACK, "--port", "0", "--scheduler-file",
+                                  str(self.file))]
         deadline = time.monotonic() + 60
         while not self.file.exists():
             if time.monotonic() > deadline:
@@ -122,7 +123,7 @@ class Cluster:
         for name in ("w1", "w2"):
             self.procs.append(self._spawn("worker", "--scheduler-file", str(self.file),
                                           "--nthreads", "1", "--no-nanny", "--name", name,
-                                          "--host", "127.0.0.1", "--no-dashboard"))
+                                          *LOOPBACK))
         self._wait_workers(2)
 
     def _spawn(self, *args: str) -> subprocess.Popen[bytes]:

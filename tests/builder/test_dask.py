@@ -31,6 +31,9 @@ pytest.importorskip("distributed", reason="the Dask tests need dask[distributed]
                                           "(pip install 'udo-build[dask]')")
 
 START_TIMEOUT = 30.0  # seconds for the scheduler and the workers to come up
+# every listener on loopback: the HTTP server runs without the dashboard too, on all
+# interfaces unless told otherwise
+LOOPBACK = ("--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0")
 
 
 class Cluster:
@@ -44,9 +47,8 @@ class Cluster:
                     "UDO_BUILD_PLUGINS": str(Path(__file__).with_name("dask_kinds.py"))}
         self.file = folder / "scheduler.json"
         secure = ("--protocol", "tls", *tls.scheduler_args()) if tls else ()
-        self.scheduler = self._spawn("scheduler", "--host", "127.0.0.1", "--port", "0",
-                                     "--no-dashboard", "--scheduler-file", str(self.file),
-                                     *secure)
+        self.scheduler = self._spawn("scheduler", *LOOPBACK, "--port", "0",
+                                     "--scheduler-file", str(self.file), *secure)
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         deadline = time.monotonic() + START_TIMEOUT
         while not self.file.exists() and time.monotonic() < deadline:
@@ -65,8 +67,7 @@ class Cluster:
         secure = self.tls.scheduler_args() if self.tls else ()
         self.workers[name] = self._spawn("worker", "--scheduler-file", str(self.file),
                                          "--nthreads", "1", "--no-nanny", "--name", name,
-                                         "--host", "127.0.0.1", "--no-dashboard", *secure,
-                                         *extra, env=env, wrap=wrap)
+                                         *LOOPBACK, *secure, *extra, env=env, wrap=wrap)
 
     def client(self) -> Any:
         from distributed import Client, Security
@@ -104,6 +105,17 @@ def _cluster(folder: Path, workers: int, tls: Certs | None = None, **worker: Any
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from _cluster(tmp_path_factory.mktemp("dask"), 2)
+
+
+def test_the_cluster_listens_on_loopback_only(cluster: Cluster) -> None:
+    import psutil
+
+    alive = [psutil.Process(p.pid) for p in [cluster.scheduler, *cluster.workers.values()]
+             if p.poll() is None]
+    found = [c.laddr for p in alive
+             for c in getattr(p, "net_connections", p.connections)("inet")
+             if c.status == "LISTEN"]
+    assert len(found) >= 4 and {a.ip for a in found} == {"127.0.0.1"}, found
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
