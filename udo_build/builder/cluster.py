@@ -89,13 +89,13 @@ def parse_executor(where: str) -> ClusterAddress:
 def connect(cluster: ClusterAddress, timeout: float | None = None) -> Any:
     """A Dask client of the cluster; a UserError when it cannot be reached (refused: within
     REFUSED_WITHIN seconds; no answer: after `timeout`, default CONNECT_TIMEOUT)."""
+    _probe(cluster)  # before importing Dask (a second or more)
     try:
         from distributed import Client, Security
     except ImportError:
         raise UserError("--executor dask:// needs Dask distributed, which is not installed",
                         hint="pip install 'udo-build[dask]'") from None
     timeout = CONNECT_TIMEOUT if timeout is None else timeout
-    _probe(cluster)
     security = Security()
     if cluster.address.startswith("tls://") and not security.tls_ca_file:
         raise UserError(f"the Dask scheduler {cluster.address} speaks TLS, and Dask's config "
