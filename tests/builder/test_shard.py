@@ -82,6 +82,17 @@ def test_shards_started_together_execute_each_key_once_then_the_join_builds_noth
     assert out_files(tmp_path / "join" / "out") == out_files(tmp_path / "local" / "out")
 
 
+@pytest.mark.usefixtures("clean_env")
+def test_one_shard_of_one_is_the_whole_build(nginx_server: Nginx, keys: Keys,
+                                             tmp_path: Path) -> None:
+    upload = ("--remote", nginx_server.url, "--trusted-key", keys.public, "--signing-key",
+              str(keys.writer_file))
+    alone = _build(tmp_path, "alone", "--shard", "1/1", *upload)
+    assert set(GATHER) <= set(executed(alone)) and alone["unpublished"] == 0
+    join = _build(tmp_path, "join", *upload)
+    assert executed(join) == [] and join["cached"] == len(join["actions"])
+
+
 def _softplus() -> Plan:
     return plan_recipe(load_recipe(str(SOFTPLUS), Diagnostics()))
 

@@ -83,8 +83,7 @@ def build_shard(job: ShardBuild) -> dict[str, ActionState]:
     mine = {aid for leader, unit in parts.units.items()
             if split.get(leaders[leader].key or "") == job.shard.index for aid in unit}
     states = _merge(states, job.run(job.plan.closure(mine), job.options, False))
-    if job.shard.count > 1 and job.shard.index == job.shard.count and not _failed(states) \
-            and parts.gathering:
+    if job.shard.index == job.shard.count and not _failed(states) and parts.gathering:
         gather = job.plan.gathering()
         _wait(job, gather, set(parts.gathering), "the other shards' work")
         states = _merge(states, job.run(gather, job.options, False))
