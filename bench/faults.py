@@ -201,7 +201,7 @@ class Suite:
         seeds = ["0", "1", "4242"][: 2 if self.quick else 3]
         for recipe in recipes:
             seen: dict[str, str] | None = self.reference if self.smoke else None
-            files = 0
+            files, before = 0, row.cases
             for p in range(1 if self.smoke else 0, paths):
                 proj = project(self.work / f"repro-{p}" / ("x" * (p * 7 + 1)) / "proj")
                 for seed in seeds[-1:] if self.smoke else seeds:
@@ -217,7 +217,7 @@ class Suite:
                                        if seen.get(k) != digests.get(k))
                     row.check(result.code == 0 and not differing,
                               f"{tag}: exit {result.code}, differing {differing[:4]}")
-            row.figures.append(f"{recipe}: {files} files x {row.cases} builds")
+            row.figures.append(f"{recipe}: {files} files x {row.cases - before} builds")
         return row
 
     # kill -----------------------------------------------------------------------------------
