@@ -15,6 +15,12 @@ both time the same 102 actions (99 prepares, assemble, run, check):
 - dask: `dask scheduler` and two `dask worker --nthreads 1 --no-nanny` on 127.0.0.1, the same
   store path (one machine: the store is the data plane), `--executor dask://HOST:PORT`.
 
+With `--shards N` it measures sharded CI instead (README, Sharded CI): the upstream is put in a
+loopback nginx remote, then N `--shard K/N` builds start together with empty stores, twice:
+first split by kind (no timings yet), then, after a change to the kernels that every prepare
+keys (each runs again), by the seconds the first round filed. For each round: every key built
+once in all, and each shard's prepare seconds within BALANCE (20%) of the shards' mean.
+
 Per-action overhead: (wall time x 2 workers - the sum of the actions' own seconds) / actions, the
 part of each worker slot not spent running an action (submitting, scheduling, sending the spec,
 storing the result, the engine's turn); the scheduler's cost is the dask figure minus the local
@@ -43,6 +49,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]
 SOCS = ("sm8350", "sm8450", "sm8550", "sm8650", "sm8750", "sm8850", "qcs6490", "sm7450",
         "sa8295", "ssg2115p", "sa8797")  # 11 distinct (arch, VTCM)
 OVERHEAD_MS = 50.0
+LOOPBACK = ("--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0")
+BALANCE = 0.2  # each shard's prepare seconds within this fraction of the shards' mean
 UPSTREAM = ("opdef", "package:*", "convert", "quantize", "outputs:*")
 
 RECIPE = """recipe: 1
@@ -104,8 +112,8 @@ class Cluster:
 
     def __init__(self, folder: Path) -> None:
         self.file = folder / "scheduler.json"
-        self.procs = [self._spawn("scheduler", "--host", "127.0.0.1", "--port", "0",
-                                  "--no-dashboard", "--scheduler-file", str(self.file))]
+        self.procs = [self._spawn("scheduler", *LOOPBACK, "--port", "0", "--scheduler-file",
+                                  str(self.file))]
         deadline = time.monotonic() + 60
         while not self.file.exists():
             if time.monotonic() > deadline:
@@ -115,7 +123,7 @@ class Cluster:
         for name in ("w1", "w2"):
             self.procs.append(self._spawn("worker", "--scheduler-file", str(self.file),
                                           "--nthreads", "1", "--no-nanny", "--name", name,
-                                          "--host", "127.0.0.1", "--no-dashboard"))
+                                          *LOOPBACK))
         self._wait_workers(2)
 
     def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
@@ -162,11 +170,13 @@ def measure(summary: dict[str, Any], wall: float, workers: int) -> dict[str, flo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
+    parser.add_argument("--shards", type=int, metavar="N",
+                        help="measure N shards started together instead (see above)")
     args = parser.parse_args(argv)
     root = args.keep or Path(tempfile.mkdtemp(prefix="udo-bench-dist-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
-        return run(root)
+        return run_shards(root, args.shards) if args.shards else run(root)
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -204,6 +214,64 @@ def run(root: Path) -> int:
           f"{OVERHEAD_MS:.0f} ms)")
     print(f"{'PASS' if same else 'FAIL'}  output folders byte-identical")
     return 0 if ok_overhead and same else 1
+
+
+def run_shards(root: Path, count: int) -> int:
+    sys.path.insert(0, str(REPO))
+    from tests.store.nginx import Nginx, nginx_binary
+    from udo_build.store.trust import generate
+
+    binary = nginx_binary()
+    if binary is None:
+        sys.exit("nginx is not installed (apt-get install nginx)")
+    recipe = make_project(root / "project")
+    key = generate("bench")
+    (root / "ci.key").write_text(key.line + "\n")
+    (root / "ci.key").chmod(0o600)
+    server = Nginx(root / "nginx", binary).start()
+    remote = ("--remote", server.url, "--signing-key", str(root / "ci.key"), "--ci")
+    try:
+        build(recipe, root / "seed", root / "seed-out", *UPSTREAM, *remote)
+        ok = True
+        for round_, label in enumerate(("by kind", "by the last seconds")):
+            if round_:  # every prepare keys the kernels' code: all of them run again
+                kernels = recipe.parent / "ops" / "kernels.py"
+                kernels.write_text(kernels.read_text() + "\n_BENCH_ROUND = 1\n")
+            ok &= _shard_round(recipe, root / f"round{round_}", count, remote, label)
+    finally:
+        server.kill()
+    return 0 if ok else 1
+
+
+def _shard_round(recipe: Path, folder: Path, count: int, remote: tuple[str, ...],
+                 label: str) -> bool:
+    started = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "udo_build", str(recipe), "--store",
+                               str(folder / f"store{k}"), "-j", "1", "--json", "--shard",
+                               f"{k}/{count}", *remote], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for k in range(1, count + 1)]
+    summaries = []
+    for proc in procs:
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            sys.exit(f"a shard failed ({proc.returncode}):\n{err[-3000:]}")
+        summaries.append(json.loads(out))
+    wall = time.perf_counter() - started
+    built = [a["key"] for s in summaries for a in s["actions"] if a["status"] == "built"]
+    loads = [sum(a["seconds"] for a in s["actions"]
+                 if a["status"] == "built" and a["kind"] == "prepare") for s in summaries]
+    counts = [sum(1 for a in s["actions"] if a["status"] == "built" and a["kind"] == "prepare")
+              for s in summaries]
+    mean = sum(loads) / count
+    worst = max(abs(load - mean) for load in loads) / mean if mean else 0.0
+    once = len(built) == len(set(built))
+    print(f"{label}: wall {wall:.1f} s; prepares per shard {counts}; their seconds "
+          f"{[round(x, 1) for x in loads]} (mean {mean:.1f}, worst {worst:.0%} off)")
+    print(f"{'PASS' if once else 'FAIL'}  every key built once in all ({len(built)} built)")
+    print(f"{'PASS' if worst <= BALANCE else 'FAIL'}  {label}: each shard within "
+          f"{BALANCE:.0%} of the mean")
+    return once and worst <= BALANCE
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,49 +24,63 @@ from udo_build.store.trust import generate
 
 from ..conftest import REPO
 from ..store.remote_fixtures import start_nginx, write_key
+from .dask_certs import Certs
 from .test_main_job import Ready, executed
 
 pytest.importorskip("distributed", reason="the Dask tests need dask[distributed] "
                                           "(pip install 'udo-build[dask]')")
 
 START_TIMEOUT = 30.0  # seconds for the scheduler and the workers to come up
+# every listener on loopback: the HTTP server runs without the dashboard too, on all
+# interfaces unless told otherwise
+LOOPBACK = ("--host", "127.0.0.1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0")
 
 
 class Cluster:
-    """The scheduler and its workers, as subprocesses; `address` is dask://HOST:PORT."""
+    """The scheduler and its workers, as subprocesses on loopback (no dashboards);
+    `executor` is dask://HOST:PORT (tls://HOST:PORT with `tls`)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, tls: Certs | None = None) -> None:
         self.folder = folder
+        self.tls = tls
         self.env = {**os.environ, "PYTHONPATH": str(REPO),
                     "UDO_BUILD_PLUGINS": str(Path(__file__).with_name("dask_kinds.py"))}
         self.file = folder / "scheduler.json"
-        self.scheduler = self._spawn("scheduler", "--host", "127.0.0.1", "--port", "0",
-                                     "--no-dashboard", "--scheduler-file", str(self.file))
+        secure = ("--protocol", "tls", *tls.scheduler_args()) if tls else ()
+        self.scheduler = self._spawn("scheduler", *LOOPBACK, "--port", "0",
+                                     "--scheduler-file", str(self.file), *secure)
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         deadline = time.monotonic() + START_TIMEOUT
         while not self.file.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         self.address = json.loads(self.file.read_text())["address"]
 
-    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, *args: str, env: dict[str, str] | None = None,
+               wrap: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         log = open(self.folder / f"{args[0]}-{len(list(self.folder.iterdir()))}.log", "wb")
-        return subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_" + args[0],
-                                 *args[1:]], env=self.env, stdout=log, stderr=log,
+        return subprocess.Popen([*wrap, sys.executable, "-m", "distributed.cli.dask_" + args[0],
+                                 *args[1:]], env=env or self.env, stdout=log, stderr=log,
                                 cwd=self.folder)
 
-    def add_worker(self, name: str, *extra: str) -> None:
+    def add_worker(self, name: str, *extra: str, env: dict[str, str] | None = None,
+                   wrap: tuple[str, ...] = ()) -> None:
+        secure = self.tls.scheduler_args() if self.tls else ()
         self.workers[name] = self._spawn("worker", "--scheduler-file", str(self.file),
                                          "--nthreads", "1", "--no-nanny", "--name", name,
-                                         "--host", "127.0.0.1", "--no-dashboard", *extra)
+                                         *LOOPBACK, *secure, *extra, env=env, wrap=wrap)
 
     def client(self) -> Any:
-        from distributed import Client
+        from distributed import Client, Security
 
-        return Client(self.address, timeout=START_TIMEOUT, set_as_default=False)
+        security = Security(tls_ca_file=str(self.tls.ca), tls_client_cert=str(self.tls.cert),
+                            tls_client_key=str(self.tls.key), require_encryption=True) \
+            if self.tls else None
+        return Client(self.address, timeout=START_TIMEOUT, set_as_default=False,
+                      security=security)
 
     @property
     def executor(self) -> str:
-        return "dask://" + self.address.removeprefix("tcp://")
+        return self.address if self.tls else "dask://" + self.address.removeprefix("tcp://")
 
     def stop(self) -> None:
         for process in [*self.workers.values(), self.scheduler]:
@@ -72,17 +88,34 @@ class Cluster:
             process.wait()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    found = Cluster(tmp_path_factory.mktemp("dask"))
+def _cluster(folder: Path, workers: int, tls: Certs | None = None, **worker: Any
+             ) -> Iterator[Cluster]:
+    folder.mkdir(parents=True, exist_ok=True)
+    found = Cluster(folder, tls)
     try:
-        found.add_worker("w0")
-        found.add_worker("w1")
+        for index in range(workers):
+            found.add_worker(f"w{index}", **worker)
         with found.client() as client:
-            client.wait_for_workers(2, timeout=START_TIMEOUT)
+            client.wait_for_workers(workers, timeout=START_TIMEOUT)
         yield found
     finally:
         found.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from _cluster(tmp_path_factory.mktemp("dask"), 2)
+
+
+def test_the_cluster_listens_on_loopback_only(cluster: Cluster) -> None:
+    import psutil
+
+    alive = [psutil.Process(p.pid) for p in [cluster.scheduler, *cluster.workers.values()]
+             if p.poll() is None]
+    found = [c.laddr for p in alive
+             for c in getattr(p, "net_connections", p.connections)("inet")
+             if c.status == "LISTEN"]
+    assert len(found) >= 4 and {a.ip for a in found} == {"127.0.0.1"}, found
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -174,6 +207,10 @@ def test_with_a_remote_cache_workers_with_their_own_store_build_the_same_bytes(
                                "--signing-key", str(key))
         assert len(executed(first)) == 25 and _tree(ready.root / "out") == good
         assert len(server.files("ac")) == 25  # every result the workers built, signed
+        entries, blobs = _puts(server.prefix / "access.log")
+        assert len(entries) == 25 and set(entries.values()) == {1}  # each entry once
+        assert set(blobs.values()) == {1}  # each blob once (by a worker, or this build)
+        assert first["remote"]["entries_uploaded"] == 25  # all of them by this build
         assert (workers / "cas").is_dir() and (workers / "ac").is_dir()
         fresh = _project(tmp_path, "fresh")  # another machine: all comes from the remote
         again, _ = fresh.build("--executor", where, "--remote", server.url, "--trusted-key",
@@ -181,6 +218,14 @@ def test_with_a_remote_cache_workers_with_their_own_store_build_the_same_bytes(
         assert executed(again) == [] and _tree(fresh.root / "out") == good
     finally:
         server.kill()
+
+
+def _puts(log: Path) -> tuple[Counter[str], Counter[str]]:
+    """The PUT requests nginx logged: (entries by key, blobs by digest)."""
+    found: dict[str, Counter[str]] = {"ac": Counter(), "cas": Counter()}
+    for match in re.finditer(r'"PUT /(?:\S*/)?(ac|cas)/([0-9a-f]{64}) ', log.read_text()):
+        found[match[1]][match[2]] += 1
+    return found["ac"], found["cas"]
 
 
 def _public(key_file: Path) -> str:

@@ -96,7 +96,7 @@ class Options:
 
 class Engine:
     def __init__(self, store: Store, plan: Plan, options: Options,
-                 listener: Listener | None = None) -> None:
+                 listener: Listener | None = None, executor: Executor | None = None) -> None:
         load_kinds()
         self.store = store
         self.plan = plan
@@ -105,7 +105,8 @@ class Engine:
         self.listener = listener or (lambda event, state: None)
         self.states = {aid: ActionState(a) for aid, a in plan.actions.items()}
         self.stopping = False
-        self._pool: Executor | None = None
+        self._pool: Executor | None = executor  # given: the caller's to close
+        self._own_pool = executor is None
         self._running: dict[cf.Future[Any], list[ActionState]] = {}
         self._by_key: dict[str, cf.Future[Any]] = {}
         self._fetching: set[cf.Future[Any]] = set()  # lookups in the remote tier
@@ -208,7 +209,7 @@ class Engine:
         finally:
             self._ahead.close()
             self._ahead = None
-            if self._pool is not None:
+            if self._pool is not None and self._own_pool:
                 self._pool.close()
         for state in self.states.values():
             if not state.done:

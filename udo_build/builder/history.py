@@ -42,6 +42,7 @@ def entry(state: ActionState) -> dict[str, Any]:
         "kind": kind.name, "kind_version": kind.version, "key": state.key,
         "params": kind.key_params(state.action.params), "inputs": dict(state.inputs),
         "outputs": {n: o.to_json() for n, o in state.result.outputs.items()},
+        "seconds": round(state.result.seconds, 3),  # how long it ran (shards balance by it)
         "built": time.time(),
     }
 

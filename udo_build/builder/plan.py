@@ -20,13 +20,13 @@ RunSettings, and RunCheck with the run's name for a check); only
 those an action kind lists enter its key (a SoC's name is a parameter for messages, its arch and
 VTCM are the ones that count; a run's checks are its check's).
 
-`Plan.shard` splits a plan for N CI runners sharing a remote cache (`--shard K/N`): see `owners`.
+`fan_out` tells the parts of a plan N CI runners split through a shared remote cache
+(`--shard K/N`, see shards.py).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,21 +101,15 @@ class Plan:
                 raise UserError(f"no action matches '{pattern}'",
                                 hint="actions of this recipe: " + ", ".join(self.actions))
             chosen.update(hits)
-        return self._closure(chosen)
+        return self.closure(chosen)
 
-    def shard(self, shard: Shard) -> Plan:
-        """The actions `shard` owns (see `owners`), with everything they need; the gathering
-        work (`gathering`) apart."""
-        owner = owners(self, shard.count)
-        return self._closure({aid for aid, k in owner.items() if k == shard.index})
+    def gathering(self) -> Plan:
+        """The work that needs several fan-out actions (the assemble step, a run of the
+        deployable bundle), with everything it needs: the last shard builds it once the other
+        shards' work is in the remote (see `fan_out`)."""
+        return self.closure(set(fan_out(self).gathering))
 
-    def gathering(self, count: int) -> Plan:
-        """The work that needs the fan-out of several of `count` shards (the assemble step, a
-        run of the deployable bundle), with everything it needs: the last shard builds it once
-        the other shards' work is in the remote."""
-        return self._closure({aid for aid, k in owners(self, count).items() if k == JOIN})
-
-    def _closure(self, chosen: set[str]) -> Plan:
+    def closure(self, chosen: set[str]) -> Plan:
         """The actions of `chosen` and everything they need, in dependency order."""
         chosen = set(chosen)
         stack = list(chosen)
@@ -134,8 +128,6 @@ class Plan:
 # -- shards: N CI runners split a plan through a shared remote cache --------------------------
 
 FAN_OUT_KINDS = ("prepare", "run")  # the expensive, many-per-recipe work shards split
-JOIN = 0  # the owner of an action that needs the work of several shards: the last shard's
-# gathering (see Plan.gathering), or the join build's when no shard gathers
 
 
 @dataclass(frozen=True)
@@ -162,30 +154,36 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def shard_of(action_id: str, count: int) -> int:
-    """The shard (1..count) an action id hashes to: the same on every machine and Python."""
-    return int(hashlib.sha256(action_id.encode("utf-8")).hexdigest(), 16) % count + 1
+@dataclass(frozen=True)
+class FanOut:
+    """A plan's actions by what they need of its fan-out (the prepares and runs):
+    `upstream` needs none (opdef, packages, convert, quantize, outputs); `units` are the
+    fan-out actions that need no other, each with what needs it alone (a check with its run),
+    by the fan-out action's id; `gathering` needs several (assemble, a run of the deployable
+    bundle, its check). Shards split the units by their leaders' keys (see shards.py)."""
+
+    upstream: tuple[str, ...]
+    units: dict[str, tuple[str, ...]]
+    gathering: tuple[str, ...]
 
 
-def owners(plan: Plan, count: int) -> dict[str, int]:
-    """Each action's owner among `count` shards (1..count), or JOIN. A fan-out action (prepare,
-    run) is owned by the shard its id hashes to; any other action goes with the fan-out work
-    it needs (a check with its run); an action needing fan-out work of several shards (the
-    assemble step, a run of the deployable bundle) is the join's; upstream work that needs no
-    fan-out (opdef, packages, convert, quantize, outputs) is owned by the shard its id hashes
-    to, and shared: every shard whose actions need it looks it up or builds it too."""
-    spans: dict[str, frozenset[int]] = {}  # action -> the shards of the fan-out work it needs
-    owner: dict[str, int] = {}
+def fan_out(plan: Plan) -> FanOut:
+    spans: dict[str, frozenset[str]] = {}  # action -> the fan-out actions it needs
+    upstream: list[str] = []
+    units: dict[str, list[str]] = {}
+    gathering: list[str] = []
     for aid, action in plan.actions.items():  # in dependency order
         span = frozenset().union(*(spans[d] for d in action.deps))
         if action.kind in FAN_OUT_KINDS:
-            span |= {shard_of(aid, count)}
+            span |= {aid}
         spans[aid] = span
         if not span:
-            owner[aid] = shard_of(aid, count)
+            upstream.append(aid)
+        elif len(span) > 1:
+            gathering.append(aid)
         else:
-            owner[aid] = next(iter(span)) if len(span) == 1 else JOIN
-    return owner
+            units.setdefault(next(iter(span)), []).append(aid)
+    return FanOut(tuple(upstream), {k: tuple(v) for k, v in units.items()}, tuple(gathering))
 
 
 def plan_recipe(recipe: Recipe) -> Plan:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..recipe import Recipe
     from ..store import Store
     from .engine import ActionState, Options
+    from .executors import Executor
     from .explain import Explanation
     from .outputs import Owner
     from .plan import Plan, Shard
@@ -85,6 +86,7 @@ class BuildRequest(NamedTuple):
     remote: RemoteRequest = RemoteRequest()
     shard: Shard | None = None  # build only this shard's actions; write no output folder
     shard_wait: float = 1800.0  # seconds the last shard waits for the others' work
+    remote_optional: bool = False  # a shard whose results could not all be uploaded is ok
     executor: str | None = None  # where actions run (None: the settings'; see settings.py)
 
 
@@ -178,6 +180,7 @@ class BuildReport(NamedTuple):
     shard: str | None = None  # "K/N" for a build of one shard (`--shard`)
     where: str = ""  # where its actions ran: "inline", "N local workers", "Dask at ..."
     page: Path | None = None  # its report page (not in a dry run), see report_page.py
+    unpublished: int = 0  # a shard's results it could not upload (unless --remote-optional)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -207,7 +210,7 @@ class BuildReport(NamedTuple):
     def exit_code(self) -> int:
         failed = [a for a in self.actions if a.status == "failed"]
         if not failed:
-            return 0
+            return EXIT_STEP_FAILED if self.unpublished else 0
         if any(a.internal for a in failed):
             return EXIT_INTERNAL  # a bug of udo-build, not of the inputs
         if any(isinstance(a.error, StepFailed) for a in failed):
@@ -227,7 +230,7 @@ class BuildReport(NamedTuple):
             "hit_rate": self.hit_rate,
             "seconds": round(self.seconds, 4),
             "remote": None if self.remote is None else self.remote.to_json(),
-            "shard": self.shard, "where": self.where,
+            "shard": self.shard, "where": self.where, "unpublished": self.unpublished,
             "page": None if self.page is None else display_path(self.page),
         }
 
@@ -262,24 +265,38 @@ def load(store: Store, recipe: str, events: Events) -> Recipe:
     return loaded
 
 
-def plan(recipe: Recipe, targets: tuple[str, ...],
-         shard: Shard | None = None) -> tuple[Plan, Plan]:
-    """(the whole plan, the part that `targets` select, all of it without targets, or of that
-    part the actions of `shard` and what they need)."""
+def plan(recipe: Recipe, targets: tuple[str, ...]) -> tuple[Plan, Plan]:
+    """(the whole plan, the part that `targets` select: all of it without targets)."""
     from .plan import plan_recipe
 
     full = plan_recipe(recipe)
-    selected = full.select(list(targets)) if targets else full
-    return full, selected if shard is None else selected.shard(shard)
+    return full, full.select(list(targets)) if targets else full
 
 
-def run_plan(store: Store, selected: Plan, options: Options,
-             events: Events | None = None) -> dict[str, ActionState]:
-    """Run the engine over a plan, telling its progress to `events`."""
+def run_plan(store: Store, selected: Plan, options: Options, events: Events | None = None,
+             executor: Executor | None = None) -> dict[str, ActionState]:
+    """Run the engine over a plan, telling its progress to `events` (its actions on
+    `executor` when one is given, else on the one `options` name)."""
     from .engine import Engine
 
     with (events or Quiet()).progress(len(selected.actions)) as progress:
-        return Engine(store, selected, options, progress.update).run()
+        return Engine(store, selected, options, progress.update, executor).run()
+
+
+@contextmanager
+def cluster_executor(store: Store, options: Options) -> Iterator[Executor | None]:
+    """The Dask cluster `options` name, reached before anything is written (an unreachable one
+    is a user error), closed after; None when the build runs on this machine, or is dry."""
+    if not options.executor or options.dry_run:
+        yield None
+        return
+    from .executors import open_executor
+
+    executor = open_executor(options.executor, store, options.jobs)
+    try:
+        yield executor
+    finally:
+        executor.close()
 
 
 # -- build and explain ----------------------------------------------------------------------------
@@ -291,6 +308,7 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
         with store.build_lock():
             recipe, states, out, where = _build(store, request, events)
             store.finish(count=not request.dry_run)
+        unpublished = _unpublished(store, request)
         note = store.unrecorded()  # a read-only or full store: what it could not keep
         if note is not None:
             events.warning(note)
@@ -299,11 +317,21 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
     report = BuildReport(recipe.name, recipe.path, store.root,
                          None if request.dry_run else out, request.dry_run,
                          tuple(ActionOutcome.of(s) for s in states.values()), seconds, remote,
-                         None if request.shard is None else str(request.shard), where)
+                         None if request.shard is None else str(request.shard), where,
+                         unpublished=unpublished)
     if request.dry_run:
         return report
     return _with_page(report, Path(request.out) if request.out else Path("out") / recipe.name,
                       events)
+
+
+def _unpublished(store: Store, request: BuildRequest) -> int:
+    """How many results a shard could not upload (its uploads are done): a shard must fill
+    the remote, unless --remote-optional says otherwise."""
+    if request.shard is None or request.dry_run or request.remote_optional \
+            or store.remote is None:
+        return 0
+    return len(store.remote.unpublished)
 
 
 def _with_page(report: BuildReport, out: Path, events: Events) -> BuildReport:
@@ -329,34 +357,44 @@ def _build(store: Store, request: BuildRequest,
     recipe = load(store, request.recipe, events)
     sharded = request.shard is not None and not request.dry_run  # it must upload its work
     open_remote(store, recipe.path.parent, request.remote, events.warning, need_upload=sharded)
-    full, selected = plan(recipe, request.targets, request.shard)
+    full, selected = plan(recipe, request.targets)
     options = Options(jobs=request.jobs, keep_going=request.keep_going,
                       dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch",
                       executor=executor_setting(recipe.path.parent, request.executor))
     where = _where(options)
     out = Path(request.out) if request.out else Path("out") / recipe.name
-    if request.dry_run:
+    if request.dry_run:  # a dry shard: what the whole selection would run
         return recipe, run_plan(store, selected, options, events), out, where
-    if sharded:  # a shard fills the remote; the join build writes the output folder
-        states = run_plan(store, selected, options, events)
-        assert request.shard is not None
-        if _gathers(request.shard, states):
-            gather = plan(recipe, request.targets)[1].gathering(request.shard.count)
-            _wait_for_shards(store, gather, request.shard.count, options, events,
-                             request.shard_wait)
-            states = {**run_plan(store, gather, options, events), **states}
-        with store.recording("the build's history"):
-            save_history(store, recipe.path, recipe.name, states, list(full.actions))
-        return recipe, states, None, where
-    check_outside_store(out, store.root)
-    with owned(out, lambda text: events.warning(Problem(text, file=str(out)))) as owner:
-        states = run_plan(store, selected, options, events)
-        states = _publish(store, out, selected, options, states, events, owner,
-                          prune=not request.targets)
-        _tell_healed(states, events)
-        with store.recording("the build's history"):
-            save_history(store, recipe.path, recipe.name, states, list(full.actions))
+    if not sharded:
+        check_outside_store(out, store.root)
+    with cluster_executor(store, options) as executor:
+        def run(part: Plan, opts: Options = options, quiet: bool = False
+                ) -> dict[str, ActionState]:
+            return run_plan(store, part, opts, None if quiet else events, executor)
+
+        if sharded:  # a shard fills the remote; the join build writes the output folder
+            states = _shard(store, recipe, selected, request, options, events, run)
+            with store.recording("the build's history"):
+                save_history(store, recipe.path, recipe.name, states, list(full.actions))
+            return recipe, states, None, where
+        with owned(out, lambda text: events.warning(Problem(text, file=str(out)))) as owner:
+            states = run(selected)
+            states = _publish(store, out, selected, run, states, events, owner,
+                              prune=not request.targets)
+            _tell_healed(states, events)
+            with store.recording("the build's history"):
+                save_history(store, recipe.path, recipe.name, states, list(full.actions))
     return recipe, states, out, where
+
+
+def _shard(store: Store, recipe: Recipe, selected: Plan, request: BuildRequest,
+           options: Options, events: Events, run: Any) -> dict[str, ActionState]:
+    from .history import load_history
+    from .shards import ShardBuild, build_shard
+
+    assert request.shard is not None
+    return build_shard(ShardBuild(store, selected, request.shard, options, events, run,
+                                  request.shard_wait, load_history(store, recipe.path)))
 
 
 def _where(options: Options) -> str:
@@ -369,47 +407,7 @@ def _where(options: Options) -> str:
     return "inline" if jobs <= 1 else f"{jobs} local workers"
 
 
-SHARD_POLL = 2.0  # seconds between looks at the remote while the other shards work
-
-
-def _gathers(shard: Shard, states: dict[str, ActionState]) -> bool:
-    """Whether this shard gathers the others' work: it is the last of several, and its own work
-    did not fail."""
-    return shard.count > 1 and shard.index == shard.count and not any(
-        s.status == "failed" for s in states.values())
-
-
-def _wait_for_shards(store: Store, gather: Plan, count: int, options: Options,
-                     events: Events, timeout: float) -> None:
-    """Wait until the remote holds every action the gathering needs from the other shards
-    (a dry run that peeks at the remote: only the gathering itself would run); a UserError
-    naming what is missing after `timeout` seconds."""
-    from dataclasses import replace
-
-    from .plan import JOIN, owners
-
-    own = {aid for aid, k in owners(gather, count).items() if k == JOIN}
-    deadline = time.monotonic() + timeout
-    told = False
-    while True:
-        peek = run_plan(store, gather, replace(options, dry_run=True, remote="peek"))
-        missing = sorted(aid for aid, s in peek.items() if s.would_run and aid not in own)
-        if not missing:
-            return
-        if time.monotonic() >= deadline:
-            shown = ", ".join(missing[:3]) + (f" (and {len(missing) - 3} more)"
-                                              if len(missing) > 3 else "")
-            raise UserError(f"the other shards' work is not in the remote cache: {shown}",
-                            hint="run every shard K/N with the same recipe and remote; this "
-                                 "last shard gathers their work (--shard-wait SECONDS)")
-        if not told:
-            events.warning(Problem(f"waiting for the other shards' work in the remote cache "
-                                   f"({len(missing)} actions)", file=str(gather.recipe.path)))
-            told = True
-        time.sleep(SHARD_POLL)
-
-
-def _publish(store: Store, out: Path, selected: Plan, options: Options,
+def _publish(store: Store, out: Path, selected: Plan, run: Any,
              states: dict[str, ActionState], events: Events, owner: Owner, *,
              prune: bool) -> dict[str, ActionState]:
     """Update the output folder; when a blob it needs turns out missing or corrupt (then it
@@ -426,7 +424,7 @@ def _publish(store: Store, out: Path, selected: Plan, options: Options,
         except MissingContent:
             if attempt == 2:
                 raise
-            again = run_plan(store, selected, options, events)
+            again = run(selected)
             states = {i: s if s.status == "built" else again[i] for i, s in states.items()}
             continue
         if sync.damaged:

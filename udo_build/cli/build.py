@@ -42,12 +42,17 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="like --dry-run, then exit 1 when anything would run and 0 when "
                              "everything is cached (is the build up to date?)")
     parser.add_argument("--shard", type=_shard, metavar="K/N",
-                        help="build the K-th of N stable shards of the selected actions and "
-                             "upload them (needs a remote and a signing key); no output folder: "
-                             "a build without --shard joins them (see README, Sharded CI)")
+                        help="build the K-th of N shards of the selected actions (split by "
+                             "key) and upload them (needs a remote and a signing key); no output "
+                             "folder: a build without --shard joins them (see README, Sharded "
+                             "CI)")
     parser.add_argument("--shard-wait", type=float, default=1800.0, metavar="SECONDS",
                         help="how long the last shard (N/N) waits for the other shards' work "
-                             "in the remote before it gathers it (default: 1800)")
+                             "in the remote (and the others for the first shard's upstream "
+                             "work) (default: 1800)")
+    parser.add_argument("--remote-optional", action="store_true",
+                        help="a shard whose results could not all be uploaded exits 0 all the "
+                             "same (default: 1, with their count)")
     parser.add_argument("--executor", metavar="WHERE",
                         help="where actions run: dask://HOST:PORT for a Dask cluster (see "
                              "README 'Distributed builds'; default: $UDO_BUILD_EXECUTOR, the "
@@ -78,9 +83,15 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                            jobs=args.jobs, keep_going=args.keep_going,
                            dry_run=args.dry_run or args.check, remote=remote_request(args),
                            shard=args.shard, shard_wait=args.shard_wait,
-                           executor=args.executor)
+                           remote_optional=args.remote_optional, executor=args.executor)
     report = run_build(request, rep)
     _failures(rep, report, args.debug)
+    if report.unpublished:
+        rep.failure(f"{report.unpublished} result{'s' * (report.unpublished != 1)} of this "
+                    "shard could not be uploaded to the remote cache, so the join build would "
+                    "build them again", [])
+        rep.note("fix the remote's write access or the signing key (see the warnings above); "
+                 "--remote-optional exits 0 all the same")
     if rep.mode == "json":
         rep.emit(report.to_json())
     elif report.dry_run:

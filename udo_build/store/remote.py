@@ -97,11 +97,17 @@ class Remote:
         self._files: cf.ThreadPoolExecutor | None = None  # one job per blob of a job above
         self._uploads: cf.ThreadPoolExecutor | None = None
         self._pending: list[cf.Future[bool]] = []
+        self.unpublished: set[str] = set()  # keys of results `publish` could not upload
         self.uploading = signing_key is not None
 
     @property
     def url(self) -> str:
         return self.transport.url
+
+    @property
+    def refused(self) -> bool:
+        """Whether the server refused a read or an upload (credentials, permissions)."""
+        return bool(self._told & {"refused read", "refused upload"})
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -274,13 +280,25 @@ class Remote:
     # -- writing ----------------------------------------------------------------------------------
 
     def publish(self, result: ActionResult) -> cf.Future[bool] | None:
-        """Upload a result in the background (see `wait`); None when not uploading."""
+        """Upload a result in the background (see `wait`); None when not uploading. A result
+        that could not be uploaded (or was not: uploads off, refused) joins `unpublished`."""
         if not self.uploading or self.transport.disabled_for("write") is not None:
+            self._unpublished(result)
             return None
-        future = self._pool("uploads").submit(self.upload, result)
+        future = self._pool("uploads").submit(self._publish_one, result)
         with self._lock:
             self._pending.append(future)
         return future
+
+    def _publish_one(self, result: ActionResult) -> bool:
+        published = self.upload(result)
+        if not published:
+            self._unpublished(result)
+        return published
+
+    def _unpublished(self, result: ActionResult) -> None:
+        with self._lock:
+            self.unpublished.add(result.key)
 
     def upload(self, result: ActionResult) -> bool:
         """Upload the blobs of a result, then its signed envelope (a blob), then the entry
@@ -299,6 +317,13 @@ class Remote:
             return False
         self.counters.add(entries_uploaded=1, bytes_uploaded=len(entry))
         return True
+
+    def mark_sent(self, outputs: Iterable[Output]) -> None:
+        """Note that the remote has these outputs' blobs (another process uploaded them, and
+        this one has them locally): an upload from here need not send them."""
+        digests = [d for d in self._blobs_of(outputs) if d is not None]
+        with self._lock:
+            self._sent.update(digests)
 
     def send_outputs(self, outputs: Iterable[Output]) -> bool:
         """Upload the blobs of these outputs that the remote may lack (no entry: a worker of a
