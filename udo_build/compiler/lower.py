@@ -56,6 +56,7 @@ def resolve_outputs(model: Model, spec: Any) -> list[str]:
         tensors += by_layer[layer]
     known = [t.name for t in graph.inputs if t.name not in model.weights]
     known += [o for outs in by_layer.values() for o in outs]
+    known += [t.name for t in graph.outputs if t.name in model.weights]  # folded by the importer
     for name in spec.get("tensors", ()):
         if name not in known:
             raise UserError(f"the model has no tensor {name!r}", field="outputs.tensors",
