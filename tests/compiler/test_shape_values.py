@@ -165,3 +165,31 @@ def test_a_fill_cast_without_a_recorded_shape_takes_its_cast_output_shape() -> N
     compiled = prepare(model, precision="fp16")
     got = Runner(compiled.graph, compiled.io, "fp16").run({"shape": _i64(3, 4)})["y"]
     assert got.dtype == np.int32 and got.shape == (3, 4) and (got == 7).all()
+
+
+def test_nodes_with_run_time_shapes_run_on_the_cpu_and_the_rest_on_the_htp() -> None:
+    """The partition puts every node that reads or makes a tensor whose shape is known only at
+    run time on the CPU runtime; the run computes the float runtime's numbers (fp16 on the
+    HTP part)."""
+    from udo_build.compiler.partition import CPU, HTP, node_runtimes, partition
+    from udo_build.compiler.serve import record_for_run
+    from udo_build.ir.bundle import Bundle
+    from udo_build.runtime.records import RunSettings
+    from udo_build.soc.target import CompileTarget
+
+    nodes = [Node.make("pre", "Sigmoid", ["x"], ["s"]),
+             Node.make("r", "Reshape", ["s", "shape"], ["y"]),
+             Node.make("n", "Neg", ["y"], ["z"])]
+    model = _model({"x": ("float32", (2, 6)), "shape": ("int64", (2,))}, nodes,
+                   {"z": ("float32", None)})
+    allowed = node_runtimes(model, None)
+    assert allowed == {"pre": (HTP, CPU), "r": (CPU,), "n": (CPU,)}
+    part = partition(model, allowed, ["z"])
+    assert [(s.runtime, s.nodes) for s in part.subnets] == [(HTP, ("pre",)), (CPU, ("r", "n"))]
+    settings = RunSettings(None, "sm8650", CompileTarget("v75", 8, 2, {}, "default", "fp16"))
+    program, _, _ = record_for_run(Bundle(model, None, {}), settings, None, choose=False)
+    feeds = {"x": w(2, 6), "shape": _i64(3, 4)}
+    got = program.runner(None).run(feeds)["z"]
+    want = Session(model).run(feeds)["z"]
+    assert got.shape == want.shape == (3, 4)
+    np.testing.assert_allclose(got, want, rtol=2e-3)
