@@ -34,7 +34,10 @@ from .shapes import infer
 # weights w * float32(m), the folded op keeps the convolution's layer and names its constants)
 # 3: records hold constants as the device does (int8 weights, int32 biases, fp16 floats) and
 # fp16 records compute with every op's float outputs rounded to float16
-COMPILER_VERSION = "udo-build htp compiler 3"
+# 4: shapes computed by shape subgraphs are the runtime's (values propagated, not zeros), the
+# expansion's Reshapes state exact shapes (allowzero), Concat constants are 4-D, outputs folded
+# to weights are constants, nodes with run-time shapes run on the CPU (other subnets)
+COMPILER_VERSION = "udo-build htp compiler 4"
 LEVELS = (1, 2, 3)
 
 
