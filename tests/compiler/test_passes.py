@@ -81,3 +81,23 @@ def test_dce_keeps_only_what_the_outputs_need() -> None:
     assert "Tanh" not in compiled.graph.op_counts()
     assert not any(op.origin == "dead" for op in compiled.graph.ops.values())
     check_float(model, compiled)
+
+
+def test_dce_removes_a_chain_of_dead_ops() -> None:
+    """A dead op reading another dead op's output: both go, in any order (the reader's input
+    value was dropped with its maker before: KeyError)."""
+    from udo_build.compiler.ops import HTP
+    from udo_build.compiler.passes import Context, dce
+    from udo_build.rewrite.graph import OpGraph, TType
+
+    g = OpGraph("chain", HTP)
+    t = TType((1, 1, 2, 3), "float32")
+    x = g.value(t, "x")
+    g.inputs.append(x)
+    a = g.add("Neg", [x], [t], names=["a"]).outputs[0]
+    g.add("Neg", [a], [t], names=["b"])
+    y = g.add("Relu", [x], [t], names=["y"]).outputs[0]
+    g.outputs = [("y", y)]
+    graph, changed = dce(g, Context(2, "fp16", 1 << 20, 1 << 20))
+    assert changed and [op.op for op in graph.ops.values()] == ["Relu"]
+    assert set(graph.names.values()) == {"x", "y"}

@@ -192,3 +192,15 @@ def test_convolutions_return_arrays_that_own_their_data() -> None:
               fused_conv(x, w, None, np.ones((2, 6, 7, 7), np.float32), activation="Relu",
                          group=2)):
         assert y.flags.owndata and y.flags.c_contiguous and y.dtype == np.float32
+
+
+def test_reshape_refuses_what_onnx_leaves_undefined() -> None:
+    """A 0 past the input's rank copies no dimension, and with allowzero a 0 beside a -1 has no
+    meaning (onnx's reference fails on both): a ValueError that says so, not an IndexError."""
+    from udo_build.kernels.default.shape import reshape
+
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match="input .2, 3. has rank 2"):
+        reshape(x, np.array([6, 1, 0], np.int64))
+    with pytest.raises(ValueError, match="a 0 and a -1 together"):
+        reshape(np.zeros((0, 3), np.float32), np.array([0, -1], np.int64), allowzero=1)

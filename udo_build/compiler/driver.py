@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StepFailed, UserError
-from ..ir.graph import DEFAULT_PACKAGE, Model, TensorInfo, bulk_building
+from ..ir.graph import DEFAULT_PACKAGE, Model, TensorInfo, bulk_building, needed_nodes
 from ..kernels.oppkg import OpPackage
 from ..rewrite.engine import RuleLoopError, Trace
 from ..rewrite.graph import OpGraph
@@ -34,7 +34,10 @@ from .shapes import infer
 # weights w * float32(m), the folded op keeps the convolution's layer and names its constants)
 # 3: records hold constants as the device does (int8 weights, int32 biases, fp16 floats) and
 # fp16 records compute with every op's float outputs rounded to float16
-COMPILER_VERSION = "udo-build htp compiler 3"
+# 4: shapes computed by shape subgraphs are the runtime's (values propagated, not zeros), the
+# expansion's Reshapes state exact shapes (allowzero), Concat constants are 4-D, outputs folded
+# to weights are constants, nodes with run-time shapes run on the CPU (other subnets)
+COMPILER_VERSION = "udo-build htp compiler 4"
 LEVELS = (1, 2, 3)
 
 
@@ -115,8 +118,9 @@ def _compile(bundle: Any, target: CompileTarget, packages: Mapping[str, OpPackag
 
         qmodel = from_bundle(bundle)
     model: Model = bundle.model
-    dims, infos, notes = input_shapes(model, target.input_dimensions, packages)
+    dims, infos, notes, dynamic = input_shapes(model, target.input_dimensions, packages)
     requested = resolve_outputs(model, target.outputs)
+    _check_static(model, requested, dynamic)
     lowered = lower(model, infos, requested, qmodel)
     ctx = Context(target.optimization_level, target.precision, target.vtcm_bytes,
                   target.budget, packages, trace or Trace())
@@ -150,8 +154,10 @@ def _check(target: CompileTarget) -> None:
 
 def input_shapes(model: Model, given: Mapping[str, Sequence[int]],
                  packages: Mapping[str, OpPackage]
-                 ) -> tuple[dict[str, list[int]], dict[str, TensorInfo], list[str]]:
-    """(the effective input dimensions, every tensor's info, notes)."""
+                 ) -> tuple[dict[str, list[int]], dict[str, TensorInfo], list[str],
+                            dict[str, str]]:
+    """(the effective input dimensions, every tensor's info, notes, the tensors whose shapes
+    depend on values known only at run time -> why: their infos have no shape)."""
     graph = model.graph
     inputs = {t.name: t for t in graph.inputs if t.name not in model.weights}
     for name, dims in given.items():
@@ -170,13 +176,29 @@ def input_shapes(model: Model, given: Mapping[str, Sequence[int]],
                             field="input_dimensions", hint="give its dimensions")
         shapes[name] = [int(d) for d in dims]
     own = all(tuple(shapes[n]) == i.static_shape for n, i in inputs.items())
-    known = all(i.static_shape is not None for i in graph.values)
+    infos = graph.infos()
+    known = all(o in infos and infos[o].static_shape is not None
+                for n in graph.nodes for o in n.outputs if o)
     if own and known:
-        return shapes, graph.infos(), []
+        return shapes, infos, [], {}
     result = infer(model, shapes, packages)
     notes = [f"custom op {op} assumed shape-preserving at the new input dimensions"
              for op in dict.fromkeys(result.assumed)]
-    return shapes, result.infos, notes
+    return shapes, result.infos, notes, result.dynamic
+
+
+def _check_static(model: Model, requested: Sequence[str], dynamic: Mapping[str, str]) -> None:
+    """A UserError when a tensor the record computes has a shape known only at run time: a
+    record fixes every shape when it is prepared."""
+    for node in needed_nodes(model.graph.nodes, requested):
+        for name in node.outputs:
+            if name in dynamic:
+                raise UserError(
+                    f"tensor {name!r} (output of node {node.name}, {node.op}) has a shape "
+                    f"known only at run time: {dynamic[name]}; an HTP record with shapes that "
+                    "depend on run-time values is not supported",
+                    field=name, hint="make the tensors that decide shapes constants of the "
+                    "model (initializers), or run this part on the CPU runtime")
 
 
 def _integer_plan(graph: OpGraph, io: IO, packages: Mapping[str, OpPackage],

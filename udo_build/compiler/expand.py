@@ -23,6 +23,7 @@ float16 and one back to float32): the kernels compute in float32 between.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +95,13 @@ class Expander:
              attrs: dict[str, Any] | None = None, package: str = "default") -> None:
         self.out.nodes.append(Node.make(label, op, inputs, outputs, attrs, package))
 
+    def reshape(self, label: str, x: str, shape: Sequence[int], out: str) -> str:
+        """`x` reshaped to exactly `shape` (allowzero: a 0 is a dimension of size 0, never
+        ONNX's "copy the input's dimension"), written to `out`."""
+        dims = self.const(f"{label}.shape", np.array(list(shape), np.int64).reshape(-1))
+        self.node(label, "Reshape", [x, dims], [out], {"allowzero": 1})
+        return out
+
     # -- ops -------------------------------------------------------------------------------------
 
     def emit(self, op: Op) -> None:
@@ -123,8 +131,7 @@ class Expander:
         elif op.layout == MODEL:
             self._model(op, ins, outs)
         elif op.op == "Reshape":
-            shape = self.const(f"op{op.id}.shape", np.array(op.attr("shape"), np.int64))
-            self.node(f"op{op.id}", "Reshape", [ins[0], shape], outs)
+            self.reshape(f"op{op.id}", ins[0], op.attr("shape"), outs[0])
         elif op.op == "Slice":
             self._slice(op, ins, outs)
         elif op.op == "ChannelShuffle":
@@ -177,9 +184,7 @@ class Expander:
         self._main(op, op.op, shaped, results[0], op.kwargs, results[1:], out_type)
         for k, (vid, name) in enumerate(zip(op.outputs, results, strict=True)):
             if name and name != outs[k]:
-                shape = self.const(f"op{op.id}.out{k}", np.array(self.g.types[vid].shape,
-                                                                 np.int64))
-                self.node(f"op{op.id}.out{k}", "Reshape", [name, shape], [outs[k]])
+                self.reshape(f"op{op.id}.out{k}", name, self.g.types[vid].shape, outs[k])
 
     def _reshaped(self, op: Op, vid: int, name: str, model: tuple[int, ...], tag: str) -> str:
         if vid == NONE or vid in self.g.consts or tuple(model) == self.g.types[vid].shape:
@@ -192,9 +197,7 @@ class Expander:
             return name
         t = self.g.types[vid]
         out = self.tensor(f"{name}@{tag}.{op.id}", t.with_shape(model))
-        shape = self.const(f"op{op.id}.{tag}", np.array(model, np.int64))
-        self.node(f"op{op.id}.{tag}", "Reshape", [name, shape], [out])
-        return out
+        return self.reshape(f"op{op.id}.{tag}", name, model, out)
 
     def _slice(self, op: Op, ins: list[str], outs: list[str]) -> None:
         starts, ends = op.attr("starts"), op.attr("ends")
@@ -211,11 +214,9 @@ class Expander:
         perm[axis], perm[axis + 1] = axis + 1, axis
         a = self.tensor(f"{outs[0]}@split", t.with_shape(split))
         b = self.tensor(f"{outs[0]}@swap", t.with_shape([split[p] for p in perm]))
-        s1 = self.const(f"op{op.id}.split", np.array(split, np.int64))
-        s2 = self.const(f"op{op.id}.join", np.array(t.shape, np.int64))
-        self.node(f"op{op.id}.split", "Reshape", [ins[0], s1], [a])
+        self.reshape(f"op{op.id}.split", ins[0], split, a)
         self.node(f"op{op.id}", "Transpose", [a], [b], {"perm": perm})
-        self.node(f"op{op.id}.join", "Reshape", [b, s2], outs)
+        self.reshape(f"op{op.id}.join", b, t.shape, outs[0])
 
 
 def expand(graph: OpGraph, outputs: list[str], fp16: bool = False) -> tuple[Model, Expanded]:
@@ -223,8 +224,8 @@ def expand(graph: OpGraph, outputs: list[str], fp16: bool = False) -> tuple[Mode
     rounded as the module docstring says)."""
     ex = Expander(graph, fp16)
     inputs = [TensorInfo(graph.names[v], *_info(graph.types[v])) for v in graph.inputs]
-    for vid in graph.inputs:
-        ex.name(vid)
+    for vid in [*graph.inputs, *(v for _, v in graph.outputs)]:
+        ex.name(vid)  # (an output may be a constant no op reads)
     for op in graph.order():
         ex.emit(op)
     outs = [ex.out.infos.get(n) or TensorInfo(n, "float32", None) for n in outputs]

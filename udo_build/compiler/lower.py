@@ -56,6 +56,7 @@ def resolve_outputs(model: Model, spec: Any) -> list[str]:
         tensors += by_layer[layer]
     known = [t.name for t in graph.inputs if t.name not in model.weights]
     known += [o for outs in by_layer.values() for o in outs]
+    known += [t.name for t in graph.outputs if t.name in model.weights]  # folded by the importer
     for name in spec.get("tensors", ()):
         if name not in known:
             raise UserError(f"the model has no tensor {name!r}", field="outputs.tensors",
@@ -129,7 +130,9 @@ class Lowerer:
             if node.name in self.skipped:
                 continue
             self.lower(node)
-        g.outputs = [(name, self.vals[name]) for name in self.requested]
+        # an output the importer folded to a weight (a Shape of a static shape) is a constant
+        g.outputs = [(name, self.value(name, shaped=name in self.model.weights))
+                     for name in self.requested]
         return Lowered(g, {n: self.model_shape(n) for n in self.requested},
                        {t.name: self.model_shape(t.name) for t in self.model.graph.inputs
                         if t.name not in self.model.weights})
@@ -155,7 +158,7 @@ class Lowerer:
                                                         or node.attr("axis") is not None):
             axis = int(node.attr("axis", -1)) % rank + 4 - rank
             self.simple(node, node.op, {**node.kwargs, "axis": axis},
-                        inputs=len(node.inputs))
+                        inputs=len(node.inputs), shaped=True)
         else:
             self.wrapped(node, activation)
 

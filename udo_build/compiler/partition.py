@@ -12,6 +12,9 @@ Which runtimes a node may use:
 - a standard op: the HTP when the HTP op set has it (the default package's ops not marked
   `cpu_only`: udo_build/kernels/default/htp.py), and the CPU always (the CPU runtime runs the
   float kernels);
+- a node that reads or makes a tensor whose shape depends on a value known only at run time
+  (an input read as a shape or axes; `run_time_shaped`): the CPU only, since a record fixes
+  every shape;
 - a recipe narrows both (`RuntimeChoices`): `package.ops[i].runtimes` for the ops of one op
   config, `model.runtimes` for an op type or a node name. A node's runtimes are what its op
   allows and every choice naming its op type or its name allows; none left is a user error
@@ -133,8 +136,18 @@ def node_runtimes(model: Model, opdefs: Mapping[str, Any] | None,
     """Every node's runtimes, in the order of preference; a node left with none is a
     UserError naming it."""
     out = {}
+    dynamic = run_time_shaped(model)
     for node in model.graph.nodes:
         own = op_runtimes(node, opdefs)
+        why = next((dynamic[t] for t in (*node.inputs, *node.outputs) if t in dynamic), None)
+        if why is not None:
+            own = tuple(r for r in own if r == CPU)
+            if not own:
+                raise UserError(f"node {node.name} ({node.op}) has tensors whose shapes are "
+                                f"known only at run time ({why}): an HTP record fixes every "
+                                "shape, and its op has no CPU implementation; not supported",
+                                hint="make the tensors that decide shapes constants of the "
+                                "model (initializers)")
         allowed = own
         said = choices.naming(node)
         for choice in said:
@@ -143,6 +156,19 @@ def node_runtimes(model: Model, opdefs: Mapping[str, Any] | None,
             raise _nowhere(node, own, said)
         out[node.name] = allowed
     return out
+
+
+def run_time_shaped(model: Model) -> dict[str, str]:
+    """The tensors whose shapes depend on values known only at run time, at the model's own
+    input dimensions -> why (compiler.shapes): their nodes run on the CPU runtime, as the
+    vendor runtime falls back for what the HTP cannot hold (none when the model's input
+    dimensions are not fixed, or its custom ops' shapes are unknown: prepare says so)."""
+    from .driver import input_shapes
+
+    try:
+        return input_shapes(model, {}, {})[3]
+    except UserError:
+        return {}
 
 
 def _nowhere(node: Node, own: Sequence[str], said: Sequence[RuntimeChoice]) -> UserError:

@@ -157,8 +157,9 @@ def dce(graph: OpGraph, ctx: Context) -> tuple[OpGraph, bool]:
             keep.add(op.id)
             live.update(v for v in op.inputs if v != NONE)
     dead = [i for i in graph.ops if i not in keep]
-    for op_id in dead:
-        for vid in graph.remove(op_id).outputs:
+    removed = [graph.remove(op_id) for op_id in dead]  # all before any value goes: a dead
+    for op in removed:  # op may read what an earlier dead op makes
+        for vid in op.outputs:
             graph.drop_value(vid)
     for vid in [v for v in graph.consts if v not in live]:
         graph.drop_value(vid)

@@ -1,12 +1,23 @@
-"""Shape inference over the model graph, for input dimension overrides.
+"""Shape inference over the model graph, for input dimension overrides and for the tensors the
+importer left without a shape.
 
-The importer inferred every shape at the model's own input dimensions; a prepare for other
-dimensions infers them again, node by node, in the ONNX vocabulary of the bundle:
+The importer inferred every shape it could at the model's own input dimensions; a prepare for
+other dimensions (or for a graph with gaps) infers them again, node by node, in the ONNX
+vocabulary of the bundle, as the float runtime computes them:
 
+- values first: the weights, an empty input (its value is its shape), a Shape or Size of any
+  tensor, and every default-package op whose inputs are all known values run their kernels now
+  (as the float runtime folds them at load), so a shape computed by a subgraph (Shape, Gather,
+  Concat, Range... feeding a Reshape or Expand) is the shape the runtime will use;
 - explicit shape functions for the ops whose kernels would be costly to run (convolutions,
   pools, products, normalizations, elementwise broadcasting, moves);
-- every other default-package op runs its kernel on zeros of its input shapes (constant inputs,
-  such as a Reshape's shape, with their real values) and keeps the shapes of what it returns;
+- every other default-package op runs its kernel on zeros of its input shapes (the known values
+  of its inputs where there are some) and keeps the shapes of what it returns;
+- an op whose output shape depends on the value of an input that is known only at run time (a
+  graph input, or what is computed from one, read as a shape, axes, sizes or counts:
+  `VALUE_INPUTS`) has the shapes the model records for its outputs, at the model's own input
+  dimensions; otherwise its outputs, and what is computed from them, have no shape
+  (`Shapes.dynamic` says why): a record cannot hold them (driver.py refuses);
 - a custom op runs its kernel on zeros when its package is given. Without its kernels (a recipe
   does not make them an input of prepare today), its output shapes are the bundle's when its
   input shapes are the bundle's; otherwise the op must have shown itself shape-preserving at
@@ -20,7 +31,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -28,7 +38,7 @@ from ..errors import UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
 from ..kernels.default import DEFAULT
 from ..kernels.default._common import spatial, window_pads
-from ..kernels.oppkg import OpPackage
+from ..kernels.oppkg import Flags, Impl, OpPackage
 
 Shape = tuple[int, ...]
 ShapeFn = Callable[[Node, list[Shape], list[np.ndarray | None]], list[Shape]]
@@ -45,10 +55,28 @@ BROADCAST = ("Add", "Sub", "Mul", "Div", "Pow", "Mod", "Equal", "Less", "LessOrE
              "Where", "BitShift")
 
 
+# The inputs whose values (not only shapes) decide a default op's output shapes: shapes, axes,
+# sizes, counts, and the data of the ops whose outputs are as long as what they find in it.
+VALUE_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+    "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,),
+    "Resize": (2, 3), "TopK": (1,), "OneHot": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2),
+    "MaxUnpool": (2,), "AffineGrid": (1,), "DFT": (1, 2), "STFT": (1, 3),
+    "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
+    "MelWeightMatrix": (0, 1), "NonZero": (0,), "Unique": (0,), "Compress": (1,),
+    "NonMaxSuppression": (0, 1, 2, 3, 4),
+    **{f"Reduce{k}": (1,) for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min",
+                                     "Prod", "Sum", "SumSquare")},
+}
+
+
 @dataclass
 class Shapes:
     infos: dict[str, TensorInfo]
     assumed: list[str] = field(default_factory=list)  # custom ops assumed shape-preserving
+    # tensors whose shapes depend on values known only at run time -> why (the node, and the
+    # input whose value it is)
+    dynamic: dict[str, str] = field(default_factory=dict)
 
 
 def _window(node: Node, shapes: list[Shape], _: list[np.ndarray | None]) -> list[Shape]:
@@ -144,25 +172,141 @@ def infer(model: Model, inputs: Mapping[str, Sequence[int]],
     `evidence`: tensor infos at the model's own dimensions where the graph no longer holds them
     (the importer's, for the custom ops' outputs an exporter recorded)."""
     graph = model.graph
-    old = {**graph.infos(), **(evidence or {})}
-    infos: dict[str, TensorInfo] = {}
+    old = _backward({**graph.infos(), **(evidence or {})}, graph.nodes)
+    result = Shapes({})
+    infos = result.infos
+    known: dict[str, np.ndarray] = dict(model.weights)  # the values shapes may depend on
     for t in graph.inputs:
         if t.name in model.weights:
             continue
-        infos[t.name] = _checked(TensorInfo(t.name, t.dtype, tuple(int(d) for d in inputs[t.name])),
-                                 "input")
+        shape = tuple(int(d) for d in inputs[t.name])
+        infos[t.name] = _checked(TensorInfo(t.name, t.dtype, shape), "input")
+        if math.prod(shape) == 0:
+            known[t.name] = np.zeros(shape, t.dtype)  # nothing in it: its value is its shape
     for name, w in model.weights.items():
         infos[name] = TensorInfo(name, w.dtype.name, tuple(w.shape))
-    result = Shapes(infos)
+    own = all(infos[t.name].static_shape == t.static_shape for t in graph.inputs
+              if t.name not in model.weights)
     for node in graph.nodes:
-        shapes = [infos[i].static_shape or () if i else () for i in node.inputs]
-        values = [model.weights.get(i) if i else None for i in node.inputs]
-        outs = _node_shapes(node, shapes, values, old, infos, packages or {}, result)
+        outs = _node_outputs(node, known, old, own, packages or {}, result)
         for name, (shape, dtype) in zip(node.outputs, outs, strict=False):
-            if name:
+            if name and shape is not None:
                 infos[name] = _checked(TensorInfo(name, dtype, tuple(int(d) for d in shape)),
                                        f"output of node {node.name} ({node.op})")
+            elif name:
+                infos[name] = TensorInfo(name, dtype, None)
     return result
+
+
+def _node_outputs(node: Node, known: dict[str, np.ndarray], old: dict[str, TensorInfo],
+                  own: bool, packages: Mapping[str, OpPackage],
+                  result: Shapes) -> list[tuple[Shape | None, str]]:
+    """The node's output (shape, dtype)s; a shape None where it depends on run-time values."""
+    infos = result.infos
+    shapes = [infos[i].static_shape or () if i else () for i in node.inputs]
+    values = [known.get(i) if i else None for i in node.inputs]
+    why = _run_time(node, values, result.dynamic)
+    if why is not None:
+        evidenced = _evidenced(node, old, own, result, packages)
+        if evidenced is not None:
+            return evidenced
+        result.dynamic.update((o, why) for o in node.outputs if o)
+        first = infos[node.inputs[0]].dtype if node.inputs and node.inputs[0] else "float32"
+        return [(None, _dtype(node, k, old, first)) for k in range(len(node.outputs))]
+    computed = _values(node, shapes, values, packages)
+    if computed is None:
+        return _node_shapes(node, shapes, values, old, infos, packages, result)
+    known.update((name, a) for name, a in zip(node.outputs, computed, strict=False) if name)
+    return [(tuple(a.shape), _dtype(node, k, old, a.dtype.name))
+            for k, a in enumerate(computed[:len(node.outputs)])]
+
+
+def _run_time(node: Node, values: list[np.ndarray | None], dynamic: dict[str, str]) -> str | None:
+    """Why the node's output shapes are known only at run time (None: they are known now)."""
+    for name in node.inputs:
+        if name in dynamic:
+            return dynamic[name]
+    if node.package != DEFAULT_PACKAGE:
+        return None
+    for k in VALUE_INPUTS.get(node.op, ()):
+        if k < len(node.inputs) and node.inputs[k] and values[k] is None:
+            return (f"node {node.name} ({node.op}) reads the value of {node.inputs[k]!r}, "
+                    "which is known only at run time, and its output shape depends on it")
+    return None
+
+
+def _evidenced(node: Node, old: dict[str, TensorInfo], own: bool, result: Shapes,
+               packages: Mapping[str, OpPackage]) -> list[tuple[Shape | None, str]] | None:
+    """The model's own shapes of the node's outputs, where they hold: at the model's own input
+    dimensions, every output's shape recorded, and the known input shapes as recorded."""
+    if not own:
+        return None
+    for name in node.inputs:
+        before = old[name].static_shape if name in old else None
+        if name not in result.dynamic and before is not None and \
+                before != result.infos[name].static_shape:
+            return None
+    outs = [old.get(o) if o else TensorInfo("", "float32", ()) for o in node.outputs]
+    if any(o is None or o.static_shape is None for o in outs):
+        return None
+    return [(o.static_shape, o.dtype or _zeros_dtype(node, k, result.infos, packages))
+            for k, o in enumerate(outs)]  # type: ignore[union-attr]
+
+
+def _backward(old: dict[str, TensorInfo], nodes: Sequence[Node]) -> dict[str, TensorInfo]:
+    """`old`, with the shapes that a shape-preserving op's recorded output gives its input
+    where the input's is not recorded (an importer's Cast after a ConstantOfShape); such an
+    input's dtype is "" (unknown)."""
+    for node in reversed(nodes):
+        if node.op not in SAME_AS_INPUT or node.package != DEFAULT_PACKAGE or not node.inputs:
+            continue
+        x, y = node.inputs[0], old.get(node.outputs[0])
+        if x and y is not None and y.static_shape is not None and (
+                x not in old or old[x].static_shape is None):
+            old[x] = TensorInfo(x, old[x].dtype if x in old else "", y.static_shape)
+    return old
+
+
+def _zeros_dtype(node: Node, k: int, infos: dict[str, TensorInfo],
+                 packages: Mapping[str, OpPackage]) -> str:
+    """The dtype of the node's k-th output, from its kernel run on zeros (its first input's
+    when the kernel cannot run on zeros)."""
+    from ..errors import StepFailed
+
+    fallback = infos[node.inputs[0]].dtype if node.inputs and node.inputs[0] else "float32"
+    if node.package != DEFAULT_PACKAGE and node.package not in packages:
+        return fallback
+    args = [np.zeros(infos[i].static_shape or (), infos[i].dtype) if i else None
+            for i in node.inputs]
+    try:
+        outs = _call(node, _impl(node, args, packages), args,
+                     [a.shape for a in args if a is not None])
+    except (UserError, StepFailed):
+        return fallback
+    return outs[k].dtype.name if k < len(outs) else fallback
+
+
+def _values(node: Node, shapes: list[Shape], values: list[np.ndarray | None],
+            packages: Mapping[str, OpPackage]) -> list[np.ndarray] | None:
+    """The outputs of a default-package node whose value is known before any input arrives,
+    as the float runtime computes it at load (every input a constant; a Shape or Size of any
+    tensor: its shape is known): None for the others, and for kernels that may not run early
+    (INHIBIT_CONST_PROP)."""
+    if node.package != DEFAULT_PACKAGE:
+        return None
+    if node.op in ("Shape", "Size") and node.inputs and node.inputs[0]:
+        values = [np.zeros(shapes[0], np.int8), *values[1:]]  # (only its shape is read)
+    if any(name and value is None for name, value in zip(node.inputs, values, strict=True)):
+        return None
+    impl = _impl(node, values, packages)
+    if impl.flags & Flags.INHIBIT_CONST_PROP:
+        return None
+    return _call(node, impl, values, shapes)
+
+
+def _dtype(node: Node, i: int, old: dict[str, TensorInfo], fallback: str) -> str:
+    info = old.get(node.outputs[i]) if node.outputs[i] else None
+    return info.dtype if info is not None and info.dtype else fallback
 
 
 def _checked(info: TensorInfo, what: str) -> TensorInfo:
@@ -179,10 +323,6 @@ def _checked(info: TensorInfo, what: str) -> TensorInfo:
 def _node_shapes(node: Node, shapes: list[Shape], values: list[np.ndarray | None],
                  old: dict[str, TensorInfo], infos: dict[str, TensorInfo],
                  packages: Mapping[str, OpPackage], result: Shapes) -> list[tuple[Shape, str]]:
-    def dtype(i: int, fallback: str) -> str:
-        info = old.get(node.outputs[i]) if node.outputs[i] else None
-        return info.dtype if info is not None else fallback
-
     if node.package != DEFAULT_PACKAGE and node.package not in packages:
         return _custom(node, old, infos, result)
     fn = SHAPE_FNS.get(node.op) if node.package == DEFAULT_PACKAGE else None
@@ -190,34 +330,36 @@ def _node_shapes(node: Node, shapes: list[Shape], values: list[np.ndarray | None
         try:
             out = fn(node, shapes, values)
             first = infos[node.inputs[0]].dtype if node.inputs and node.inputs[0] else "float32"
-            return [(s, dtype(i, first)) for i, s in enumerate(out[:len(node.outputs)])]
+            return [(s, _dtype(node, i, old, first)) for i, s in enumerate(out[:len(node.outputs)])]
         except (ValueError, TypeError, IndexError):
             pass  # a case the function does not cover: run the kernel
-    arrays = _run_on_zeros(node, shapes, values, infos, packages)
+    args = [None if not name else value if value is not None
+            else np.zeros(shape, dtype=infos[name].dtype)
+            for name, shape, value in zip(node.inputs, shapes, values, strict=True)]
+    arrays = _call(node, _impl(node, args, packages), args, shapes)
     # a kernel returns its optional outputs too (LayerNormalization's Mean, InvStdDev)
-    return [(tuple(a.shape), dtype(i, a.dtype.name))
+    return [(tuple(a.shape), _dtype(node, i, old, a.dtype.name))
             for i, a in enumerate(arrays[:len(node.outputs)])]
 
 
-def _run_on_zeros(node: Node, shapes: list[Shape], values: list[np.ndarray | None],
-                  infos: dict[str, TensorInfo], packages: Mapping[str, OpPackage]
-                  ) -> list[np.ndarray]:
+def _impl(node: Node, args: list[np.ndarray | None], packages: Mapping[str, OpPackage]) -> Impl:
+    package = DEFAULT if node.package == DEFAULT_PACKAGE else packages[node.package]
+    return package.select(node.op, [a.dtype.name for a in args if a is not None])
+
+
+def _call(node: Node, impl: Impl, args: list[np.ndarray | None],
+          shapes: list[Shape]) -> list[np.ndarray]:
+    """The node's kernel on these inputs (known values, zeros for the others)."""
     from ..errors import StepFailed
 
-    args: list[Any] = []
-    for name, shape, value in zip(node.inputs, shapes, values, strict=True):
-        if not name:
-            args.append(None)
-        else:
-            args.append(value if value is not None
-                        else np.zeros(shape, dtype=infos[name].dtype))
-    package = DEFAULT if node.package == DEFAULT_PACKAGE else packages[node.package]
-    impl = package.select(node.op, [a.dtype.name for a in args if a is not None])
     kwargs = node.kwargs
     if node.op == "Split" and "num_outputs" not in kwargs:
         kwargs["num_outputs"] = len(node.outputs)
     try:
-        result = impl.fn(*args, **kwargs)
+        with np.errstate(all="ignore"):
+            result = impl.fn(*args, **kwargs)
+    except UserError:
+        raise
     except Exception as exc:
         where = f"{node.package}::{node.op} (node {node.name})"
         if node.package != DEFAULT_PACKAGE:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ class SubnetProgram:
     outputs: tuple[str, ...]
     encodings: Mapping[str, Any] | None  # activations' encodings on the integer path
     seconds: float | None = None  # what online preparations cost here (messages only)
+    constants: Mapping[str, np.ndarray] = field(default_factory=dict)  # outputs that are weights
 
     @property
     def key(self) -> dict[str, Any]:
@@ -69,7 +70,7 @@ class SubnetRunner:
                      else Session(s.model, packages).run for s in program.steps]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env = dict(feeds)
+        env = {**self.program.constants, **feeds}
         for step, run in zip(self.program.steps, self.runs, strict=True):
             given = {name: env[name] for name in step.subnet.inputs}
             if step.record is not None:
@@ -92,7 +93,7 @@ def run_subnets(bundle: Any, settings: RunSettings, packages: Any, part: Partiti
                 outputs: Sequence[str], choose: bool = True
                 ) -> tuple[SubnetProgram, dict[str, Any]]:
     """The program running `part` for the run, and the run report's fields (see above)."""
-    _, infos, _ = input_shapes(bundle.model, settings.target.input_dimensions, packages or {})
+    _, infos, _, _ = input_shapes(bundle.model, settings.target.input_dimensions, packages or {})
     steps, rows, seen, online, seconds = [], [], [], 0, 0.0
     for subnet in part.subnets:
         row: dict[str, Any] = subnet.to_json()
@@ -113,7 +114,10 @@ def run_subnets(bundle: Any, settings: RunSettings, packages: Any, part: Partiti
         from ..ir.qmodel import from_bundle
 
         codes = from_bundle(bundle).activations
-    program = SubnetProgram(tuple(steps), tuple(outputs), codes, seconds if online else None)
+    constants = {name: bundle.model.weights[name] for name in outputs
+                 if name in bundle.model.weights}  # (an output the importer folded)
+    program = SubnetProgram(tuple(steps), tuple(outputs), codes, seconds if online else None,
+                            constants)
     selection = {"record": program.key["name"] or None, "online_prepare": bool(online),
                  "seen": seen, "partition": rows, "switches": part.switches}
     if online:

@@ -51,7 +51,7 @@ def compile_subnets(bundle: Any, target: CompileTarget, packages: Mapping[str, O
                     part: Partition, progress: Callable[[int, int], None] | None = None
                     ) -> list[tuple[Subnet, Compiled]]:
     """A Compiled per HTP subnet of `part`, in order."""
-    _, infos, _ = input_shapes(bundle.model, target.input_dimensions, packages)
+    _, infos, _, _ = input_shapes(bundle.model, target.input_dimensions, packages)
     out = []
     for subnet in part.htp():
         sub = subnet_bundle(bundle, subnet, infos)

@@ -21,10 +21,16 @@ def _ints(values: np.ndarray | Sequence[int]) -> list[int]:
 
 @DEFAULT.op("Reshape")
 def reshape(data: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
-    """A 0 copies the input's dimension (unless allowzero); one -1 is inferred."""
+    """A 0 copies the input's dimension at its index (with allowzero: a dimension of size 0);
+    one -1 is inferred."""
     dims = _ints(shape)
     if not allowzero:
+        if any(d == 0 and i >= data.ndim for i, d in enumerate(dims)):
+            raise ValueError(f"Reshape to {dims}: a 0 copies the input's dimension at its "
+                             f"index, and the input {list(data.shape)} has rank {data.ndim}")
         dims = [data.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    elif 0 in dims and -1 in dims:
+        raise ValueError(f"Reshape to {dims} with allowzero: a 0 and a -1 together are invalid")
     return data.reshape(dims)
 
 
