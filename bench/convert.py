@@ -12,7 +12,7 @@ and parse the file, check, shape inference, import, the bundle's bytes, the desc
 description). The peer is onnx's own `onnx.checker.check_model` + `shape_inference.infer_shapes`
 on the same model. Wall time, best of --repeats. --big adds 100k nodes.
 
-Targets: convert of 100k nodes under 30 s (with --big); t(32k) / t(8k) at most 5 for convert and
+Targets: convert of 100k nodes under 10 s (with --big); t(32k) / t(8k) at most 5 for convert and
 for info. Prints a table and PASS/FAIL per target; exits 1 if one is missed.
 """
 
@@ -32,7 +32,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 BIG = 100_000
-BIG_LIMIT = 30.0
+BIG_LIMIT = 10.0
 RATIO = 5.0
 WIDTH = 8
 
@@ -134,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big", action="store_true", help=f"also {BIG:,} nodes")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--profile", type=int, metavar="N", help="cProfile convert and info")
+    parser.add_argument("--max-ratio", type=float, default=RATIO,
+                        help=f"the t(32k) / t(8k) bound (default {RATIO:g}; CI's smoke run "
+                             "uses 8: linear work gives 4, quadratic 16, and a busy machine "
+                             "adds noise)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if args.profile:
@@ -148,18 +152,18 @@ def main(argv: list[str] | None = None) -> int:
             t = times[n]
             print(f"| {n:,} | {t['convert']:.2f} | {t['info']:.2f} | {t['peer']:.2f} |",
                   flush=True)
-    return report(times)
+    return report(times, args.max_ratio)
 
 
-def report(times: dict[int, dict[str, float]]) -> int:
+def report(times: dict[int, dict[str, float]], max_ratio: float = RATIO) -> int:
     ok = True
     if 8000 in times and 32000 in times:
         for step in ("convert", "info"):
             ratio = times[32000][step] / times[8000][step]
-            passed = ratio <= RATIO
+            passed = ratio <= max_ratio
             ok &= passed
             print(f"{'PASS' if passed else 'FAIL'}: {step} t(32k) / t(8k) = {ratio:.2f} "
-                  f"(target <= {RATIO:g}; onnx's own: "
+                  f"(target <= {max_ratio:g}; onnx's own: "
                   f"{times[32000]['peer'] / times[8000]['peer']:.2f})")
     if BIG in times:
         passed = times[BIG]["convert"] < BIG_LIMIT

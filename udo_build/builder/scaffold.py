@@ -124,7 +124,7 @@ def _inferred(proto: Any, file: str) -> Any:
 def _unknown(node: Any, onnx_domains: Sequence[str]) -> bool:
     from ..kernels.default import DEFAULT
 
-    return node.domain not in onnx_domains or node.op_type not in DEFAULT.ops()
+    return node.domain not in onnx_domains or not DEFAULT.has(node.op_type)
 
 
 def _types(proto: Any) -> dict[str, tuple[int | None, int]]:

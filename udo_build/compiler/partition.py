@@ -122,7 +122,7 @@ def op_runtimes(node: Node, opdefs: Mapping[str, Any] | None) -> tuple[str, ...]
     if node.package == DEFAULT_PACKAGE:
         from ..kernels.default import DEFAULT
 
-        known = node.op in DEFAULT.ops()
+        known = DEFAULT.has(node.op)
         return (CPU,) if known and not DEFAULT.on_htp(node.op) else RUNTIMES
     for op in (opdefs or {}).get("ops", ()):
         if op.get("name") == node.op:
@@ -192,14 +192,17 @@ def partition(model: Model, allowed: Mapping[str, Sequence[str]],
         else:
             groups.append((runtime, [node]))
     requested = set(outputs)
+    last_read = {i: k for k, (_, nodes) in enumerate(groups) for n in nodes for i in n.inputs}
     subnets = []
-    for k, (runtime, nodes) in enumerate(groups):
+    for k, (runtime, nodes) in enumerate(groups):  # sets, not lists: linear in the nodes
         made = [o for n in nodes for o in n.outputs if o]
-        later = {i for _, after in groups[k + 1:] for n in after for i in n.inputs}
+        made_set = set(made)
         reads = (i for n in nodes for i in n.inputs if i)
-        inputs = [i for i in dict.fromkeys(reads) if i not in made and i not in model.weights]
+        inputs = [i for i in dict.fromkeys(reads) if i not in made_set
+                  and i not in model.weights]
         subnets.append(Subnet(k, runtime, tuple(n.name for n in nodes), tuple(inputs),
-                              tuple(o for o in made if o in later or o in requested)))
+                              tuple(o for o in made if last_read.get(o, -1) > k
+                                    or o in requested)))
     return Partition(model.graph.name, tuple(subnets))
 
 

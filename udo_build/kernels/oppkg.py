@@ -142,6 +142,10 @@ class OpPackage:
     def ops(self) -> list[str]:
         return sorted(self._impls)
 
+    def has(self, op: str) -> bool:
+        """Whether the package implements `op` (without sorting every op, as `ops` does)."""
+        return op in self._impls
+
     def impls(self, op: str) -> list[Impl]:
         return list(self._impls.get(op, ()))
 
