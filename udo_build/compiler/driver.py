@@ -76,7 +76,8 @@ class Compiled:
         body = {"ops": {i: c.to_json() for i, c in self.choices.items()},
                 "tensors": {v: vars(p) for v, p in self.memory.tensors.items()},
                 "memory": self.memory.summary(), "notes": self.notes,
-                "io": {"inputs": self.io.inputs, "outputs": self.io.outputs},
+                "io": {"inputs": self.io.inputs, "outputs": self.io.outputs,
+                       "dtypes": self.io.dtypes},
                 "quantization": self.settings,
                 "log": {"passes": self.ctx.log, "rules": self.ctx.trace.counts()}}
         sizes = {"ops": len(self.graph.ops), "constants": len(self.graph.consts),
@@ -132,12 +133,25 @@ def _compile(bundle: Any, target: CompileTarget, packages: Mapping[str, OpPackag
         if any(p != DEFAULT_PACKAGE for p in exc.packages):
             raise StepFailed("prepare", f"{exc} (rules of {', '.join(exc.packages)})") from None
         raise
-    io = IO(lowered.inputs, lowered.outputs)
+    io = IO(lowered.inputs, lowered.outputs, _float_types(model, infos, lowered.outputs))
     settings = dict(qmodel.settings) if qmodel is not None else {}
     qplan = _integer_plan(graph, io, packages, settings) if qmodel is not None else None
     return Compiled(target, graph, io, choose(graph, packages, qplan),
                     plan_memory(graph, target.vtcm_bytes), ctx, dims,
                     requested, settings, notes + lowered.notes)
+
+
+def _float_types(model: Model, infos: Mapping[str, TensorInfo],
+                 outputs: Mapping[str, Any]) -> dict[str, str]:
+    """The outputs the model declares float16 or float64: the runner returns them so."""
+    found = {}
+    for name in outputs:
+        info = infos.get(name)
+        dtype = str(model.weights[name].dtype) if name in model.weights else (
+            info.dtype if info is not None else "")
+        if dtype in ("float16", "float64"):
+            found[name] = dtype
+    return found
 
 
 def _check(target: CompileTarget) -> None:

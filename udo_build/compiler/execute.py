@@ -23,7 +23,7 @@ The internal precision fp32 (soc.target.FLOAT_REFERENCE) runs in float32 through
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ class IO:
 
     inputs: dict[str, tuple[int, ...]]  # input name -> model shape
     outputs: dict[str, tuple[int, ...]]  # output name -> model shape
+    dtypes: dict[str, str] = field(default_factory=dict)  # output -> the model's float type
 
 
 class Runner:
@@ -71,8 +72,15 @@ class Runner:
         names = list(dict.fromkeys(self.values.values()))
         run = self.session.run_quantized if raw else self.session.run
         result = run(shaped, names)
-        return {name: result[value].reshape(self.io.outputs[name])
-                for name, value in self.values.items()}
+        out = {name: result[value].reshape(self.io.outputs[name])
+               for name, value in self.values.items()}
+        if raw:
+            return out
+        # a float16 or float64 output of the model comes back in its type, as the model says
+        # (the prepared graph computes float tensors in float32 and dequantizes to float32)
+        return {name: x.astype(self.io.dtypes[name], copy=False)
+                if name in self.io.dtypes and x.dtype.kind == "f" else x
+                for name, x in out.items()}
 
 
 def evaluate(graph: OpGraph, op: Op, packages: Mapping[str, OpPackage]

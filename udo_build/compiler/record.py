@@ -81,7 +81,7 @@ class Record:
 
         io = self.body["io"]
         return IO({k: tuple(v) for k, v in io["inputs"].items()},
-                  {k: tuple(v) for k, v in io["outputs"].items()})
+                  {k: tuple(v) for k, v in io["outputs"].items()}, dict(io.get("dtypes", {})))
 
     def runner(self, packages: Any = None) -> Any:
         """A runner of the prepared graph (execute.Runner)."""
@@ -181,7 +181,7 @@ def stored(graph: OpGraph, vid: int, precision: str, axes: dict[int, int | None]
     """A constant as the record holds it (see the module docstring), and its JSON entry."""
     from ..runtime.integer.fixed import quantize_along
 
-    a = np.ascontiguousarray(graph.consts[vid])
+    a = np.asarray(graph.consts[vid], order="C")  # a 0-d constant stays 0-d
     encs = graph.types[vid].enc
     axis = axes.get(vid) if len(encs) > 1 else 0
     if encs and a.dtype.kind == "f" and axis is not None and (

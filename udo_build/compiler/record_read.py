@@ -294,6 +294,9 @@ def _extras(c: Check, body: dict[str, Any]) -> None:
     for side in ("inputs", "outputs"):
         for name, shape in c.obj(io.get(side), f"io.{side}").items():
             c.wholes(shape, f"io.{side}.{name}", -1)
+    for name, dtype in c.obj(io.get("dtypes", {}), "io.dtypes").items():
+        if dtype not in ("float16", "float64") or name not in io["outputs"]:
+            raise c.fail(f"io.dtypes.{name}", f"{dtype!r} for an output of the graph")
     c.obj(body.get("memory", {}), "memory")
     c.obj(body.get("quantization") or {}, "quantization")
     for i, note in enumerate(c.seq(body.get("notes", []), "notes")):

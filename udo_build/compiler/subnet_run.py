@@ -85,8 +85,11 @@ class SubnetRunner:
         codes = self.program.encodings
         if codes is None:
             return dict(tensors)
-        return {name: (codes[name].dequantize(codes[name].quantize(x)).astype(np.float32)
-                       if name in codes else x) for name, x in tensors.items()}
+        from ..runtime.integer.fixed import quantize  # NaN and infinities as the integer path
+
+        return {name: (codes[name].dequantize(quantize(x, codes[name])).astype(
+            x.dtype if x.dtype.kind == "f" else np.float32, copy=False) if name in codes else x)
+            for name, x in tensors.items()}
 
 
 def run_subnets(bundle: Any, settings: RunSettings, packages: Any, part: Partition,

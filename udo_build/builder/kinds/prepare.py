@@ -38,10 +38,12 @@ from .inputs import kernel_files
 # file's path (udo_build.kernels.load): records made before were not reproducible
 # version 5: records hold constants as the device does (record format 2, COMPILER_VERSION 3),
 # and the outputs are the resolved tensor names of the input `outputs`, not the request
+# version 6: COMPILER_VERSION 4 (computed shapes, run-time shapes on the CPU runtime, folded
+# outputs as constants, 0-d constants kept)
 KEY_PARAMS = tuple(p for p in CompileTarget.KEY_PARAMS if p != "outputs")
 
 
-@action_kind("prepare", version=5, params=KEY_PARAMS)
+@action_kind("prepare", version=6, params=KEY_PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
     from ...compiler import RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
