@@ -198,8 +198,9 @@ def test_exporting_a_float_bundle_is_a_user_error(tmp_path: Path) -> None:
 
 
 def test_a_dropout_ratio_read_back_from_a_bundle_is_exported_as_a_scalar() -> None:
-    """SqueezeNet of the onnx wheel (random weights): its Dropout's ratio is a scalar constant,
-    which a bundle holds as a vector of one element; onnxruntime refuses that as a ratio."""
+    """SqueezeNet of the onnx wheel (random weights): its Dropout's ratio is a scalar constant
+    (a bundle keeps it 0-d); its QDQ export dequantizes it into a scalar, as onnxruntime needs
+    a ratio."""
     import sys
 
     from udo_build.ir.bundle import read_bundle
@@ -218,7 +219,7 @@ def test_a_dropout_ratio_read_back_from_a_bundle_is_exported_as_a_scalar() -> No
     qmodel = from_bundle(bundle)
     dropout = next(n for n in qmodel.model.graph.nodes if n.op == "Dropout")
     ratio = dropout.inputs[1]
-    assert qmodel.model.weights[ratio].shape == (1,) and ratio in qmodel.params
+    assert qmodel.model.weights[ratio].shape == () and ratio in qmodel.params
     proto = to_qdq(qmodel)
     ratio_q = _initializers(proto)[_by_output(proto)[ratio].input[0]]
     assert ratio_q.shape == ()  # the quantized ratio, dequantized into a scalar

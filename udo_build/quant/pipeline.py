@@ -12,7 +12,8 @@ channel, axis 0), Gemm (axis of B's output dim) and MatMul (last axis) are signe
 per channel when `per_channel`; other constant operands get unsigned encodings of their finite
 range (none when they hold no finite value: see udo_build.quant.quantizers); biases get scale =
 input scale x weight scale. Inputs read for their exact values (Range's bounds, Resize's
-scales, a QuantizeLinear's scale, IsNaN's input: FLOAT_INPUTS) keep their float values.
+scales, a QuantizeLinear's scale, IsNaN's input, Pow's exponent: FLOAT_INPUTS) keep their float
+values.
 `overrides` (AIMET encodings, e.g. from `override_encodings`) replace what was computed for the
 tensors they name; with float_fallback only they are used, and no calibration runs: every other
 tensor stays float.
@@ -49,9 +50,11 @@ SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "M
 # inputs read for their exact float values: as parameters (a shape, a size, a scale, a
 # threshold), as bits, or to find NaN and infinities (which no encoding holds); they get no
 # encoding, so quantization changes no shape and no scale and IsNaN still sees NaN
+# an exponent stays float too: 2.0 on an 8-bit grid is 2.00064, and x**2.00064 of x < 0 is NaN
 FLOAT_INPUTS = {"Range": (0, 1, 2), "Resize": (1, 2), "Upsample": (1,), "QuantizeLinear": (1,),
                 "DequantizeLinear": (1,), "Dropout": (1,), "NonMaxSuppression": (3, 4),
-                "MelWeightMatrix": (3, 4), "BitCast": (0,), "IsNaN": (0,), "IsInf": (0,)}
+                "MelWeightMatrix": (3, 4), "BitCast": (0,), "IsNaN": (0,), "IsInf": (0,),
+                "Pow": (1,)}
 DEFAULTS = QuantizeSettings().quantizer_params()
 Overrides = tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]
 Observer = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], None]

@@ -1,4 +1,5 @@
-"""A QuantizedModel as a standard ONNX QDQ model (opset 17, IR version 8), so onnxruntime and
+"""A QuantizedModel as a standard ONNX QDQ model (opset 17, IR version 8, or the model's own
+opset when later, with the IR version it needs), so onnxruntime and
 other tools run it:
 
 - every encoded activation T: its producer writes `T_float`, then QuantizeLinear -> `T_quantized`
@@ -164,10 +165,11 @@ class _Builder:
                     and n.package not in self.domains}
         if self.microsoft:
             domains.add(MS_DOMAIN)
-        opsets = {"": OPSET, **{d: 1 for d in sorted(domains)}}  # sorted: the same bytes always
-        model = h.make_model(graph, producer_name="udo-build",
-                             opset_imports=[h.make_opsetid(d, v) for d, v in opsets.items()])
-        model.ir_version = IR_VERSION
+        # the graph's own opset when later (an opset 18 ReduceMean takes its axes as an input)
+        opsets = {"": max(OPSET, g.opset), **{d: 1 for d in sorted(domains)}}  # sorted: the
+        imports = [h.make_opsetid(d, v) for d, v in opsets.items()]          # same bytes always
+        model = h.make_model(graph, producer_name="udo-build", opset_imports=imports)
+        model.ir_version = max(IR_VERSION, h.find_min_ir_version_for(imports[:1]))
         return model
 
 

@@ -18,7 +18,8 @@ from .inputs import input_list, kernel_files
 # version 3: encodings from ranges rounded outward to 8 significant bits (udo_build.quant.stats)
 # version 4: the encodings in AIMET's 1.0.0 format (udo_build.ir.encodings)
 # version 5: the per-layer SQNR over the first `report_inputs` calibration inputs (output `layers`)
-@action_kind("quantize", version=5, params=QuantizeSettings.KEY_PARAMS)
+# version 6: ranges from finite values only; inputs read for their exact values stay float
+@action_kind("quantize", version=6, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
     from ...ir.bundle import read_bundle
