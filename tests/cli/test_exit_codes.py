@@ -139,9 +139,7 @@ def test_ctrl_c_at_50_random_moments(small: Small) -> None:
 
 @pytest.mark.parametrize("env", [
     {"PYTHONIOENCODING": "ascii"},
-    pytest.param({"LC_ALL": "C", "PYTHONUTF8": "0"}, marks=pytest.mark.xfail(
-        strict=True, reason="builder/report_page.py encodes the page as strict UTF-8: the "
-        "surrogates an ASCII locale makes of the name crash it (exit 3); its owner fixes it")),
+    {"LC_ALL": "C", "PYTHONUTF8": "0"},
 ])
 def test_non_ascii_names_print_escaped_on_an_ascii_stdout(small: Small,
                                                           env: dict[str, str]) -> None:

@@ -114,7 +114,8 @@ def write_page(report: BuildReport, out: Path,
     runs = read_runs(report, report.out)
     if layers is None:
         layers = read_layers(report.out)
-    write_atomic(path, render(report, runs, layers).encode(), readonly=False, durable=False)
+    page = render(report, runs, layers).encode("utf-8", "replace")  # a name the locale could not
+    write_atomic(path, page, readonly=False, durable=False)        # decode holds surrogates
     return path
 
 
