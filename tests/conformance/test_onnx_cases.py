@@ -1,15 +1,22 @@
-"""onnx's node conformance cases of the ops the default package claims (bench/_conformance.py):
-each passes (float32 within rtol 1e-3, atol 1e-5), is refused with a "not supported" user
-error, or is a known difference listed with its reason; none ends in an internal error.
+"""onnx's node conformance cases on every path users run (bench/_conformance.py): the float
+session, an fp16 record and an int8 record, each through the CLI as a user runs it, bundles
+written and read back.
 
-One test per case (its id is the case's name). A kernel added to the package brings its cases
-in: they must then pass or be refused cleanly. docs/ops.md must be what `bench/conformance.py
---docs` writes from the package and these results.
+One test per case (its id is the case's name). On no path may a case end in a bug of udo-build
+(exit 3, an exception, a refusal of udo-build's own bundle, a model the HTP path cannot run at
+its own static dimensions, an int8 run that is not bit-exact with the integer oracle), and no
+case may do worse than its outcome in tests/conformance/baseline.json; one that does better
+must record it there in the same change (`python bench/conformance.py --baseline`). docs/ops.md
+must be what `bench/conformance.py --docs` writes from the package and these results.
+
+Every case runs on every path once per session, over the machine's cores.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -33,37 +40,65 @@ def _script(name: str) -> ModuleType:
 
 
 harness = _script("_conformance")
+bench = _script("conformance")
 CASES = {c.name: c for c in harness.load_cases()}
 CLAIMED = sorted(name for name, c in CASES.items() if harness.claimed(c))
-_results: dict[str, Any] = {}
+BASELINE: dict[str, dict[str, str]] = (
+    json.loads(bench.BASELINE.read_text(encoding="utf-8")) if bench.BASELINE.exists() else {})
 
 
-def _result(name: str) -> Any:
-    if name not in _results:
-        _results[name] = harness.run_case(CASES[name])
-    return _results[name]
+@functools.cache
+def _results() -> dict[tuple[str, str], Any]:
+    return {(r.name, r.path): r for r in harness.run_all(list(CASES.values()))}
 
 
-@pytest.mark.parametrize("name", CLAIMED)
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_case(name: str) -> None:
-    result = _result(name)
-    assert result.outcome in (harness.PASS, harness.REFUSED, harness.KNOWN_DIFFERENCE), \
-        f"{name} ({', '.join(result.ops)}): {result.outcome}: {result.detail}"
-    if result.outcome == harness.REFUSED:  # a refusal names the node, tensor or domain
-        assert any(w in result.detail for w in ("node ", "tensor ", "initializer ", "domain")), \
-            result.detail
+    problems = []
+    for path in harness.PATHS:
+        result = _results()[name, path]
+        if result.outcome == harness.INTERNAL:
+            problems.append(f"[{path}] a bug of udo-build: {result.detail}")
+        else:
+            problems.append(bench.baseline_problem(result, BASELINE.get(name, {}).get(path)))
+    problems = [p for p in problems if p]
+    ops = ", ".join(_results()[name, harness.FLOAT].ops)
+    assert not problems, f"{name} ({ops}): " + "; ".join(problems)
 
 
-def test_known_differences_are_cases_of_claimed_ops() -> None:
-    for name, reason in harness.KNOWN.items():
-        assert name in CLAIMED, f"KNOWN lists {name}, no case of a claimed op"
-        assert reason.strip(), f"KNOWN[{name!r}] gives no reason"
+def test_fp16_passes_what_the_float_path_passes() -> None:
+    ratio = bench.fp16_ratio(list(_results().values()))
+    assert ratio is not None
+    passed, floats = ratio
+    assert passed >= bench.FP16_TARGET * floats, \
+        f"the fp16 path passes {passed} of the {floats} claimed cases the float path passes"
 
 
 def test_most_claimed_cases_pass() -> None:
     """Refusing is allowed per case, not as a way out: most claimed cases must run."""
-    passed = sum(_result(name).outcome == harness.PASS for name in CLAIMED)
+    passed = sum(_results()[name, harness.FLOAT].outcome == harness.PASS for name in CLAIMED)
     assert passed >= 0.7 * len(CLAIMED), f"{passed} of {len(CLAIMED)} claimed cases pass"
+
+
+def test_the_baseline_names_only_cases_that_exist() -> None:
+    assert set(BASELINE) == set(CASES), "run `python bench/conformance.py --baseline`"
+
+
+def test_a_baseline_is_held_both_ways() -> None:
+    result = harness.Result("c", ("Relu",), harness.FP16, harness.REFUSED, "exit 2: no")
+    assert bench.baseline_problem(result, "refused: exit 2: another reason") == ""
+    assert "worse" in bench.baseline_problem(result, "pass")
+    better = harness.Result("c", ("Relu",), harness.FP16, harness.PASS)
+    assert "better" in bench.baseline_problem(better, "differs: output y: 1 of 2 values differ")
+    assert "no baseline" in bench.baseline_problem(better, None)
+    inexact = harness.Result("c", ("Relu",), harness.INT8, harness.INEXACT, "output y: 1 of 2")
+    assert "worse" in bench.baseline_problem(inexact, "differs: output y: 1 of 2 values differ")
+
+
+def test_known_differences_are_cases_of_claimed_ops() -> None:
+    for (name, path), reason in harness.KNOWN.items():
+        assert name in CLAIMED, f"KNOWN lists {name}, no case of a claimed op"
+        assert path in harness.PATHS and reason.strip(), f"KNOWN[{name!r}, {path!r}]"
 
 
 def test_compare_tells_values_dtypes_and_shapes_apart() -> None:
@@ -75,19 +110,47 @@ def test_compare_tells_values_dtypes_and_shapes_apart() -> None:
     assert "1 of 2" in harness.compare(np.array([1, 3]), np.array([1, 2]))
 
 
-def test_an_internal_error_is_classified_as_such() -> None:
-    from udo_build.errors import UserError
+def test_bugs_are_told_from_refusals() -> None:
+    refused = "error: m.onnx: node n: Pad: mode 'wrap' not supported"
+    assert harness._failed(2, refused)[0] == harness.REFUSED
+    assert harness._failed(3, "udo-build failed: internal error: KeyError: 'y/fill'")[0] == \
+        harness.INTERNAL
+    damaged = "error: m.udb: node 'r' (ReduceMax): 2 inputs; the bundle is damaged or was not"
+    assert harness._failed(2, damaged)[0] == harness.INTERNAL
+    dims = "failed: prepare:x\n  node Range_16 (Range) cannot run at these input dimensions"
+    assert harness._failed(1, dims)[0] == harness.INTERNAL
+    step = "failed: quantize (quantize): a bug of udo-build, please report it\n  KernelError"
+    assert harness._failed(1, step) == (harness.INTERNAL, "exit 1: failed: quantize "
+                                        "(quantize): a bug of udo-build, please report it "
+                                        "KernelError")
 
-    assert harness._classify(UserError("node n: Pad: mode 'wrap' not supported"))[0] == \
-        harness.REFUSED
-    assert harness._classify(UserError("shape inference fails"))[0] == harness.INTERNAL
-    assert harness._classify(KeyError("x"))[0] == harness.INTERNAL
+
+def test_a_case_runs_every_path_through_the_cli() -> None:
+    """One real case, end to end: each path passes, and a wrong expectation shows on each."""
+    from types import SimpleNamespace
+
+    case = CASES["test_relu"]
+    results = harness.run_case(case)
+    assert {p: r.outcome for p, r in results.items()} == dict.fromkeys(harness.PATHS,
+                                                                       harness.PASS)
+    (inputs, expected), = case.data_sets
+    wrong = SimpleNamespace(name="wrong_relu", model=case.model, rtol=case.rtol, atol=case.atol,
+                            data_sets=[(inputs, [expected[0] + 0.5])])
+    for path, result in harness.run_case(wrong).items():
+        assert result.outcome == harness.DIFFERS, (path, result)
+        assert "values differ" in result.detail
+
+
+def test_the_fp16_path_computes_in_float16() -> None:
+    """A product past float16's range is inf on the fp16 path (the float path passes it)."""
+    results = harness.run_case(CASES["test_reduce_prod_default_axes_keepdims_example"],
+                               (harness.FLOAT, harness.FP16))
+    assert results[harness.FLOAT].outcome == harness.PASS
+    assert results[harness.FP16].outcome == harness.DIFFERS
+    assert "max abs error inf" in results[harness.FP16].detail
 
 
 def test_docs_ops_md_is_up_to_date() -> None:
-    bench = _script("conformance")
-    results = [_result(name) if name in CLAIMED else harness.run_case(case)
-               for name, case in CASES.items()]
-    expected = bench.render_ops_doc(results)
+    expected = bench.render_ops_doc(list(_results().values()))
     actual = bench.DOCS.read_text(encoding="utf-8") if bench.DOCS.exists() else ""
     assert actual == expected, "docs/ops.md is stale: run `python bench/conformance.py --docs`"
