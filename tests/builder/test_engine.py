@@ -300,3 +300,28 @@ def test_parallel_workers_build_the_same(project: Project) -> None:
     parallel = json.loads(out.getvalue())
     assert parallel["executed"] == 9
     assert [a["key"] for a in parallel["actions"]] == [a["key"] for a in serial["actions"]]
+
+
+def test_an_error_raised_while_a_ctrl_c_unwinds_is_the_interrupt() -> None:
+    """A file closed under an action by Ctrl-C's unwinding (EBADF in a `finally`) is the
+    interrupt (exit 130), not a bug of udo-build (exit 3)."""
+    from udo_build.builder.execute import during_interrupt
+
+    def unwinding() -> None:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise OSError(9, "Bad file descriptor")
+
+    try:
+        unwinding()
+    except OSError as exc:
+        assert during_interrupt(exc)
+    assert not during_interrupt(OSError(9, "Bad file descriptor"))
+    try:
+        try:
+            raise ValueError("a real bug")
+        except ValueError as inner:
+            raise OSError(5, "I/O error") from inner
+    except OSError as exc:
+        assert not during_interrupt(exc)

@@ -98,6 +98,17 @@ def execute(store_root: str, spec: ActionSpec,
         raise Failed(machine_fault(spec.kind, exc), 0.0) from None
 
 
+def during_interrupt(exc: BaseException | None) -> bool:
+    """Whether `exc` was raised while a KeyboardInterrupt was being handled (its context)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__
+    return False
+
+
 def machine_fault(kind_name: str, exc: BaseException) -> BaseException:
     """A fault of the machine as the step's failure; any other error as it is."""
     fault = environment_problem(exc)
@@ -128,6 +139,8 @@ def _execute(store: Store, spec: ActionSpec,
         except MissingInput as exc:
             raise Failed(exc, time.perf_counter() - started) from None
         except Exception as exc:
+            if during_interrupt(exc):  # an error a Ctrl-C caused on its way out (a file
+                raise KeyboardInterrupt from exc  # closed under a write) is the interrupt
             if environment_problem(exc) is None:  # not the machine's fault: see execute
                 exc = InternalActionError(spec.kind, f"{type(exc).__name__}: {exc}",
                                           traceback.format_exc())
