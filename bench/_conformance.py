@@ -290,35 +290,28 @@ class _Work:
         got, problem = self._run(deploy, INT8, ["--soc", SOC])
         if problem:
             return problem
-        oracle = self._oracle(built / "model" / "m_quantized.udb")
-        for k, (outputs, exact) in enumerate(zip(got, oracle, strict=True)):
+        qmodel, packages = _quantized(built / "model" / "m_quantized.udb")
+        for k, (outputs, exact) in enumerate(zip(got, self._oracle(qmodel, packages),
+                                                 strict=True)):
             for name in self.outputs:
                 problem_text = compare(outputs[name], np.asarray(exact[name]).astype(
                     outputs[name].dtype, copy=False), 0.0, 0.0)
                 if problem_text:
                     return INEXACT, f"output {name} of data set {k} is not the integer " \
                         f"oracle's: {problem_text}"
-        return self._int8_bound(got, built / "model" / "m_quantized.udb")
+        return self._int8_bound(got, qmodel.activations)
 
-    def _oracle(self, bundle: Path) -> list[dict[str, Any]]:
-        from udo_build.ir.qmodel import from_bundle
-        from udo_build.kernels.load import packages_for
+    def _oracle(self, qmodel: Any, packages: Any) -> list[dict[str, Any]]:
         from udo_build.model.input_list import feeds, parse_input_list
-        from udo_build.model.op_check import load_checked_bundle
         from udo_build.runtime.integer.session import QuantizedSession
 
-        loaded = load_checked_bundle(bundle)
-        qmodel = from_bundle(loaded, str(bundle))
-        session = QuantizedSession(qmodel, packages_for(loaded, []))
+        session = QuantizedSession(qmodel, packages)
         listing = parse_input_list(self.input_list)
         return [session.run(feed, self.outputs) for feed in
                 feeds(listing, list(qmodel.model.graph.inputs))]
 
-    def _int8_bound(self, got: list[dict[str, np.ndarray]], bundle: Path) -> tuple[str, str]:
-        from udo_build.ir.qmodel import from_bundle
-        from udo_build.model.op_check import load_checked_bundle
-
-        activations = from_bundle(load_checked_bundle(bundle), str(bundle)).activations
+    def _int8_bound(self, got: list[dict[str, np.ndarray]], activations: dict[str, Any]
+                    ) -> tuple[str, str]:
         for k, outputs in enumerate(got):
             for name, want in zip(self.outputs, self.expected[k], strict=True):
                 encoding = activations.get(name)
@@ -330,6 +323,16 @@ class _Work:
                 if problem_text:
                     return DIFFERS, f"output {name}: {problem_text}"
         return PASS, ""
+
+
+def _quantized(bundle: Path) -> tuple[Any, Any]:
+    """The quantized model a build wrote, read through the checked loader, and its packages."""
+    from udo_build.ir.qmodel import from_bundle
+    from udo_build.kernels.load import packages_for
+    from udo_build.model.op_check import load_checked_bundle
+
+    loaded = load_checked_bundle(bundle)
+    return from_bundle(loaded, str(bundle)), packages_for(loaded, [])
 
 
 def _failed(rc: int, text: str) -> tuple[str, str]:
