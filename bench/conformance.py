@@ -22,6 +22,9 @@ when every input and attribute they add is one the kernel takes, or marked with 
 at its default), whether a float kernel and an integer kernel exist (ops without an integer
 kernel run through the float kernel between dequantize and quantize on the int8 path), and the
 conformance cases that pass on each path. Rerun `--docs` after adding a kernel.
+
+Unless it writes the baseline, the run ends by comparing every result with it: exit 1 when a
+case does worse than its baseline or ends internal (a case that does better is printed).
 """
 
 from __future__ import annotations
@@ -79,7 +82,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.baseline:
         BASELINE.write_text(render_baseline(results), encoding="utf-8")
         print(f"wrote {BASELINE.relative_to(ROOT)}")
-    return 0
+        return 0
+    return check_baseline(results)
+
+
+def check_baseline(results: Sequence[conformance.Result]) -> int:
+    """Each result against its case's baseline: 1 when one is worse or internal (a better one
+    is printed: record it with --baseline)."""
+    recorded = json.loads(BASELINE.read_text(encoding="utf-8")) if BASELINE.exists() else {}
+    worse = 0
+    for r in results:
+        problem = baseline_problem(r, recorded.get(r.name, {}).get(r.path))
+        bad = r.outcome == conformance.INTERNAL or (problem and "better" not in problem)
+        worse += bool(bad)
+        if problem or bad:
+            print(f"{'FAIL' if bad else 'note'}  {r.name} {problem or r.detail}")
+    print(f"{'FAIL' if worse else 'PASS'}  {len(results)} results against "
+          f"{BASELINE.relative_to(ROOT)}: {worse} worse than their baseline or internal")
+    return 1 if worse else 0
 
 
 def render_table(results: Sequence[conformance.Result], paths: Sequence[str]) -> str:

@@ -17,7 +17,10 @@ Figures:
   bit width, biases at theirs; target: record <= 1.3x);
 - the store's blob bytes on disk against the bytes of the distinct artifacts the build produced
   (every distinct output blob once, a tree's files once, and for the deployable bundle, a file
-  of parts, only the bytes that are not already other artifacts: its head; target: <= 1.2x);
+  of parts, only the bytes that are not already other artifacts: its head), plus the project's
+  files the store keeps as blobs (the ONNX model, the data: sources are stored so that other
+  machines can run the actions that read them; at a small matrix they are a large share);
+  target: <= 1.2x;
 - the deployable bundle file's size in the output folder and the sum of its distinct records;
 - `assemble` run again alone (its action-cache entry removed: `udo-build RECIPE assemble`),
   whole process wall time and the action's own seconds (target: under 5 s), and the run step's
@@ -143,6 +146,20 @@ def distinct_artifact_bytes(store: Any, summary: dict[str, Any]) -> tuple[int, i
     return sum(seen.values()), records
 
 
+def stored_source_bytes(store: Any, root: Path) -> int:
+    """The bytes of the project's own files (the model, the data) that the store holds as
+    blobs (sources are stored so that other machines can run the actions that read them)."""
+    import hashlib
+
+    total = 0
+    for path in sorted((root / "model").rglob("*")) + sorted((root / "data").rglob("*")):
+        if path.is_file():
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if store.cas.has(digest):
+                total += path.stat().st_size
+    return total
+
+
 def disk_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
@@ -173,6 +190,8 @@ def run(root: Path, args: argparse.Namespace) -> int:
     record = store.ac.get(prepares[0]["key"]).outputs["record"]
     qbytes = quantized_parameter_bytes(store, first)
     distinct, records = distinct_artifact_bytes(store, first)
+    sources = stored_source_bytes(store, root)
+    distinct += sources
     on_disk = disk_bytes(root / "store/cas")
     deploy = next((root / "out/model").glob("*_deploy.udb"))
     assemble_key = next(a["key"] for a in first["actions"] if a["id"] == "assemble")
@@ -188,7 +207,8 @@ def run(root: Path, args: argparse.Namespace) -> int:
         ("record / quantized parameters", f"{record.size / qbytes:.2f}x",
          _verdict(record.size / qbytes <= RECORD_RATIO, f"<= {RECORD_RATIO}x")),
         ("store blobs on disk", f"{on_disk / 1e6:.1f} MB", ""),
-        ("distinct artifacts", f"{distinct / 1e6:.1f} MB", ""),
+        ("distinct artifacts and stored sources", f"{distinct / 1e6:.1f} MB", ""),
+        ("  of which the model and data files", f"{sources / 1e6:.1f} MB", ""),
         ("store / distinct artifacts", f"{on_disk / distinct:.2f}x",
          _verdict(on_disk / distinct <= STORE_RATIO, f"<= {STORE_RATIO}x")),
         ("deployable file / its records", f"{deploy.stat().st_size / 1e6:.1f} MB / "

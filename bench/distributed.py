@@ -1,7 +1,7 @@
 """Benchmark: a 99-target matrix of real prepares, local `-j 2` against a loopback Dask cluster
 of 2 workers, and what going through the scheduler costs per action.
 
-    python bench/distributed.py [--keep DIR]
+    python bench/distributed.py [--socs N] [--shards N] [--smoke] [--keep DIR]
 
 The project (written in a temp folder): the SqueezeNet example (examples/squeezenet: the onnx
 wheel's light SqueezeNet with random weights and the Softplus UDO), quantized int8, prepared for
@@ -82,7 +82,7 @@ run:
 """
 
 
-def make_project(root: Path) -> Path:
+def make_project(root: Path, socs: int = len(SOCS)) -> Path:
     root.mkdir(parents=True)
     (root / ".udo-build-root").write_text("")
     shutil.copytree(REPO / "examples/squeezenet/model", root / "model")
@@ -91,7 +91,7 @@ def make_project(root: Path) -> Path:
     for name in ("softplus.xml", "kernels.py"):
         shutil.copy(REPO / "examples/softplus/ops" / name, root / "ops" / name)
     recipe = root / "recipe.yaml"
-    recipe.write_text(RECIPE.format(socs=", ".join(SOCS)))
+    recipe.write_text(RECIPE.format(socs=", ".join(SOCS[:socs])))
     return recipe
 
 
@@ -172,18 +172,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
     parser.add_argument("--shards", type=int, metavar="N",
                         help="measure N shards started together instead (see above)")
+    parser.add_argument("--socs", type=int, default=len(SOCS), choices=range(1, len(SOCS) + 1),
+                        metavar="N", help=f"the first N of the {len(SOCS)} SoCs (a smaller "
+                        "matrix: 9 prepares per SoC; the scheduler's cost is a per-action "
+                        "average, so it is meaningful from about 3 SoCs)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 shards over 2 SoCs, for CI: every key built once is checked, "
+                        "the balance (noise at 9 prepares a shard) only reported")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.shards, args.socs = 2, 2
     root = args.keep or Path(tempfile.mkdtemp(prefix="udo-bench-dist-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
-        return run_shards(root, args.shards) if args.shards else run(root)
+        if args.shards:
+            return run_shards(root, args.shards, args.socs, balance=not args.smoke)
+        return run(root, args.socs)
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run(root: Path) -> int:
-    recipe = make_project(root / "project")
+def run(root: Path, socs: int) -> int:
+    recipe = make_project(root / "project", socs)
     seed = root / "seed"
     build(recipe, seed, root / "seed-out", *UPSTREAM)
     results = {}
@@ -216,7 +227,7 @@ def run(root: Path) -> int:
     return 0 if ok_overhead and same else 1
 
 
-def run_shards(root: Path, count: int) -> int:
+def run_shards(root: Path, count: int, socs: int, balance: bool = True) -> int:
     sys.path.insert(0, str(REPO))
     from tests.store.nginx import Nginx, nginx_binary
     from udo_build.store.trust import generate
@@ -224,7 +235,7 @@ def run_shards(root: Path, count: int) -> int:
     binary = nginx_binary()
     if binary is None:
         sys.exit("nginx is not installed (apt-get install nginx)")
-    recipe = make_project(root / "project")
+    recipe = make_project(root / "project", socs)
     key = generate("bench")
     (root / "ci.key").write_text(key.line + "\n")
     (root / "ci.key").chmod(0o600)
@@ -237,14 +248,14 @@ def run_shards(root: Path, count: int) -> int:
             if round_:  # every prepare keys the kernels' code: all of them run again
                 kernels = recipe.parent / "ops" / "kernels.py"
                 kernels.write_text(kernels.read_text() + "\n_BENCH_ROUND = 1\n")
-            ok &= _shard_round(recipe, root / f"round{round_}", count, remote, label)
+            ok &= _shard_round(recipe, root / f"round{round_}", count, remote, label, balance)
     finally:
         server.kill()
     return 0 if ok else 1
 
 
 def _shard_round(recipe: Path, folder: Path, count: int, remote: tuple[str, ...],
-                 label: str) -> bool:
+                 label: str, balance: bool) -> bool:
     started = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-m", "udo_build", str(recipe), "--store",
                                str(folder / f"store{k}"), "-j", "1", "--json", "--shard",
@@ -269,9 +280,9 @@ def _shard_round(recipe: Path, folder: Path, count: int, remote: tuple[str, ...]
     print(f"{label}: wall {wall:.1f} s; prepares per shard {counts}; their seconds "
           f"{[round(x, 1) for x in loads]} (mean {mean:.1f}, worst {worst:.0%} off)")
     print(f"{'PASS' if once else 'FAIL'}  every key built once in all ({len(built)} built)")
-    print(f"{'PASS' if worst <= BALANCE else 'FAIL'}  {label}: each shard within "
-          f"{BALANCE:.0%} of the mean")
-    return once and worst <= BALANCE
+    verdict = ("PASS" if worst <= BALANCE else "FAIL") if balance else "info"
+    print(f"{verdict}  {label}: each shard within {BALANCE:.0%} of the mean")
+    return once and (worst <= BALANCE or not balance)
 
 
 if __name__ == "__main__":
