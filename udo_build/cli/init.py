@@ -30,6 +30,8 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     placeholders = ("the inputs under data/ are PLACEHOLDERS: random values of the model's "
                     "input shapes (" + ", ".join(f"{i.name} {list(i.shape)}"
                                                  for i in scaffold.inputs)
+                    + ("; symbolic dimensions as 1, as the recipe's input_dimensions say"
+                       if any(None in i.dims for i in scaffold.inputs) else "")
                     + "); replace them with real calibration and test data")
     if rep.mode == "json":
         rep.emit({"ok": True, "package": scaffold.package, "domain": scaffold.domain,
