@@ -104,6 +104,8 @@ def test_without_out_the_vendor_default_name_beside_the_bundle(built: Path,
     (["{f}", "--float-fallback"], "--float-fallback: --float-fallback keeps only the override"),
     (["{f}", "--override-encodings", "none.json"], "none.json: --override-encodings: no such"),
     (["{f}", "--input_list", "{bad}"], "bad.txt:1: input file not found: 'missing.raw'"),
+    (["{f}", "--out", "{f}"], "net.udb: --out: --out names the float bundle being quantized"),
+    (["{f}", "--out", "{bad}/../no/q.udb"], "no: --out: the folder to write the quantized"),
 ])
 def test_errors_name_the_file_and_the_field(built: Path, tmp_path: Path, argv: list[str],
                                            expected: str) -> None:

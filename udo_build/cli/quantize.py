@@ -107,6 +107,8 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
         raise UserError(f"the quantized bundle's name ends in {out.suffix or 'nothing'}",
                         field="--out", hint=f"name it Q{BUNDLE_SUFFIX} (Q{ENCODINGS_SUFFIX} is "
                                             "written beside it)")
+    encodings = out.with_name(out.name[:-len(BUNDLE_SUFFIX)] + ENCODINGS_SUFFIX)
+    _check_out(bundle, out)
     if args.float_fallback and not args.override_encodings:
         raise UserError("--float-fallback keeps only the override encodings, and none are given",
                         field="--float-fallback", hint="give --override-encodings FILE")
@@ -121,7 +123,6 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                          Path(args.override_encodings) if args.override_encodings else None,
                          [Path(k) for k in args.kernels])
     status, description, outputs = _run(plan, args.store, rep)
-    encodings = out.with_name(out.name[:-len(BUNDLE_SUFFIX)] + ENCODINGS_SUFFIX)
     _write(out, outputs["bundle"], encodings, outputs["encodings"])
     if rep.mode == "json":
         rep.emit({"ok": True, "bundle": display_path(out), "encodings": display_path(encodings),
@@ -211,12 +212,18 @@ def _run(plan: Plan, store_dir: str | None, rep: Reporter) -> tuple[str, str, di
         return state.status, result.description, outputs
 
 
+def _check_out(bundle: Path, out: Path) -> None:
+    if not out.parent.is_dir():
+        raise UserError("the folder to write the quantized bundle into does not exist",
+                        file=out.parent, field="--out", hint="create it, or name another")
+    if out.resolve() == bundle.resolve():
+        raise UserError("--out names the float bundle being quantized", file=out,
+                        field="--out", hint="name the quantized bundle Q.udb, e.g. "
+                                            f"{bundle.stem}_quantized{BUNDLE_SUFFIX}")
+
+
 def _write(out: Path, bundle: bytes, encodings: Path, data: bytes) -> None:
     from ..atomic import write_atomic
 
-    for path in (out, encodings):
-        if path.parent and not path.parent.is_dir():
-            raise UserError("the folder to write into does not exist", file=path.parent,
-                            field="--out")
     write_atomic(out, bundle, readonly=False)
     write_atomic(encodings, data, readonly=False)
