@@ -81,6 +81,30 @@ def test_placeholder_inputs_of_the_model_shapes_said_so_and_the_same_on_every_in
     assert (again / "data" / "calib" / "input_00.raw").read_bytes() == first
 
 
+def test_placeholders_of_several_inputs_are_named_and_typed(tmp_path: Path) -> None:
+    (tmp_path / ".udo-build-root").touch()
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+              helper.make_tensor_value_info("ids", TensorProto.INT64, [5]),
+              helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])]
+    graph = helper.make_graph([helper.make_node("Mix", ["a", "ids", "x"], ["y"], domain="acme")],
+                              "g", inputs, [helper.make_tensor_value_info(
+                                  "y", TensorProto.FLOAT, [2, 3])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                      helper.make_opsetid("acme", 1)]),
+              tmp_path / "mix.onnx")
+    code, _, err = cli("init", str(tmp_path / "mix.onnx"), "--out", str(tmp_path))
+    assert code == 0 and "x [1, 4]; symbolic dimensions as 1" in err, err
+    data = tmp_path / "data"
+    assert (data / "test.txt").read_text() == (
+        "a:=test/input_00_0.raw ids:=test/input_00_1.raw x:=test/input_00_2.npy\n")
+    ids = np.frombuffer((data / "test" / "input_00_1.raw").read_bytes(), "<f4")
+    assert ids.size == 5 and set(ids) <= {0, 1, 2, 3}
+    assert np.load(data / "test" / "input_00_2.npy").shape == (1, 4)
+    assert '    input_dimensions: {"a": [2, 3], "ids": [5], "x": [1, 4]}' in (
+        tmp_path / "mix.yaml").read_text()
+    assert cli("validate", str(tmp_path / "mix.yaml"))[0] == 0
+
+
 def test_an_unwritten_kernel_fails_the_build_then_the_written_project_goes_end_to_end(
         project: Path) -> None:
     assert cli("init", str(project / "model" / "net.onnx"), "--out", str(project))[0] == 0

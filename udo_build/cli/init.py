@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import Problem
+from ..errors import Problem, display_path
 from .reporter import Reporter
 
 
@@ -47,7 +47,8 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
         rep.note(f"wrote {path}")
     rep.warning(Problem(placeholders))
     recipe = next(p for p in files if p.endswith(".yaml"))
-    rep.note(f"next: check the op config, write the numpy kernels, then 'udo-build {recipe}': "
+    rep.note(f"next: check the op config, write the numpy kernels, then "
+             f"'udo-build {display_path(recipe)}': "
              "convert, quantize, prepare, run and check (a kernel not written fails the "
              "first step that runs it)")
     return 0
