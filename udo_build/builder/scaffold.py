@@ -285,8 +285,10 @@ def placeholder_data(folder: Path, name: str, count: int, inputs: tuple[ModelInp
                      seed: int) -> dict[Path, bytes]:
     """An input list `folder/<name>.txt` of `count` inferences and the raw files it names:
     random values of each input's shape (normal for floats, small non-negative integers for
-    integers, 0/1 for booleans) as raw little-endian float32, seeded by `seed` and position.
-    (An input list has no comments: a first line starting with # names output layers.)"""
+    integers, 0/1 for booleans) as raw little-endian float32 (.npy for an input with a
+    symbolic dimension: a raw file is read in the model's shape), seeded by `seed` and
+    position. (An input list has no comments: a first line starting with # names output
+    layers.)"""
     import numpy as np
 
     files: dict[Path, bytes] = {}
@@ -298,7 +300,7 @@ def placeholder_data(folder: Path, name: str, count: int, inputs: tuple[ModelInp
             rng = np.random.default_rng([seed, k, j])
             rel = f"{name}/input_{k:02d}" + (f"_{j}" if len(inputs) > 1 else "")
             values = _random(rng, given).astype("<f4")
-            if None in given.dims:  # a raw file is read in the model's shape: it has none
+            if None in given.dims:
                 rel, data = rel + ".npy", _npy(values)
             else:
                 rel, data = rel + ".raw", values.tobytes()
