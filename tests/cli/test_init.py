@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -40,9 +41,11 @@ def test_init_writes_a_config_a_stub_and_a_recipe_that_validates(project: Path) 
     report = json.loads(out)
     assert [op["name"] for op in report["ops"]] == ["Softplus", "Swish"]
     config = project / "ops" / "NetOpPackage.xml"
+    data = [project / "data" / f for f in ("calib.txt", "test.txt", "test/input_00.raw",
+                                           *(f"calib/input_{k:02d}.raw" for k in range(4)))]
     assert sorted(report["files"]) == sorted(
         str(p) for p in (config, project / "ops" / "NetOpPackage_kernels.py",
-                         project / "net.yaml"))
+                         project / "net.yaml", *data))
     (package,) = load_config(config, Diagnostics())
     assert (package.name, package.domain) == ("NetOpPackage", "aisw")
     softplus = package.ops[0]
@@ -54,20 +57,73 @@ def test_init_writes_a_config_a_stub_and_a_recipe_that_validates(project: Path) 
     code, _, err = cli("validate", str(project / "net.yaml"))
     assert code == 0, err
     stub = _module(project / "ops" / "NetOpPackage_kernels.py")
-    with pytest.raises(NotImplementedError, match="Softplus: write its numpy kernel"):
+    with pytest.raises(NotImplementedError, match="kernel not written: Softplus in .*"
+                                                  "NetOpPackage_kernels.py: write"):
         stub.softplus(None, beta=1.0)
 
 
-def test_the_recipe_builds_once_the_kernels_are_written(project: Path) -> None:
+def test_placeholder_inputs_of_the_model_shapes_said_so_and_the_same_on_every_init(
+        project: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    code, out, err = cli("init", str(project / "model" / "net.onnx"), "--out", str(project))
+    assert code == 0 and "PLACEHOLDERS" in err and "input [1, 3, 32, 32]" in err, err
+    recipe = (project / "net.yaml").read_text()
+    assert "# PLACEHOLDER DATA" in recipe and 'input_list: "data/calib.txt"' in recipe
+    listing = (project / "data" / "calib.txt").read_text().splitlines()
+    assert listing == [f"calib/input_{k:02d}.raw" for k in range(4)]
+    first = (project / "data" / "calib" / "input_00.raw").read_bytes()
+    values = np.frombuffer(first, "<f4")
+    assert values.size == 3 * 32 * 32 and 0.5 < values.std() < 2  # normal, not zeros
+    assert first != (project / "data" / "calib" / "input_01.raw").read_bytes()
+    again = tmp_path_factory.mktemp("again")
+    (again / ".udo-build-root").touch()
+    shutil.copy(project / "model" / "net.onnx", again / "net.onnx")
+    assert cli("init", str(again / "net.onnx"), "--out", str(again))[0] == 0
+    assert (again / "data" / "calib" / "input_00.raw").read_bytes() == first
+
+
+def test_placeholders_of_several_inputs_are_named_and_typed(tmp_path: Path) -> None:
+    (tmp_path / ".udo-build-root").touch()
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+              helper.make_tensor_value_info("ids", TensorProto.INT64, [5]),
+              helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])]
+    graph = helper.make_graph([helper.make_node("Mix", ["a", "ids", "x"], ["y"], domain="acme")],
+                              "g", inputs, [helper.make_tensor_value_info(
+                                  "y", TensorProto.FLOAT, [2, 3])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                      helper.make_opsetid("acme", 1)]),
+              tmp_path / "mix.onnx")
+    code, _, err = cli("init", str(tmp_path / "mix.onnx"), "--out", str(tmp_path))
+    assert code == 0 and "x [1, 4]; symbolic dimensions as 1" in err, err
+    data = tmp_path / "data"
+    assert (data / "test.txt").read_text() == (
+        "a:=test/input_00_0.raw ids:=test/input_00_1.raw x:=test/input_00_2.npy\n")
+    ids = np.frombuffer((data / "test" / "input_00_1.raw").read_bytes(), "<f4")
+    assert ids.size == 5 and set(ids) <= {0, 1, 2, 3}
+    assert np.load(data / "test" / "input_00_2.npy").shape == (1, 4)
+    assert '    input_dimensions: {"a": [2, 3], "ids": [5], "x": [1, 4]}' in (
+        tmp_path / "mix.yaml").read_text()
+    assert cli("validate", str(tmp_path / "mix.yaml"))[0] == 0
+
+
+def test_an_unwritten_kernel_fails_the_build_then_the_written_project_goes_end_to_end(
+        project: Path) -> None:
     assert cli("init", str(project / "model" / "net.onnx"), "--out", str(project))[0] == 0
+    build = ("build", str(project / "net.yaml"), "--store", str(project / "store"),
+             "--out", str(project / "out"))
+    code, _, err = cli(*build)
+    assert code == 1, err
+    assert "failed: quantize" in err and "kernel not written: Softplus in " in err
+    assert "ops/NetOpPackage_kernels.py: write its numpy kernel there" in err
     kernels = (EXAMPLE / "ops" / "kernels.py").read_text()
     (project / "ops" / "NetOpPackage_kernels.py").write_text(
         kernels.replace('OpPackage("SoftplusPackage")', 'OpPackage("NetOpPackage")'))
-    code, out, err = cli("build", str(project / "net.yaml"), "--store",
-                         str(project / "store"), "--out", str(project / "out"), "--json")
+    code, out, err = cli(*build, "--json")
     assert code == 0, err
-    built = {a["id"] for a in json.loads(out)["actions"]}
-    assert {"convert", "package:CPU", "package:HTP"} <= built
+    actions = {a["id"]: a for a in json.loads(out)["actions"]}
+    assert {"convert", "package:CPU", "package:HTP", "quantize", "assemble", "run:check",
+            "check:check"} <= set(actions)
+    assert actions["run:check"]["status"] == "built" == actions["check:check"]["status"]
+    assert (project / "out" / "model" / "net_quantized.udb").is_file()
     assert (project / "out" / "packages" / "HTP" / "NetOpPackage").is_dir()
     code, out, err = cli("info", str(project / "out" / "model" / "net.udb"), "--json")
     assert code == 0 and json.loads(out)["udos"] == ["NetOpPackage::Softplus",

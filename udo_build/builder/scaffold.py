@@ -6,7 +6,11 @@ with the ranks and datatypes the model gives them (shape inference; a rank the n
 or do not state, is ND), the node attributes as parameters with their types (mandatory when every
 node sets them, else optional with the first node's value as default). Next to it: the numpy
 kernels stub the package generator writes (`udo_build.package.stub`), and a recipe that generates
-the CPU and HTP packages and converts the model with those kernels.
+the CPU and HTP packages, converts the model, quantizes it, prepares a record and runs it with a
+check. The recipe's input lists name input files init writes too: random values of the model's
+input shapes (seeded: the same bytes on every machine), placeholders for real calibration and
+test data, as the recipe's comments and init's message say. An unwritten kernel fails the first
+step that runs its op (quantize's calibration) with "kernel not written: <op> in <file>".
 
 Nothing is overwritten: when any of the files exists, none is written.
 """
@@ -29,6 +33,10 @@ DATATYPES = {1: "FLOAT_32", 2: "UINT_8", 3: "INT_8", 4: "UINT_16", 5: "INT_16", 
 BACKENDS = ("CPU", "HTP")
 DEFAULT_DOMAIN = "aisw"
 INT32 = (-(2 ** 31), 2 ** 31 - 1)
+SOC = "sm8550"  # the SoC the recipe prepares for and runs on
+DATA_SETS = (("calib", 4), ("test", 1))  # (placeholder input list, inferences)
+INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 12, 13})
+BOOL = 9
 
 
 @dataclass(frozen=True)
@@ -58,10 +66,22 @@ class CustomOp:
 
 
 @dataclass(frozen=True)
+class ModelInput:
+    name: str
+    elem_type: int  # ONNX TensorProto element type
+    dims: tuple[int | None, ...]  # None: symbolic (the placeholder files take 1)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(1 if d is None else d for d in self.dims)
+
+
+@dataclass(frozen=True)
 class Scaffold:
     package: str
     domain: str
     ops: tuple[CustomOp, ...]
+    inputs: tuple[ModelInput, ...]  # the model's, as the placeholder data fills them
     files: dict[Path, bytes]  # absolute path (below `folder`) -> content
     folder: Path  # the --out folder, resolved: every file is written through it
 
@@ -87,8 +107,9 @@ def plan(model_path: Path, out: Path, package: str | None = None) -> Scaffold:
                         hint="pass --package NAME (letters, digits, _)")
     ops = _ops(nodes, _types(proto), ONNX_DOMAINS)
     domain = domains[0] if domains else DEFAULT_DOMAIN
-    return Scaffold(name, domain, ops, _files(model_path, out, name, domain, ops),
-                    out.resolve())
+    inputs = _inputs(proto, model_path)
+    return Scaffold(name, domain, ops, inputs,
+                    _files(model_path, out, name, domain, ops, inputs), out.resolve())
 
 
 def write(scaffold: Scaffold) -> None:
@@ -119,6 +140,23 @@ def _inferred(proto: Any, file: str) -> Any:
     except Exception as exc:  # onnx raises its own InferenceError and bare RuntimeErrors
         raise UserError(f"ONNX shape inference fails: {str(exc).splitlines()[0][:200]}",
                         file=file) from None
+
+
+def _inputs(proto: Any, file: Path) -> tuple[ModelInput, ...]:
+    """The model's inputs (those that are not initializers), with their shapes."""
+    weights = {init.name for init in proto.graph.initializer}
+    found = []
+    for vi in proto.graph.input:
+        if vi.name in weights:
+            continue
+        t = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+            raise UserError(f"input '{vi.name}' is not a tensor of a known rank", file=file,
+                            hint="init writes placeholder inputs of the model's input shapes: "
+                                 "give the input a shape in the model")
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+        found.append(ModelInput(vi.name, t.elem_type, dims))
+    return tuple(found)
 
 
 def _unknown(node: Any, onnx_domains: Sequence[str]) -> bool:
@@ -223,7 +261,7 @@ def _camel(stem: str) -> str:
 
 
 def _files(model_path: Path, out: Path, package: str, domain: str,
-           ops: tuple[CustomOp, ...]) -> dict[Path, bytes]:
+           ops: tuple[CustomOp, ...], inputs: tuple[ModelInput, ...]) -> dict[Path, bytes]:
     from ..source import find_root
 
     out = out.resolve()
@@ -236,8 +274,59 @@ def _files(model_path: Path, out: Path, package: str, domain: str,
     kernels = out / "ops" / f"{package}_kernels.py"
     recipe = out / f"{_recipe_name(model_path.stem)}.yaml"
     xml = opdef_xml(package, domain, ops, model_path.name)
-    return {config: xml, kernels: _stub(package, config, xml),
-            recipe: _recipe(model_path.stem, package, out, model, config, kernels)}
+    files = {config: xml, kernels: _stub(package, config, xml)}
+    for seed, (name, count) in enumerate(DATA_SETS):
+        files.update(placeholder_data(out / "data", name, count, inputs, seed))
+    files[recipe] = _recipe(model_path.stem, package, out, model, config, kernels, inputs)
+    return files
+
+
+def placeholder_data(folder: Path, name: str, count: int, inputs: tuple[ModelInput, ...],
+                     seed: int) -> dict[Path, bytes]:
+    """An input list `folder/<name>.txt` of `count` inferences and the raw files it names:
+    random values of each input's shape (normal for floats, small non-negative integers for
+    integers, 0/1 for booleans) as raw little-endian float32 (.npy for an input with a
+    symbolic dimension: a raw file is read in the model's shape), seeded by `seed` and
+    position. (An input list has no comments: a first line starting with # names output
+    layers.)"""
+    import numpy as np
+
+    files: dict[Path, bytes] = {}
+    lines = []
+    named = len(inputs) > 1 and all(re.fullmatch(r"[^\s:=#%]+", i.name) for i in inputs)
+    for k in range(count):
+        entries = []
+        for j, given in enumerate(inputs):
+            rng = np.random.default_rng([seed, k, j])
+            rel = f"{name}/input_{k:02d}" + (f"_{j}" if len(inputs) > 1 else "")
+            values = _random(rng, given).astype("<f4")
+            if None in given.dims:
+                rel, data = rel + ".npy", _npy(values)
+            else:
+                rel, data = rel + ".raw", values.tobytes()
+            files[folder / rel] = data
+            entries.append(f"{given.name}:={rel}" if named else rel)
+        lines.append(" ".join(entries))
+    files[folder / f"{name}.txt"] = ("\n".join(lines) + "\n").encode()
+    return files
+
+
+def _npy(values: Any) -> bytes:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, values, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _random(rng: Any, given: ModelInput) -> Any:
+    if given.elem_type == BOOL:
+        return rng.integers(0, 2, given.shape)
+    if given.elem_type in INTEGER_TYPES:
+        return rng.integers(0, 4, given.shape)
+    return rng.standard_normal(given.shape)
 
 
 def _recipe_name(stem: str) -> str:
@@ -296,17 +385,34 @@ def _stub(package: str, config: Path, xml: bytes) -> bytes:
 
 
 def _recipe(stem: str, package: str, out: Path, model: Path, config: Path,
-            kernels: Path) -> bytes:
+            kernels: Path, inputs: tuple[ModelInput, ...]) -> bytes:
     import json
     import os
 
     def text(path: Path) -> str:  # a JSON string is a YAML string
         return json.dumps(Path(os.path.relpath(path, out)).as_posix())
 
+    (calib, _), (test, _) = DATA_SETS
+    dims = ""
+    if any(d is None for i in inputs for d in i.dims):  # symbolic: as the placeholders fill them
+        dims = "{" + ", ".join(f"{json.dumps(i.name)}: {list(i.shape)}" for i in inputs) + "}"
     return "\n".join([
         f"# written by udo-build init from {model.name}: write the kernels in {text(kernels)},",
-        f"# then build: udo-build build {_recipe_name(stem)}.yaml",
+        f"# then build: udo-build {_recipe_name(stem)}.yaml",
         "recipe: 1", f"name: {_recipe_name(stem)}", "", "package:", f"  name: {package}",
         "  ops:", f"    - config: {text(config)}", f"      kernels: {text(kernels)}",
-        f"  backends: [{', '.join(BACKENDS)}]", "", "model:", f"  onnx: {text(model)}",
+        f"  backends: [{', '.join(BACKENDS)}]", "", "model:", f"  onnx: {text(model)}", "",
+        "# PLACEHOLDER DATA: init wrote the inputs these lists name as random values of the",
+        "# model's input shapes, so that the recipe runs end to end. Replace them with real",
+        "# calibration and test data (raw little-endian float32 or .npy, one line per",
+        "# inference) before trusting the encodings or the check.",
+        "quantize:", f"  input_list: {text(out / 'data' / f'{calib}.txt')}",
+        "  act_bitwidth: 8", "  weights_bitwidth: 8", "  bias_bitwidth: 32",
+        "  per_channel: true", "  quantizer: tf", "",
+        "prepare:", "  matrix:", f"    soc: [{SOC}]",
+        *([f"    input_dimensions: [{dims}]"] if dims else []), "",
+        "run:", "  - name: check", f"    soc: {SOC}",
+        f"    input_list: {text(out / 'data' / f'{test}.txt')}",
+        *([f"    input_dimensions: {dims}"] if dims else []),
+        "    check: {min_sqnr_db: 20}  # the int8 run against the float model",
         ""]).encode()

@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("cache", "move a recipe's artifacts to (push) or from (pull) the remote cache"),
     "key": ("key", "signing keys for the remote cache: generate one, show its public key"),
     "convert": ("convert", "convert an ONNX model (with custom ops) to a bundle, without a recipe"),
+    "quantize": ("quantize", "quantize a float bundle over a calibration list, without a recipe"),
     "run": ("run", "run a bundle on the emulator over an input list, writing its outputs"),
     "info": ("info", "show what a bundle holds: layers, inputs, parameters, MACs, UDOs, records"),
     "export": ("export", "write a quantized bundle as a standard ONNX QDQ model (--qdq OUT.onnx)"),

@@ -1,12 +1,14 @@
 """`udo-build init MODEL.onnx`: a starting project for a model with custom nodes: an XML op
-config of the ops the emulator does not know, a numpy kernels stub and a recipe
-(udo_build.builder.scaffold). Refuses to overwrite any file."""
+config of the ops the emulator does not know, a numpy kernels stub, placeholder calibration and
+test inputs (random values of the model's input shapes) and a recipe that converts, quantizes,
+prepares, runs and checks (udo_build.builder.scaffold). Refuses to overwrite any file."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from ..errors import Problem, display_path
 from .reporter import Reporter
 
 
@@ -25,10 +27,16 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     scaffold = plan(Path(args.model), Path(args.out), args.package)
     write(scaffold)
     files = sorted(str(p) for p in scaffold.files)
+    placeholders = ("the inputs under data/ are PLACEHOLDERS: random values of the model's "
+                    "input shapes (" + ", ".join(f"{i.name} {list(i.shape)}"
+                                                 for i in scaffold.inputs)
+                    + ("; symbolic dimensions as 1, as the recipe's input_dimensions say"
+                       if any(None in i.dims for i in scaffold.inputs) else "")
+                    + "); replace them with real calibration and test data")
     if rep.mode == "json":
         rep.emit({"ok": True, "package": scaffold.package, "domain": scaffold.domain,
                   "ops": [{"name": op.name, "nodes": list(op.nodes)} for op in scaffold.ops],
-                  "files": files})
+                  "files": files, "placeholders": placeholders})
         return 0
     rep.heading(f"package {scaffold.package} (domain {scaffold.domain}): "
                 f"{len(scaffold.ops)} ops the emulator does not know")
@@ -37,6 +45,10 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                 ", ".join(p.name for p in op.params) or "-"] for op in scaffold.ops])
     for path in files:
         rep.note(f"wrote {path}")
-    rep.note("next: check the op config, write the numpy kernels, then 'udo-build validate' "
-             "and 'udo-build build' the recipe")
+    rep.warning(Problem(placeholders))
+    recipe = next(p for p in files if p.endswith(".yaml"))
+    rep.note(f"next: check the op config, write the numpy kernels, then "
+             f"'udo-build {display_path(recipe)}': "
+             "convert, quantize, prepare, run and check (a kernel not written fails the "
+             "first step that runs it)")
     return 0

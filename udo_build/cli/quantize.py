@@ -1,0 +1,229 @@
+"""`udo-build quantize BUNDLE --input-list LIST [--quantizer tf|enhanced|symmetric]
+[--act-bitwidth 8|16] [--weights-bitwidth 4|8|16] [--bias-bitwidth 8|32] [--per-channel]
+[--override-encodings FILE] [--float-fallback] [--kernels FILE ...] [--out Q.udb]`: quantize a
+float bundle without a recipe, the vendor's standalone step (snpe-dlc-quantize, qairt-quantizer).
+
+It runs the same `quantize` action as a recipe's `quantize:` section, through the store
+(udo_build.builder.kinds.quantize): for the same float bundle, list, files, kernels and settings
+the action's key is the recipe's, so the quantized bundle is byte-identical to the recipe's (and
+one build's result serves the other). Beside Q.udb it writes Q.encodings.json (AIMET format),
+as a recipe publishes `<model>_quantized.udb` and `<model>_quantized.encodings.json`. Without
+--out the bundle goes to `<BUNDLE stem>_quantized.udb` beside BUNDLE (the vendor's default).
+
+The vendor tools' spellings are accepted for the same options: --input_dlc, --input_list,
+--output_dlc, --act_bitwidth/--act_bw, --weights_bitwidth/--weights_bw, --bias_bitwidth/--bias_bw,
+--act_quantizer (the quantizer picks activation ranges; weights are always symmetric),
+--use_enhanced_quantizer, --use_per_channel_quantization/--axis_quant, --quantization_overrides
+(the converters' AIMET encodings file), --float_fallback. The option helper `_option` below is
+local to this command (cli/common.py holds the spellings several commands share).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError, display_path
+from .common import add_store_arguments, spelled
+from .reporter import Reporter
+
+if TYPE_CHECKING:
+    from ..builder.plan import Plan
+    from ..quant.settings import QuantizeSettings
+
+QUANTIZERS = ("tf", "enhanced", "symmetric")
+BUNDLE_SUFFIX = ".udb"
+ENCODINGS_SUFFIX = ".encodings.json"
+
+
+def _option(parser: argparse.ArgumentParser | Any, name: str, *vendor: str,
+            **kwargs: Any) -> None:
+    """An option under its udo-build name, its shared vendor spellings and `vendor`."""
+    parser.add_argument(*spelled(name, *vendor), **kwargs)
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = (
+        "Quantize a float bundle (from 'udo-build convert', or a recipe's model/<name>.udb)\n"
+        "over a calibration input list, through the same action and store as a recipe's\n"
+        "quantize step: the same bundle, inputs, kernels and settings give the same bytes.")
+    parser.epilog = (
+        "writes Q.udb and Q.encodings.json beside it (AIMET encodings).\n"
+        "example:\n  udo-build quantize out/model/net.udb --input_list data/calib.txt "
+        "--quantizer enhanced \\\n      --use_per_channel_quantization --kernels ops/kernels.py "
+        "--out net_quantized.udb")
+    parser.add_argument("bundle", metavar="BUNDLE", nargs="?",
+                        help="the float bundle (.udb) to quantize (or --input_dlc BUNDLE)")
+    parser.add_argument("--input_dlc", metavar="BUNDLE", dest="input_dlc",
+                        help=argparse.SUPPRESS)
+    _option(parser, "--input-list", metavar="LIST", required=True,
+            help="the calibration inputs: an SNPE input list (raw float32 or .npy files)")
+    _option(parser, "--out", "--output_dlc", metavar="Q.udb",
+            help="the quantized bundle to write; Q.encodings.json goes beside it (default: "
+                 "<BUNDLE stem>_quantized.udb beside BUNDLE)")
+    _settings_arguments(parser)
+    _option(parser, "--kernels", metavar="FILE", action="append", default=[],
+            help="numpy kernels of the custom ops (calibration runs them); repeatable, as the "
+                 "recipe's `kernels:`")
+    parser.add_argument("--report-inputs", type=int, default=1, metavar="N",
+                        help="measure each layer's SQNR over the first N calibration inputs "
+                             "(0: none; default 1, as a recipe)")
+    add_store_arguments(parser)
+
+
+def _settings_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("quantizer settings (a recipe's quantize: fields)")
+    _option(group, "--quantizer", "--act_quantizer", choices=QUANTIZERS, default="tf",
+            help="how activation ranges are chosen: tf (min/max, default), enhanced (a range "
+                 "search minimizing the error), symmetric")
+    group.add_argument("--use_enhanced_quantizer", dest="quantizer", action="store_const",
+                       const="enhanced", default="tf",
+                       help="the vendor's flag for --quantizer enhanced")
+    _option(group, "--act-bitwidth", "--act_bitwidth", "--act_bw", type=int, choices=(8, 16),
+            default=8, help="activation bits (default 8)")
+    _option(group, "--weights-bitwidth", "--weights_bitwidth", "--weights_bw", type=int,
+            choices=(4, 8, 16), default=8, help="weight bits, symmetric (default 8)")
+    _option(group, "--bias-bitwidth", "--bias_bitwidth", "--bias_bw", type=int,
+            choices=(8, 32), default=32, help="bias bits (default 32)")
+    _option(group, "--per-channel", "--use_per_channel_quantization", "--axis_quant",
+            action="store_true", help="one weight scale per output channel")
+    _option(group, "--override-encodings", "--quantization_overrides", metavar="FILE",
+            help="AIMET encodings that override the calibrated ones (a recipe's "
+                 "override_encodings)")
+    _option(group, "--float-fallback", "--float_fallback", action="store_true",
+            help="no calibrated encodings: only the overrides are used, every other tensor "
+                 "stays float (needs --override-encodings)")
+
+
+def run(args: argparse.Namespace, rep: Reporter) -> int:
+    from ..quant.settings import QuantizeSettings
+
+    bundle = _bundle_path(args)
+    out = Path(args.out) if args.out else bundle.with_name(f"{bundle.stem}_quantized"
+                                                          f"{BUNDLE_SUFFIX}")
+    if out.suffix != BUNDLE_SUFFIX:
+        raise UserError(f"the quantized bundle's name ends in {out.suffix or 'nothing'}",
+                        field="--out", hint=f"name it Q{BUNDLE_SUFFIX} (Q{ENCODINGS_SUFFIX} is "
+                                            "written beside it)")
+    encodings = out.with_name(out.name[:-len(BUNDLE_SUFFIX)] + ENCODINGS_SUFFIX)
+    _check_out(bundle, out)
+    if args.float_fallback and not args.override_encodings:
+        raise UserError("--float-fallback keeps only the override encodings, and none are given",
+                        field="--float-fallback", hint="give --override-encodings FILE")
+    if args.report_inputs < 0:
+        raise UserError(f"--report-inputs {args.report_inputs} is negative",
+                        field="--report-inputs", hint="0 (none) or more inputs")
+    settings = QuantizeSettings(args.act_bitwidth, args.weights_bitwidth, args.bias_bitwidth,
+                                args.per_channel, args.quantizer, args.float_fallback,
+                                args.report_inputs)
+    _check_float(bundle)
+    plan = quantize_plan(bundle, Path(args.input_list), settings,
+                         Path(args.override_encodings) if args.override_encodings else None,
+                         [Path(k) for k in args.kernels])
+    status, description, outputs = _run(plan, args.store, rep)
+    _write(out, outputs["bundle"], encodings, outputs["encodings"])
+    if rep.mode == "json":
+        rep.emit({"ok": True, "bundle": display_path(out), "encodings": display_path(encodings),
+                  "status": status, "description": description,
+                  "settings": settings.to_params()})
+        return 0
+    rep.line(f"{status}: {description}")
+    rep.line(f"wrote {display_path(out)} and {display_path(encodings)}")
+    return 0
+
+
+def _bundle_path(args: argparse.Namespace) -> Path:
+    if args.bundle and args.input_dlc and args.bundle != args.input_dlc:
+        raise UserError(f"two bundles given: {args.bundle} and --input_dlc {args.input_dlc}",
+                        field="BUNDLE", hint="give one")
+    given = args.bundle or args.input_dlc
+    if not given:
+        raise UserError("no bundle to quantize", field="BUNDLE",
+                        hint="udo-build quantize BUNDLE --input-list LIST (BUNDLE from "
+                             "'udo-build convert')")
+    path = Path(given)
+    if not path.is_file():
+        raise UserError("no such bundle", file=path, field="BUNDLE",
+                        hint="convert the model first: udo-build convert MODEL.onnx --out B.udb")
+    return path
+
+
+def _check_float(path: Path) -> None:
+    """The bundle reads as a float bundle (the action would say so later, less directly)."""
+    from ..ir.qmodel import ENCODINGS_PART
+    from ..model.op_check import load_checked_bundle
+
+    if ENCODINGS_PART in load_checked_bundle(path).parts:
+        raise UserError("the bundle is already quantized (it holds encodings)", file=path,
+                        field="BUNDLE", hint="quantize the float bundle that 'udo-build "
+                                             "convert' or a recipe's convert step wrote")
+
+
+def quantize_plan(bundle: Path, listing: Path, settings: QuantizeSettings,
+                  overrides: Path | None, kernels: list[Path]) -> Plan:
+    """One `quantize` action with the inputs a recipe's quantize gets, under the same names:
+    the float bundle, the list and each file it names, the overrides, the kernels files (keyed
+    by their code, as a recipe keys them)."""
+    from ..builder.plan import Input, Plan, PlannedAction, Source
+    from ..model.input_list import parse_input_list
+    from ..recipe import Recipe
+
+    for path, field in [(listing, "--input-list"), (overrides, "--override-encodings"),
+                        *((k, "--kernels") for k in kernels)]:
+        if path is not None and not path.is_file():
+            raise UserError("no such file", file=path, field=field)
+    parsed = parse_input_list(listing.resolve())
+    inputs: dict[str, Input] = {"bundle": Source(bundle.resolve()),
+                                "input_list": Source(listing.resolve())}
+    inputs.update({f"input_list.files[{i}]": Source(p.resolve())
+                   for i, p in enumerate(parsed.files())})
+    if overrides is not None:
+        inputs["override_encodings"] = Source(overrides.resolve())
+    inputs.update({f"kernels[{i}]": Source(p.resolve(), digest="python")
+                   for i, p in enumerate(dict.fromkeys(kernels))})
+    where = bundle.resolve()
+    plan = Plan(Recipe(where, where.parent, "quantize"))
+    plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
+                           f"quantize with {settings.quantizer} over "
+                           f"{len(parsed.inferences)} inputs"))
+    return plan
+
+
+def _run(plan: Plan, store_dir: str | None, rep: Reporter) -> tuple[str, str, dict[str, bytes]]:
+    """(built | cached, the action's description, its outputs' bytes)."""
+    from ..builder.engine import Options
+    from ..builder.session import opened_store, run_plan
+
+    with opened_store(store_dir) as store, store.build_lock():
+        state = run_plan(store, plan, Options(jobs=1), rep)["quantize"]
+        if state.error is not None:
+            raise state.error  # a UserError (exit 2), StepFailed (1), or a bug (3)
+        result = state.result
+        assert result is not None
+        outputs = {}
+        for name in ("bundle", "encodings"):
+            data = store.cas.get(result.outputs[name].digest)
+            if data is None:
+                raise UserError("the quantized bundle is missing from the store",
+                                hint="run 'udo-build store verify --repair' and quantize again")
+            outputs[name] = data
+        return state.status, result.description, outputs
+
+
+def _check_out(bundle: Path, out: Path) -> None:
+    if not out.parent.is_dir():
+        raise UserError("the folder to write the quantized bundle into does not exist",
+                        file=out.parent, field="--out", hint="create it, or name another")
+    if out.resolve() == bundle.resolve():
+        raise UserError("--out names the float bundle being quantized", file=out,
+                        field="--out", hint="name the quantized bundle Q.udb, e.g. "
+                                            f"{bundle.stem}_quantized{BUNDLE_SUFFIX}")
+
+
+def _write(out: Path, bundle: bytes, encodings: Path, data: bytes) -> None:
+    from ..atomic import write_atomic
+
+    write_atomic(out, bundle, readonly=False)
+    write_atomic(encodings, data, readonly=False)
