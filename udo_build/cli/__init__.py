@@ -34,6 +34,7 @@ from .reporter import Reporter, choose_mode
 COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("build", "build a recipe: rebuild what is stale, reuse what is cached (default)"),
     "explain": ("explain", "say why each action of a recipe would run, against its last build"),
+    "graph": ("graph", "print the action graph of recipes with each action's status (dot, JSON)"),
     "validate": ("validate", "check a recipe and every op config it names; print the targets"),
     "opdef": ("opdef", "op configs: show the normalized definition of an XML or JSON config"),
     "package": ("package", "generate op packages from op configs, without a recipe"),
