@@ -179,13 +179,13 @@ def test_a_recipe_runs_with_the_library_keyed_by_its_bytes(library: Path, tmp_pa
     code, out, err = cli("build", str(recipe), "--store", store, "--json")
     assert code == 0, err
     built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
-    assert {"run:smoke", "check:smoke"} <= built
+    assert {"run:smoke", "check:smoke", "native-check"} <= built  # the library is checked
     with (tmp_path / "ops/libSoftplus.so").open("ab") as f:  # another library: the run reruns
         f.write(b"\0")
     code, out, err = cli("build", str(recipe), "--store", store, "--json")
     assert code == 0, err
     built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
-    assert "run:smoke" in built and "convert" not in built
+    assert {"run:smoke", "native-check"} <= built and "convert" not in built
 
 
 RECIPE = """\

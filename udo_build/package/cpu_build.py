@@ -22,8 +22,8 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +135,29 @@ def build_cpu_library(folder: Path, out: Path | None = None,
     if done.returncode != 0:
         raise _compile_error(folder, done.stderr)
     return CpuLibrary(target, pkg.name, pkg.ops, pkg.unwritten, command)
+
+
+def build_with_sources(folder: Path, sources: Mapping[str, Path],
+                       shown: Mapping[str, str]) -> CpuLibrary:
+    """Compile the generated CPU package in `folder` (a private copy) with the user's files
+    laid over its src/ folder (`sources`: path below src/ -> the file); a g++ error in one of
+    them names the user's file (`shown`: path below the package folder, `.` for the folder
+    itself -> how to name it)."""
+    for relative, path in sources.items():
+        target = folder / "src" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    try:
+        return build_cpu_library(folder)
+    except UserError as exc:
+        problems = []
+        for p in exc.problems:
+            try:
+                below = Path(p.file or "").relative_to(folder).as_posix()
+            except ValueError:
+                below = ""
+            problems.append(replace(p, file=shown[below]) if below in shown else p)
+        raise UserError(problems=problems) from None
 
 
 _DIAGNOSTIC = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: "
