@@ -12,6 +12,9 @@
     runtimes                 the recipe's runtime choices (only when it states any) -> the
                              choices prepare, assemble and run read (their input `runtimes`)
     check:<name>             the run's metrics + its check bounds -> the verdict
+    native-check             float bundle + calibration list (+ kernels) + the C++ (the
+                             cpu_library, or the CPU package and native_check.sources) -> the
+                             comparison of each custom op's C++ with its numpy kernel
 
 An input is a source file of the project or an output of another action. Parameters are plain
 JSON, each kind's the `to_params()` of one typed value that the kind reads back with
