@@ -160,8 +160,8 @@ def _checked_nodes(model: Any, numpy_packages: Mapping[str, Any],
     for node in model.graph.nodes:
         if node.package not in native_packages:
             continue
-        types = [str(weights[i].dtype) if i in weights else infos[i].dtype
-                 for i in node.inputs if i]
+        types = [str(weights[i].dtype) if i in weights else
+                 (infos[i].dtype if i in infos else "") for i in node.inputs if i]
         native = native_packages[node.package].select(node.op, types).fn
         if not native.__module__.startswith("udo_build_native_"):
             unchecked.setdefault(node.op, "its numpy kernel for these input types runs "
