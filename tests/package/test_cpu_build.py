@@ -215,3 +215,29 @@ run:
   - {name: smoke, soc: sm8550, input_list: data/test.txt, precision: fp16,
      outputs: {tensors: [logits]}, check: {min_sqnr_db: 25}}
 """
+
+
+def test_a_wrong_library_fails_the_build_though_its_run_passes(generated: Path,
+                                                               tmp_path: Path) -> None:
+    """The issue's case: a body off by up to 3.35 passes build-cpu and a run whose reference is
+    the same library; the build's native check compares it with the numpy kernel and fails."""
+    folder = tmp_path / "wrong" / generated.name
+    shutil.copytree(generated, folder)
+    write_body(folder, BODY.replace("softplusOf(in[i], params.beta)",
+                                    "softplusOf(in[i], params.beta) + (in[i] > 0 ? 3.35f : 0.0f)"))
+    (folder / "src/utils").mkdir()
+    (folder / "src/utils/SoftplusMath.cpp").write_text(HELPER)
+    project = tmp_path / "project"
+    (project / "ops").mkdir(parents=True)
+    (project / ".udo-build-root").touch()
+    for part in ("ops", "model", "data"):
+        shutil.copytree(EXAMPLES / "softplus" / part, project / part, dirs_exist_ok=True)
+    build_cpu_library(folder, project / "ops/libSoftplus.so")
+    (project / "r.yaml").write_text(RECIPE)
+    code, out, err = cli("build", str(project / "r.yaml"), "--store", str(tmp_path / "store"),
+                         "--out", str(tmp_path / "out"), "--json")
+    assert code == 1, err
+    status = {a["id"]: a["status"] for a in json.loads(out)["actions"]}
+    assert status["run:smoke"] == status["check:smoke"] == "built"  # agrees with itself
+    assert status["native-check"] == "failed"
+    assert "Softplus: the C++ differs from the numpy kernel" in err and "difference 3.35" in err
