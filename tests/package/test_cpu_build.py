@@ -188,13 +188,14 @@ def test_a_recipe_runs_with_the_library_keyed_by_its_bytes(library: Path, tmp_pa
     recipe = tmp_path / "r.yaml"
     recipe.write_text(RECIPE)
     store = str(tmp_path / "store")
-    code, out, err = cli("build", str(recipe), "--store", store, "--json")
+    where = ("--store", store, "--out", str(tmp_path / "out"), "--json")
+    code, out, err = cli("build", str(recipe), *where)
     assert code == 0, err
     built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
     assert {"run:smoke", "check:smoke", "native-check"} <= built  # the library is checked
     with (tmp_path / "ops/libSoftplus.so").open("ab") as f:  # another library: the run reruns
         f.write(b"\0")
-    code, out, err = cli("build", str(recipe), "--store", store, "--json")
+    code, out, err = cli("build", str(recipe), *where)
     assert code == 0, err
     built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
     assert {"run:smoke", "native-check"} <= built and "convert" not in built
