@@ -28,11 +28,17 @@ BODY = """\
   for (uint32_t i = 0; i < x->rank; ++i) n *= x->currentDimensions[i];
   const float* in = static_cast<const float*>(x->data);
   float* out = static_cast<float*>(y->data);
-  for (uint32_t i = 0; i < n; ++i) {
-    const float bx = params.beta * in[i];
-    out[i] = (std::fmax(bx, 0.0f) + std::log1p(std::exp(-std::fabs(bx)))) / params.beta;
-  }
+  for (uint32_t i = 0; i < n; ++i) out[i] = softplusOf(in[i], params.beta);
   return QNN_SUCCESS;
+"""
+# a source the user adds: build-cpu compiles every source under src/, as the Makefiles do
+HELPER = """\
+#include <cmath>
+
+float softplusOf(float x, float beta) {
+  const float bx = beta * x;
+  return (std::fmax(bx, 0.0f) + std::log1p(std::exp(-std::fabs(bx)))) / beta;
+}
 """
 
 
@@ -49,7 +55,9 @@ def write_body(folder: Path, body: str) -> None:
     start = text.index(MARKER)
     end = text.index("  return QNN_OP_PACKAGE_ERROR_GENERAL;\n", start)
     text = text[:start] + body + text[end + len("  return QNN_OP_PACKAGE_ERROR_GENERAL;\n"):]
-    source.write_text(text.replace("#include <cstdio>", "#include <cmath>\n#include <cstdio>"))
+    source.write_text(text.replace("namespace softplus_op {",
+                                   "float softplusOf(float x, float beta);\n\n"
+                                   "namespace softplus_op {"))
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +77,12 @@ def library(generated: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("filled") / generated.name
     shutil.copytree(generated, folder)
     write_body(folder, BODY)
+    (folder / "src/utils").mkdir()
+    (folder / "src/utils/SoftplusMath.cpp").write_text(HELPER)
     code, out, err = cli("build-cpu", str(folder), "--json")
     assert code == 0, err
     doc = json.loads(out)
+    assert "src/utils/SoftplusMath.cpp" in doc["command"]  # picked up by pattern
     assert (doc["ops"], doc["unwritten"]) == (["Softplus"], ["Swish"])
     assert "no C++ body written yet: Swish" in err
     return Path(doc["library"]).resolve()
@@ -161,10 +172,11 @@ def test_a_library_must_be_one(tmp_path: Path) -> None:
         load_library(fake)
 
 
-def test_the_shim_lists_the_ops_it_dispatches() -> None:
+def test_the_shim_offers_the_written_ops_through_the_package_interface() -> None:
     text = shim_source("Pkg", ["A", "B"])
-    assert "Qnn_ErrorHandle_t Pkg_A_execute(void* node);" in text
-    assert '{"B", Pkg_B_execute},' in text
+    assert 'extern "C" Qnn_ErrorHandle_t PkgInterfaceProvider(' in text
+    assert '    "A",\n    "B",\n' in text  # the ops it offers, and only those
+    assert "interface.v1_4.createOpImpl(" in text and "interface.v1_4.freeOpImpl(" in text
     assert 'return "A,B";' in text
 
 
@@ -176,16 +188,17 @@ def test_a_recipe_runs_with_the_library_keyed_by_its_bytes(library: Path, tmp_pa
     recipe = tmp_path / "r.yaml"
     recipe.write_text(RECIPE)
     store = str(tmp_path / "store")
-    code, out, err = cli("build", str(recipe), "--store", store, "--json")
+    where = ("--store", store, "--out", str(tmp_path / "out"), "--json")
+    code, out, err = cli("build", str(recipe), *where)
     assert code == 0, err
     built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
-    assert {"run:smoke", "check:smoke"} <= built
+    assert {"run:smoke", "check:smoke", "native-check"} <= built  # the library is checked
     with (tmp_path / "ops/libSoftplus.so").open("ab") as f:  # another library: the run reruns
         f.write(b"\0")
-    code, out, err = cli("build", str(recipe), "--store", store, "--json")
+    code, out, err = cli("build", str(recipe), *where)
     assert code == 0, err
     built = {a["id"] for a in json.loads(out)["actions"] if a["status"] == "built"}
-    assert "run:smoke" in built and "convert" not in built
+    assert {"run:smoke", "native-check"} <= built and "convert" not in built
 
 
 RECIPE = """\
@@ -203,3 +216,29 @@ run:
   - {name: smoke, soc: sm8550, input_list: data/test.txt, precision: fp16,
      outputs: {tensors: [logits]}, check: {min_sqnr_db: 25}}
 """
+
+
+def test_a_wrong_library_fails_the_build_though_its_run_passes(generated: Path,
+                                                               tmp_path: Path) -> None:
+    """The issue's case: a body off by up to 3.35 passes build-cpu and a run whose reference is
+    the same library; the build's native check compares it with the numpy kernel and fails."""
+    folder = tmp_path / "wrong" / generated.name
+    shutil.copytree(generated, folder)
+    write_body(folder, BODY.replace("softplusOf(in[i], params.beta)",
+                                    "softplusOf(in[i], params.beta) + (in[i] > 0 ? 3.35f : 0.0f)"))
+    (folder / "src/utils").mkdir()
+    (folder / "src/utils/SoftplusMath.cpp").write_text(HELPER)
+    project = tmp_path / "project"
+    (project / "ops").mkdir(parents=True)
+    (project / ".udo-build-root").touch()
+    for part in ("ops", "model", "data"):
+        shutil.copytree(EXAMPLES / "softplus" / part, project / part, dirs_exist_ok=True)
+    build_cpu_library(folder, project / "ops/libSoftplus.so")
+    (project / "r.yaml").write_text(RECIPE)
+    code, out, err = cli("build", str(project / "r.yaml"), "--store", str(tmp_path / "store"),
+                         "--out", str(tmp_path / "out"), "--keep-going", "--json")
+    assert code == 1, err
+    status = {a["id"]: a["status"] for a in json.loads(out)["actions"]}
+    assert status["run:smoke"] == status["check:smoke"] == "built"  # agrees with itself
+    assert status["native-check"] == "failed"
+    assert "Softplus: the C++ differs from the numpy kernel" in err and "difference 3.35" in err

@@ -114,7 +114,7 @@ def test_validation_tables_follow_the_definitions(tmp_path: Path) -> None:
     assert '{"ScaleClamp", 1, 2, 1, 2, kScaleClampParams, 7},' in cpu  # optional bias, clamped
     assert '{"SumAll", 1, kAnyNumber, 1, 1, nullptr, 0},' in cpu  # Repeated input
     assert '    {"gain", true},\n' in cpu and '    {"label", false},\n' in cpu
-    assert "{\"ScaleClamp\", VendorOps_ScaleClamp_execute}," in cpu
+    assert "qnn::custom::findOp(cpuNode->typeName)" in cpu  # ops register themselves
 
 
 def test_cpu_reads_parameters_with_their_defaults(tmp_path: Path) -> None:
@@ -123,12 +123,33 @@ def test_cpu_reads_parameters_with_their_defaults(tmp_path: Path) -> None:
     for line in ("  float scale = 0.25f;", "  bool lambda = true;",
                  '  std::string label = "fast \\\\path";', "  uint32_t rounding = 1u;",
                  "  std::vector<float> limits = {-1.5f, 1.5f, 0.0f, 6.0f};", "  float gain{};",
-                 "node->numOfInputs > 1 ? node->inputs[1] : nullptr",
-                 "node->numOfOutputs > 1 ? node->outputs[1] : nullptr"):
+                 "const QnnCpuOpPackage_Tensor_t* bias = operation->getInput(1);",
+                 "QnnCpuOpPackage_Tensor_t* clamped = operation->getOutput(1);"):
         assert line in op, line
     repeated = _text(files, "src/ops/SumAll.cpp")
-    assert "const QnnCpuOpPackage_Tensor_t* const* inputs = node->inputs;" in repeated
-    assert "const uint32_t inputs_count = node->numOfInputs;" in repeated
+    assert "const QnnCpuOpPackage_Tensor_t* const* inputs = operation->inputs();" in repeated
+    assert "const uint32_t inputs_count = operation->numInput();" in repeated
+
+
+def test_cpu_ops_are_written_in_the_vendors_custom_op_style(tmp_path: Path) -> None:
+    """Each op: execute, finalize, free, populateFromNode and validateOpConfig in a namespace of
+    its own, registered by REGISTER_OP; mandatory parameters are required when populating."""
+    files = package_files(tmp_path, [VENDOR], "CPU")
+    op = _text(files, "src/ops/ScaleClamp.cpp")
+    for line in ("namespace scale_clamp_op {", "Qnn_ErrorHandle_t execute(CustomOp* operation) {",
+                 "Qnn_ErrorHandle_t finalize(const CustomOp* operation) {",
+                 "Qnn_ErrorHandle_t free(CustomOp& operation) {",
+                 "Qnn_ErrorHandle_t populateFromNode(const QnnOpPackage_Node_t node,",
+                 "Qnn_ErrorHandle_t validateOpConfig(Qnn_OpConfig_t opConfig) {",
+                 "CustomOpRegistration_t* register_ScaleClampCustomOp() {",
+                 "REGISTER_OP(ScaleClamp, register_ScaleClampCustomOp);",
+                 'QNN_CUSTOM_BE_ENSURE(getParam(node, "gain").first, '
+                 "QNN_OP_PACKAGE_ERROR_INVALID_ARGUMENT)",
+                 "QNN_CUSTOM_BE_ENSURE(operation->numInput() <= 2, "):
+        assert line in op, line
+    assert '"label").first' not in op  # optional: its default stands
+    header = _text(files, "include/VendorOps.hpp")
+    assert "inline namespace VendorOpsOps {" in header and "#define REGISTER_OP(" in header
 
 
 def test_manifest_is_canonical(tmp_path: Path) -> None:

@@ -181,3 +181,29 @@ def test_makefiles(tmp_path: Path, backend: str) -> None:
                              timeout=60, env={k: v for k, v in env.items()
                                               if k != "QNN_SDK_ROOT"})
     assert missing.returncode != 0 and "QNN_SDK_ROOT is not set" in missing.stderr
+
+
+@pytest.mark.parametrize("backend", sorted(ARCHS))
+def test_a_source_the_user_adds_under_src_is_built(tmp_path: Path, backend: str) -> None:
+    """The Makefiles pick up every C++ source below src/ by pattern, as the vendor's do: a file
+    added in a new folder is in every build line of the package's main library."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed (.ci/run installs it)")
+    files = package_files(tmp_path / "work", [SOFTPLUS], backend, ARCHS[backend])
+    folder = write(files, tmp_path / "p")
+    added = folder / "src/utils/Added.cpp"
+    added.parent.mkdir()
+    added.write_text('#include "SoftplusPackage.hpp"\nint softplusAdded() { return 1; }\n')
+    env = {**os.environ, "QNN_SDK_ROOT": "/qnn", "HEXAGON_SDK_ROOT": "/hexagon",
+           "HEXAGON_TOOLS_ROOT": "/tools", "ANDROID_NDK_ROOT": "/ndk"}
+    done = subprocess.run(["make", "-n", "all"], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if " -shared -o " in line]
+    main = [line for line in lines if "Interface.cpp" in line and "dsp_v65_v66" not in line]
+    assert main and all("src/utils/Added.cpp" in line for line in main), lines
+    assert not any("src/utils/Added.cpp" in line for line in lines if line not in main)
+    syntax = subprocess.run([need_gxx(), "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra",
+                             "-Werror", f"-I{STANDIN / 'include'}", f"-I{folder / 'include'}",
+                             str(added)], capture_output=True, text=True, timeout=60)
+    assert syntax.returncode == 0, syntax.stderr

@@ -307,6 +307,23 @@ class ActionContext:
             write_atomic(target, self.input_bytes(name), readonly=False, durable=False)
         return target
 
+    def input_tree(self, name: str) -> Path:
+        """A folder holding a tree input (a Tree output of another action), written to the
+        workdir under the input's name."""
+        from ..store.cas import parse_tree
+
+        entries = parse_tree(self.input_bytes(name))
+        if entries is None:
+            raise KeyError(f"input {name!r} is not a tree")
+        folder = self.workdir / "trees" / name.replace("/", "_")
+        for entry in entries:
+            data = self._cas.get(entry["digest"])
+            if data is None:
+                raise MissingInput(name, entry["digest"])
+            (folder / entry["path"]).parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(folder / entry["path"], data, readonly=False, durable=False)
+        return folder
+
     def _source_file(self, name: str, found: ActionInput) -> Path:
         return self.workdir / "sources" / name.replace("/", "_") / found.file
 

@@ -12,6 +12,9 @@
     runtimes                 the recipe's runtime choices (only when it states any) -> the
                              choices prepare, assemble and run read (their input `runtimes`)
     check:<name>             the run's metrics + its check bounds -> the verdict
+    native-check             float bundle + calibration list (+ kernels) + the C++ (the
+                             cpu_library, or the CPU package and native_check.sources) -> the
+                             comparison of each custom op's C++ with its numpy kernel
 
 An input is a source file of the project or an output of another action. Parameters are plain
 JSON, each kind's the `to_params()` of one typed value that the kind reads back with
@@ -36,7 +39,7 @@ from ..opdef.params import OpdefParams
 from ..package.params import PackageParams
 from ..quant.settings import QuantizeSettings
 from ..recipe import Outputs, Recipe, RecordTarget
-from ..recipe.model import OutputRequests, RunSpec
+from ..recipe.model import NativeCheckSpec, OutputRequests, RunSpec
 from ..runtime.decode import DecodeSettings
 from ..source import format_path
 
@@ -201,6 +204,7 @@ def plan_recipe(recipe: Recipe) -> Plan:
                                {f"model/{stem}{BUNDLE_EXTENSION}": "bundle"}))
     if recipe.quantize is not None:
         _plan_quantize(plan, recipe, kernels)
+    _plan_native_check(plan, recipe)
     resolved = _plan_outputs(plan, recipe)
     chosen = _plan_runtimes(plan, recipe)
     for target in recipe.targets:
@@ -295,6 +299,39 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
         publish["quant/layers.json"] = "layers"
     plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
                            f"quantize with {q.quantizer} over {count} inputs", publish))
+
+
+def _plan_native_check(plan: Plan, recipe: Recipe) -> None:
+    """The C++ op bodies against the numpy kernels (kinds/native_check.py), wherever the
+    package has C++ (a cpu_library, or native_check.sources) and the model has inputs to run
+    them on: the calibration list, else the first run's."""
+    spec = recipe.package
+    if spec is None or recipe.model is None:
+        return
+    check = spec.native_check or (NativeCheckSpec() if spec.cpu_library else None)
+    listing = (recipe.quantize.input_list if recipe.quantize is not None
+               else recipe.runs[0].input_list if recipe.runs else None)
+    if check is None or listing is None:
+        return
+    _, files = _input_files(listing, recipe.root)
+    inputs: dict[str, Input] = {"bundle": Dep("convert", "bundle"),
+                                "input_list": Source(listing), **files}
+    paths = list(dict.fromkeys(op.kernels for op in spec.ops if op.kernels))
+    inputs.update({f"kernels[{i}]": Source(p, digest="python") for i, p in enumerate(paths)})
+    names: list[str] = []
+    if check.sources is not None:
+        found = sorted(p for p in check.sources.rglob("*")
+                       if p.is_file() and not p.name.startswith("."))
+        names = [p.relative_to(check.sources).as_posix() for p in found]
+        inputs["package"] = Dep("package:CPU", "package")
+        inputs.update({f"sources[{i}]": Source(p) for i, p in enumerate(found)})
+    elif spec.cpu_library is not None:
+        inputs["library"] = Source(spec.cpu_library)
+    params = {"atol": check.atol, "rtol": check.rtol, "sources": names,
+              "field": "package.native_check.sources"}
+    plan.add(PlannedAction("native-check", "native-check", params, inputs,
+                           "C++ op bodies against the numpy kernels",
+                           {"native/check.json": "comparison"}))
 
 
 def _input_files(path: Path, root: Path) -> tuple[int, dict[str, Input]]:

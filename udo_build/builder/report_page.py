@@ -7,7 +7,8 @@ fonts to fetch) that shows what a build did and what its outputs are worth.
 Sections: the actions (status, time, where each result came from), the prepare matrix (SoC x
 level x dims x outputs, each record's size, the records several targets share: the same key),
 the runs (SQNR, worst absolute error, top-1 agreement against their checks' bounds), each
-decode run's SQNR per step (a line per output and a table), the per-layer SQNR chart (see
+decode run's SQNR per step (a line per output and a table), the C++ op bodies against their
+numpy kernels (report_native.py), the per-layer SQNR chart (see
 report_chart.py) when the output folder holds the quantize step's figures (`quant/layers.json`)
 or they are given, and the fleet (each run's device, the record it loads and the records it
 rejected, with why).
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from .report_chart import LayerRow, decode_section, layer_rows, layer_section
+from .report_native import NativeFigures, native_section, read_native
 
 
 class ActionOutcome(Protocol):
@@ -114,8 +116,10 @@ def write_page(report: BuildReport, out: Path,
     runs = read_runs(report, report.out)
     if layers is None:
         layers = read_layers(report.out)
-    page = render(report, runs, layers).encode("utf-8", "replace")  # a name the locale could not
-    write_atomic(path, page, readonly=False, durable=False)        # decode holds surrogates
+    native = read_native(report.actions, report.out)
+    page = render(report, runs, layers, native)
+    # a name the locale could not decode holds surrogates: written replaced
+    write_atomic(path, page.encode("utf-8", "replace"), readonly=False, durable=False)
     return path
 
 
@@ -172,9 +176,9 @@ def _verdict(check: ActionOutcome | None) -> str:
 # -- the page -------------------------------------------------------------------------------------
 
 def render(report: BuildReport, runs: Sequence[RunFigures],
-           layers: Sequence[LayerRow] | None = None) -> str:
+           layers: Sequence[LayerRow] | None = None, native: NativeFigures | None = None) -> str:
     """The whole page (a pure function of its arguments)."""
-    sections = [_runs(runs), *_decodes(runs), _matrix(report.actions),
+    sections = [_runs(runs), *_decodes(runs), native_section(native), _matrix(report.actions),
                 layer_section(layers) if layers else "", _fleet(runs), _actions(report.actions)]
     title = f"{report.recipe}: build report"
     return "".join([

@@ -1,10 +1,11 @@
 """Native kernels: a CPU op package's C++ op bodies, compiled for the host, run by the emulator in
 place of the numpy kernels (`udo-build build-cpu` compiles them; udo_build/package/cpu_build.py).
 
-The library is the package's `src/ops/*.cpp` plus a small shim udo-build writes; the shim's C
-ABI (below, `SHIM_ABI`) hands plain buffers and shapes to it, and the shim builds the vendor's
-`QnnCpuOpPackage_Node_t` from them and calls the op's execute function, so the C++ runs exactly
-as the CPU backend calls it.
+The library is every source under the package's `src/` plus a small shim udo-build writes; the
+shim's C ABI (below, `SHIM_ABI`) hands plain buffers and shapes to it, and the shim builds the
+vendor's `QnnCpuOpPackage_Node_t` from them and calls the op through the package's interface
+provider (createOpImpl, the implementation's function, freeOpImpl), so the C++ runs exactly as
+the CPU backend calls it.
 
 What an implementation computes comes from the library; the shapes and types of its outputs come
 from the op's numpy kernel, run once on zeros per distinct input signature (the emulator's shape
@@ -42,6 +43,7 @@ DTYPES: dict[str, tuple[int, str]] = {
 }
 PARAM_SCALAR, PARAM_TENSOR, PARAM_STRING = 0, 1, 2
 UNKNOWN_OP = 0xFFFFFFFFFFFFFFFF  # what the shim returns for an op it does not have
+INIT_FAILED = 0xFFFFFFFFFFFFFFFE  # ... when the package's interface provider or init failed
 
 SHIM_ABI = """\
 struct UdoBuildTensor {
@@ -200,6 +202,9 @@ def _call(lib: NativeLibrary, op: str, inputs: Sequence[np.ndarray],
                          c_params)
     if status == UNKNOWN_OP:
         raise StepFailed("kernels", f"{lib.path}: the library has no op {op}")
+    if status == INIT_FAILED:
+        raise StepFailed("kernels", f"{lib.package} ({lib.path.name}): the package's interface "
+                         "provider or its init failed (its messages are on stderr)")
     if status != 0:
         raise StepFailed("kernels", f"{lib.package}::{op} (native, {lib.path.name}) failed with "
                          f"error {status} (its messages are on stderr)")

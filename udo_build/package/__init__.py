@@ -23,4 +23,5 @@ Importing this package costs nothing: Jinja2 is imported when a package is gener
 # 3: every backend's package keeps the PackageName; libraries named as the vendor's makefiles do
 # 4: with no arch given, HTP packages build for every arch the SDK supports
 # 5: SNPE UDO packages have their registration library; make clean removes libs/ too
-GENERATOR_VERSION = 5
+# 6: CPU ops in the vendor's CustomOp/REGISTER_OP style; Makefiles build every source under src/
+GENERATOR_VERSION = 6

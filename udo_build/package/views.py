@@ -268,22 +268,23 @@ def _tensor(t: TensorDef, ident: str, template: dict[tuple[str, ...], str], pref
 
 
 def _access(tensors: tuple[TensorDef, ...], array: str) -> list[tuple[str, str]]:
-    """(expression, count) of each tensor in a node's array: the first Repeated one takes what
-    the others leave; after it, tensors count from the end; optional ones may be missing."""
+    """(expression, count) of each tensor of the CPU skeleton's op (`operation`, a
+    qnn::custom::CustomOp; `array`: inputs or outputs): the first Repeated one takes what the
+    others leave; after it, tensors count from the end; optional ones may be missing (the
+    accessor gives nullptr past the end)."""
     n = len(tensors)
     repeated = next((i for i, t in enumerate(tensors) if t.repeated), None)
+    get = "operation->get" + array[:-1].title()  # getInput, getOutput
+    count = "operation->num" + array[:-1].title() + "()"  # numInput(), numOutput()
     found = []
     for j in range(n):
         if repeated is not None and j == repeated:
-            found.append((f"node->{array}" + (f" + {j}" if j else ""),
-                          f"node->numOf{array.title()}" + (f" - {n - 1}" if n > 1 else "")))
+            found.append((f"operation->{array}()" + (f" + {j}" if j else ""),
+                          count + (f" - {n - 1}" if n > 1 else "")))
         elif repeated is not None and j > repeated:
-            found.append((f"node->{array}[node->numOf{array.title()} - {n - j}]", ""))
-        elif repeated is None and j >= _minimum(tensors):
-            found.append((f"node->numOf{array.title()} > {j} ? node->{array}[{j}] : nullptr",
-                          ""))
+            found.append((f"{get}({count} - {n - j})", ""))
         else:
-            found.append((f"node->{array}[{j}]", ""))
+            found.append((f"{get}({j})", ""))
     return found
 
 

@@ -33,6 +33,7 @@ from .model import (
     DEFAULT_LEVEL,
     Dims,
     ModelSpec,
+    NativeCheckSpec,
     OpSource,
     Outputs,
     PackageSpec,
@@ -208,7 +209,7 @@ class _Builder:
             return None
         return soc
 
-    def file(self, path: FieldPath) -> Path:
+    def file(self, path: FieldPath, *, folder: bool = False) -> Path:
         raw = _get(self.data, path)
         given = Path(raw)
         if given.is_absolute():
@@ -222,7 +223,9 @@ class _Builder:
                        "recipe holding .git, pyproject.toml or .udo-build-root)")
         elif not resolved.exists():
             self.error(path, f"file not found: '{raw}' (looked for {resolved})")
-        elif not resolved.is_file():
+        elif folder and not resolved.is_dir():
+            self.error(path, f"'{raw}' is not a folder")
+        elif not folder and not resolved.is_file():
             self.error(path, f"'{raw}' is not a file")
         return resolved
 
@@ -247,7 +250,34 @@ class _Builder:
                            "to prepare.matrix.soc")
         cpu_library = self.file(("package", "cpu_library")) if "cpu_library" in p else None
         return PackageSpec(p.get("name"), p.get("domain"), p.get("version"), ops, backends,
-                           dsp_arch, cpu_library)
+                           dsp_arch, cpu_library, self._native_check(p, backends))
+
+    def _native_check(self, p: dict[str, Any], backends: tuple[str, ...]
+                      ) -> NativeCheckSpec | None:
+        """`package.native_check`: what C++ to compare (the sources it compiles, or the
+        cpu_library), over which inputs (the calibration list, else the first run's)."""
+        n = p.get("native_check")
+        at: FieldPath = ("package", "native_check")
+        if n is None:
+            return None
+        sources = self.file((*at, "sources"), folder=True) if "sources" in n else None
+        if sources is not None and "CPU" not in backends:
+            self.error((*at, "sources"), "compiling the C++ needs the CPU op package",
+                       "add CPU to package.backends")
+        if sources is not None and "cpu_library" in p:
+            self.error((*at, "sources"), "give the C++ either as sources or as cpu_library, "
+                       "not both", "sources: the build compiles them; cpu_library: you did")
+        if sources is None and "cpu_library" not in p:
+            self.error(at, "there is no C++ to check", "give native_check.sources (a folder of "
+                       "op bodies, ops/<Op>.cpp) or package.cpu_library")
+        if "model" not in self.data:
+            self.error(at, "the check runs the model's custom ops: it needs a model: section",
+                       key=True)
+        elif "quantize" not in self.data and not self.data.get("run"):
+            self.error(at, "the check runs the ops on the calibration inputs: it needs a "
+                       "quantize: section (or a run: entry, whose input list it then takes)",
+                       key=True)
+        return NativeCheckSpec(sources, float(n.get("atol", 1e-5)), float(n.get("rtol", 1e-4)))
 
     def _model(self) -> ModelSpec | None:
         m = self.data.get("model")

@@ -143,6 +143,17 @@ class OpSource:
 
 
 @dataclass(frozen=True)
+class NativeCheckSpec:
+    """`package.native_check`: the C++ op bodies checked against the numpy kernels on the
+    calibration inputs (builder/kinds/native_check.py); `sources` (a folder laid over the CPU
+    package's src/) are compiled by the build, else the `cpu_library` is checked."""
+
+    sources: Path | None = None
+    atol: float = 1e-5
+    rtol: float = 1e-4
+
+
+@dataclass(frozen=True)
 class PackageSpec:
     name: str | None  # None: take the op config's package name
     domain: str | None
@@ -151,6 +162,7 @@ class PackageSpec:
     backends: tuple[str, ...] = DEFAULT_BACKENDS
     dsp_arch: tuple[str, ...] = ()
     cpu_library: Path | None = None  # the CPU package compiled for the emulator (build-cpu)
+    native_check: NativeCheckSpec | None = None  # with a cpu_library: checked by default
 
 
 @dataclass(frozen=True)
