@@ -20,6 +20,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,10 +60,12 @@ SMOKES = (
 
 def run(smoke: Smoke) -> tuple[bool, float, str]:
     started = time.perf_counter()
-    try:
-        proc = subprocess.run([sys.executable, *smoke.argv], cwd=BENCH, capture_output=True,
-                              text=True, timeout=smoke.limit_s,
-                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    script, *rest = smoke.argv
+    try:  # in a folder of its own: what a bench leaves in its working folder goes with it
+        with tempfile.TemporaryDirectory(prefix=f"udo-smoke-{smoke.name}-") as cwd:
+            proc = subprocess.run([sys.executable, str(BENCH / script), *rest], cwd=cwd,
+                                  capture_output=True, text=True, timeout=smoke.limit_s,
+                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) \
             else exc.stdout or ""
