@@ -274,8 +274,8 @@ def lookup(table: np.ndarray, *xs: np.ndarray) -> np.ndarray:
     if len(xs) == 1:
         return np.take(table, xs[0].view(np.uint8))
     shape = np.broadcast_shapes(xs[0].shape, xs[1].shape)
-    index = np.broadcast_to(xs[0], shape).view(np.uint8).astype(np.uint16)
-    index <<= 8
+    index = np.left_shift(np.broadcast_to(xs[0], shape).view(np.uint8), 8,
+                          dtype=np.uint16)  # widened and shifted in one pass
     index |= xs[1].view(np.uint8)
     return np.take(table, index)
 
