@@ -3,7 +3,7 @@
     python bench/quant.py [--models resnet50,squeezenet] [--calibration 32] [--held-out 16]
                           [--quantizers enhanced,tf] [--methods MinMax,Percentile,Entropy]
                           [--repeats 10] [--warmup 2] [--threads 1] [--seed 0] [--no-timing]
-                          [--smoke]
+                          [--smoke] [--profile]
 
 For each model (the onnx wheel's light ResNet-50 and SqueezeNet with random weights drawn by role,
 seed --seed, batch norms calibrated, residual branches ending with gamma 0.2;
@@ -30,6 +30,11 @@ Targets: the enhanced quantizer's SQNR >= the best of onnxruntime's calibrations
 ResNet-50's int8 latency <= our float path's and <= 3x onnxruntime's on the QDQ export, 1 thread
 each (issue 27). Prints a table and PASS/FAIL per target; exits 1 if one is missed.
 
+--profile: for each timed model, where the int8 run's time goes next to the float path's: per kind
+of plan step (by op, convolutions by kernel and stride), the least thread CPU time of each step
+over --repeats runs, summed per kind (CPU time, so that the load of other processes counts less),
+then cProfile's top functions of three int8 runs.
+
 --smoke: SqueezeNet only, 8 calibration and 4 held-out inputs, the enhanced quantizer against
 onnxruntime's MinMax, 3 timed runs: the accuracy target is checked, the latencies are printed
 but not held to the targets (too few runs to mean anything); well under a minute.
@@ -38,8 +43,11 @@ but not held to the targets (too few runs to mean anything); well under a minute
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import io
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -53,7 +61,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _light_models as light  # noqa: E402
-from emulator import Blas, environment  # noqa: E402
+from emulator import Blas, _kind, environment  # noqa: E402
 
 RATIO = 3.0  # int8 / onnxruntime on the QDQ export
 FLOAT_RATIO = 1.0  # int8 / our float path
@@ -202,6 +210,8 @@ def bench_model(name: str, args: argparse.Namespace, blas: Blas, folder: Path) -
         qmodel = qmodels.get(TARGET_QUANTIZER) or next(iter(qmodels.values()))
         static = ort_models.get("MinMax")
         time_model(row, qmodel, static, session, held_out[0], args, blas)
+        if args.profile:
+            profile(name, qmodel, session, held_out[0], args, blas)
     return row
 
 
@@ -250,6 +260,79 @@ def time_model(row: Row, qmodel: Any, static: Path | None, float_session: Any,
                     fn()
                     row.times.setdefault(config, []).append(time.perf_counter() - begin)
     blas.set_threads(initial)
+
+
+def profile(name: str, qmodel: Any, float_session: Any, feed: dict[str, np.ndarray],
+            args: argparse.Namespace, blas: Blas) -> None:
+    """Per kind of plan step, int8 against float (see --profile), then cProfile of int8."""
+    from udo_build.runtime.integer import QuantizedSession
+
+    session = QuantizedSession(qmodel)
+    initial = blas.threads() or 1
+    blas.set_threads(1)
+    least: dict[str, dict[tuple[int, str], float]] = {"int8": {}, "float": {}}
+    for _ in range(args.repeats):
+        for path, times in (("int8", _int8_steps(session, feed)),
+                            ("float", _float_steps(float_session, feed))):
+            for key, spent in times.items():
+                least[path][key] = min(least[path].get(key, spent), spent)
+    kinds: dict[str, dict[str, list[float]]] = {}
+    for path, times in least.items():
+        for (_, kind), spent in times.items():
+            kinds.setdefault(kind, {}).setdefault(path, []).append(spent)
+    total = {p: sum(t.values()) * 1e3 for p, t in least.items()}
+    print(f"\nprofile of {name}, 1 thread, least thread CPU time per step over {args.repeats} "
+          f"runs: int8 {total['int8']:.1f} ms, float {total['float']:.1f} ms")
+    print(f"  {'step kind':<26} {'int8 n':>6} {'int8 ms':>8} {'float n':>7} {'float ms':>8}")
+    for kind, paths in sorted(kinds.items(), key=lambda kv: -sum(kv[1].get("int8", [0]))):
+        q, f = paths.get("int8", []), paths.get("float", [])
+        print(f"  {kind:<26} {len(q):>6} {sum(q) * 1e3:8.2f} {len(f):>7} {sum(f) * 1e3:8.2f}")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(3):
+        session.run(feed)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(10)
+    lines = text.getvalue().splitlines()
+    header = next(i for i, line in enumerate(lines) if "ncalls" in line)
+    print("  cProfile of 3 int8 runs, by own time:")
+    print("\n".join("    " + line for line in lines[header:] if line.strip()))
+    blas.set_threads(initial)
+
+
+def _int8_steps(session: Any, feed: dict[str, np.ndarray]) -> dict[tuple[int, str], float]:
+    """Each step of one int8 run: (index, kind) -> thread CPU seconds."""
+    plan = session.plan(tuple(t.name for t in session.graph.outputs))
+    env = dict(plan.constants)
+    env.update(session._check_feeds(feed, plan))
+    times = {}
+    for i, step in enumerate(plan.steps):
+        kind = _kind(step, [env[n] if n else None for n in step.inputs])
+        start = time.thread_time()
+        session._run_step(step, env)
+        times[(i, kind.replace("FusedConv", "Conv"))] = time.thread_time() - start
+    return times
+
+
+def _float_steps(session: Any, feed: dict[str, np.ndarray]) -> dict[tuple[int, str], float]:
+    """Each step of one float run (as bench/emulator.py --profile runs them)."""
+    plan = session.plan(tuple(t.name for t in session.graph.outputs))
+    env = dict(plan.constants)
+    env.update(feed)
+    times = {}
+    for i, step in enumerate(plan.steps):
+        inputs = [env[n] if n else None for n in step.inputs]
+        start = time.thread_time()
+        result = step.fn(*inputs, **step.kwargs)
+        times[(i, _kind(step, inputs).replace("FusedConv", "Conv"))] = (
+            time.thread_time() - start)
+        env.update(zip(step.outputs, result if isinstance(result, tuple) else (result,),
+                       strict=False))
+        inputs = result = None  # type: ignore[assignment]
+        for dead in step.frees:
+            del env[dead]
+    return times
 
 
 def _ort_run(session: Any, outputs: list[str], feed: dict[str, np.ndarray]) -> Callable[[], Any]:
@@ -328,6 +411,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "runtimes' idle workers spin on the same cores: unreliable)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-timing", action="store_true", help="accuracy only")
+    p.add_argument("--profile", action="store_true",
+                   help="per step kind, int8 against float, and cProfile of the int8 run")
     p.add_argument("--smoke", action="store_true",
                    help="a quick check: SqueezeNet, few inputs and runs, accuracy targets only")
     args = p.parse_args(argv)

@@ -194,8 +194,10 @@ class Requant:
         acc = np.asarray(acc)
         factor = self.factor
         if offset is not None:
+            into = owned and acc.dtype == np.float64 and np.broadcast_shapes(
+                acc.shape, np.shape(offset)) == acc.shape
             acc = np.add(acc, offset, dtype=np.float64,  # integers below 2^53: exact
-                         out=acc if owned and acc.dtype == np.float64 else None)
+                         out=acc if into else None)
             owned = True
         shape = np.broadcast_shapes(acc.shape, factor.shape)
         t = acc if owned and acc.dtype == np.float64 and acc.shape == shape else np.empty(shape)
