@@ -187,11 +187,21 @@ class Requant:
               owned: bool = False) -> np.ndarray:
         """requantize(acc + offset): acc holds exact integers (any numeric type; `owned`: a
         float64 buffer of the caller's that may be overwritten), offset broadcasts against it
-        (a bias per channel, or -zero_point for a plain rescale)."""
-        t = acc if owned and acc.dtype == np.float64 else acc.astype(np.float64)
+        (a bias per channel, or -zero_point for a plain rescale). A wide requantization runs
+        in int64 (`_apply_wide`), any other in float64: one pass forms the exact product."""
+        if self.wide:
+            return self._apply_wide(acc, offset)
+        acc = np.asarray(acc)
+        factor = self.factor
         if offset is not None:
-            t += offset  # integers below 2^53: exact
-        t *= self.factor  # |acc + offset| x M0 < 2^53, times 2^-shift: exact
+            into = owned and acc.dtype == np.float64 and np.broadcast_shapes(
+                acc.shape, np.shape(offset)) == acc.shape
+            acc = np.add(acc, offset, dtype=np.float64,  # integers below 2^53: exact
+                         out=acc if into else None)
+            owned = True
+        shape = np.broadcast_shapes(acc.shape, factor.shape)
+        t = acc if owned and acc.dtype == np.float64 and acc.shape == shape else np.empty(shape)
+        np.multiply(acc, factor, out=t)  # |acc + offset| x M0 < 2^53, times 2^-shift: exact
         return self.round(t)
 
     def _apply_wide(self, acc: np.ndarray, offset: np.ndarray | float | None) -> np.ndarray:
@@ -205,12 +215,13 @@ class Requant:
         return q.astype(self.dtype)
 
     def round(self, t: np.ndarray) -> np.ndarray:
-        """t (float64, exact) rounded half to even, shifted by the zero point, clamped."""
+        """t (float64, exact; overwritten) rounded half to even, shifted by the zero point,
+        clamped, in the output type: the clamp writes the output (no float64 pass after)."""
         np.rint(t, out=t)
-        np.clip(t, self.lo - self.zero_point, self.hi - self.zero_point, out=t)
         if self.zero_point:
-            t += self.zero_point
-        return t.astype(self.dtype)
+            t += self.zero_point  # integers: exact
+        return np.clip(t, self.lo, self.hi, out=np.empty(t.shape, self.dtype),
+                       casting="unsafe")
 
 
 def clamp_bounds(out: Encoding, clamp: tuple[float | None, float | None]) -> tuple[int, int]:
@@ -265,8 +276,8 @@ def lookup(table: np.ndarray, *xs: np.ndarray) -> np.ndarray:
     if len(xs) == 1:
         return np.take(table, xs[0].view(np.uint8))
     shape = np.broadcast_shapes(xs[0].shape, xs[1].shape)
-    index = np.broadcast_to(xs[0], shape).view(np.uint8).astype(np.uint16)
-    index <<= 8
+    index = np.left_shift(np.broadcast_to(xs[0], shape).view(np.uint8), 8,
+                          dtype=np.uint16)  # widened and shifted in one pass
     index |= xs[1].view(np.uint8)
     return np.take(table, index)
 
