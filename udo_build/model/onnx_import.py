@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ from ..errors import Problem, UserError, raise_if_any
 from ..ir import Graph, Model, Node, TensorInfo
 from ..ir.graph import DEFAULT_PACKAGE, bulk_building
 from .custom import CustomOps
+from .external_data import ExternalTensor, LazyWeights, external_tensors
 from .interface import adapt_node, kernel_interface, value_problems
 from .shape_fill import complete_shapes
 
@@ -39,12 +40,15 @@ if TYPE_CHECKING:
 TARGET_OPSET = 17
 ONNX_DOMAINS = ("", "ai.onnx")
 MAX_MODEL_BYTES = 2 << 30  # protobuf's own limit
+EXTERNAL = 1  # onnx.TensorProto.EXTERNAL (onnx is imported where it is used)
 KEPT_FILL_TYPES = (1, 7, 9)  # float32, int64, bool
 POOLS = ("Conv", "MaxPool", "AveragePool", "LpPool")  # ConvTranspose's kernel pads itself
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
-    """Parse an ONNX file (no external data: a model is one file), with clear errors."""
+    """Parse an ONNX file, with clear errors. Weights in external data files stay there: their
+    references are validated (external_data.py) and remembered for `import_onnx`, which maps
+    each when it needs it; the model file itself must be under protobuf's 2 GB."""
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -56,12 +60,38 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise UserError(f"not an ONNX model: {exc}", file=path,
                         hint="export the model with torch.onnx.export or similar") from None
+    del data
+    if any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer):
+        _remember(model, external_tensors(model, Path(path).parent, str(path)))
+    return model
+
+
+# the external tensors of the models load_onnx returned last, by id (the model is kept alive
+# with them, so its id is not reused while it is here); a ModelProto takes no attributes
+_LOADED: dict[int, tuple[Any, dict[str, ExternalTensor]]] = {}
+_KEEP = 4
+
+
+def _remember(model: onnx.ModelProto, tensors: dict[str, ExternalTensor]) -> None:
+    while len(_LOADED) >= _KEEP:
+        del _LOADED[next(iter(_LOADED))]
+    _LOADED[id(model)] = (model, tensors)
+
+
+def _external_of(model: onnx.ModelProto, file: str) -> dict[str, ExternalTensor]:
+    """The validated external tensors of a model load_onnx read; a model with external data
+    that did not come through load_onnx is refused (its folder is unknown)."""
+    import onnx
+
+    kept = _LOADED.get(id(model))
+    if kept is not None and kept[0] is model:
+        return kept[1]
     for init in model.graph.initializer:
         if init.data_location == onnx.TensorProto.EXTERNAL:
-            raise UserError(f"initializer {init.name} keeps its data in an external file",
-                            file=path, hint="save the model as one file "
-                            "(onnx.save(model, path, save_as_external_data=False))")
-    return model
+            raise UserError(f"initializer {init.name} keeps its data in an external file, and "
+                            "the model's folder is not known", file=file,
+                            hint="read the model with udo_build.model.onnx_import.load_onnx")
+    return {}
 
 
 def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
@@ -70,17 +100,19 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
                 packages: Mapping[str, OpPackage] | None = None) -> Model:
     """The IR model of an ONNX model (see the module docstring). `packages`: the custom ops'
     kernels, when known: the shapes after a custom op are then its kernel's (shape_fill.py)."""
+    external = _external_of(model, file)
     with bulk_building():
         checked = _checked(model, file)
         _refuse_unknown_ops(checked, CustomOps(opdefs, file), file)
         dims = input_dims or {}
-        imported = _import(_inferred(checked, file, dims), file, opdefs)
+        imported = _import(_inferred(checked, file, dims), file, opdefs, external)
         native = (lambda: _infos(_inferred(checked, file, {}))) if dims else (lambda: None)
         return complete_shapes(imported, native, packages)
 
 
-def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> Model:
-    weights = {init.name: _array(init) for init in proto.graph.initializer}
+def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None,
+            external: dict[str, ExternalTensor]) -> Model:
+    weights = _weights(proto, external, file)
     infos = _infos(proto)
     for info in infos.values():
         _check_size(info.name, info.static_shape, np.dtype(info.dtype).itemsize, file)
@@ -103,7 +135,8 @@ def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> M
     raise_if_any(problems)
     constant = set(weights)
     used = {i for n in nodes for i in n.inputs} | {o.name for o in proto.graph.output}
-    weights = {k: v for k, v in weights.items() if k in used}
+    weights = weights.only(used) if isinstance(weights, LazyWeights) else \
+        {k: v for k, v in weights.items() if k in used}
     inputs = tuple(infos[i.name] for i in proto.graph.input if i.name not in constant)
     outputs = tuple(infos.get(o.name, TensorInfo(o.name, "float32")) for o in proto.graph.output)
     produced = {o for n in nodes for o in n.outputs} - {o.name for o in outputs}
@@ -125,7 +158,7 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
 
     opset = _known_opset(model, file)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(_checkable(model))
     except onnx.checker.ValidationError as exc:
         raise UserError(f"the ONNX checker refuses the model: {_first_line(exc)}",
                         file=file) from None
@@ -138,6 +171,27 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
                             f"{_first_line(exc)}", file=file) from None
         converter_gaps.mend(model, gapped)
     return _function_defaults(model)
+
+
+def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """What the ONNX checker is given: the model, or (external data) a copy whose external
+    initializers are graph inputs of their type and shape. The checker would look for their
+    files relative to the working folder; external_data.py has checked them against the
+    model's own folder, more strictly."""
+    import onnx
+
+    if all(i.data_location != EXTERNAL for i in model.graph.initializer):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    listed = {i.name for i in copy.graph.input}
+    kept = [i for i in copy.graph.initializer if i.data_location != EXTERNAL]
+    moved = [i for i in copy.graph.initializer if i.data_location == EXTERNAL]
+    del copy.graph.initializer[:]
+    copy.graph.initializer.extend(kept)
+    copy.graph.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, i.dims)
+                            for i in moved if i.name not in listed)
+    return copy
 
 
 def _known_opset(model: onnx.ModelProto, file: str) -> int:
@@ -280,6 +334,24 @@ def _array(tensor: Any) -> np.ndarray:
     return np.asarray(numpy_helper.to_array(tensor), order="C")  # 0-d stays 0-d
 
 
+def _weights(proto: onnx.ModelProto, external: dict[str, ExternalTensor],
+             file: str) -> dict[str, np.ndarray] | LazyWeights:
+    """The initializers: arrays, or (external data) a LazyWeights mapping each when used."""
+    if not external:
+        return {init.name: _array(init) for init in proto.graph.initializer}
+    inline: dict[str, np.ndarray] = {}
+    streamed: dict[str, ExternalTensor] = {}
+    for init in proto.graph.initializer:
+        if init.name in external:
+            streamed[init.name] = external[init.name]
+        elif init.data_location == EXTERNAL:  # not among those load_onnx validated
+            raise UserError(f"initializer {init.name} keeps its data in an external file the "
+                            "model did not name when it was read", file=file)
+        else:
+            inline[init.name] = _array(init)
+    return LazyWeights(inline, streamed)
+
+
 def _unique(name: str, taken: set[str]) -> str:
     candidate, n = name, 1
     while candidate in taken:
@@ -292,7 +364,7 @@ def _unique(name: str, taken: set[str]) -> str:
 # -- constants ----------------------------------------------------------------------------------
 
 
-def _fold(node: Any, weights: dict[str, np.ndarray], infos: dict[str, TensorInfo],
+def _fold(node: Any, weights: MutableMapping[str, np.ndarray], infos: dict[str, TensorInfo],
           file: str) -> bool:
     """Turn a node into weights when its value is known now; True when it was."""
     from onnx import helper, numpy_helper
@@ -342,7 +414,7 @@ def _constant_value(attrs: dict[str, Any], numpy_helper: Any) -> np.ndarray | No
 
 
 def _standard(node: Any, name: str,
-              known: tuple[int, dict[str, TensorInfo], dict[str, np.ndarray]],
+              known: tuple[int, dict[str, TensorInfo], Mapping[str, np.ndarray]],
               problems: list[Problem], file: str) -> Node | None:
     from onnx import helper
 
