@@ -88,8 +88,8 @@ class Weights:
         offset = -(-self.data.tell() // ALIGN) * ALIGN
         self.data.write(b"\0" * (offset - self.data.tell()))
         self.data.write(value.astype(value.dtype.newbyteorder("<")).tobytes())
-        tensor = helper.make_tensor(name, helper.np_dtype_to_tensor_dtype(value.dtype),
-                                    value.shape, vals=[])
+        tensor = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(value.dtype),
+                             dims=value.shape)
         tensor.data_location = TensorProto.EXTERNAL
         for key, text in (("location", self.location), ("offset", str(offset)),
                           ("length", str(value.nbytes))):

@@ -57,8 +57,13 @@ class ExternalTensor:
                          offset=self.offset, shape=self.shape)
 
     def read(self) -> bytes:
-        """The tensor's bytes, read whole."""
-        return b"".join(self.chunks(self.size or 1))
+        """The tensor's bytes, read whole (one buffer: no pieces joined)."""
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(self.size)
+        if len(data) != self.size:
+            raise self._short()
+        return data
 
     def chunks(self, chunk: int = CHUNK) -> Iterator[bytes]:
         """The tensor's bytes in pieces of at most `chunk` bytes."""
@@ -68,11 +73,13 @@ class ExternalTensor:
             while left > 0:
                 piece = fh.read(min(chunk, left))
                 if not piece:
-                    raise UserError(f"initializer {self.name}: its external file {self.location} "
-                                    "ended early (it changed after the model was loaded)",
-                                    file=str(self.path))
+                    raise self._short()
                 left -= len(piece)
                 yield piece
+
+    def _short(self) -> UserError:
+        return UserError(f"initializer {self.name}: its external file {self.location} ended "
+                         "early (it changed after the model was loaded)", file=str(self.path))
 
 
 class LazyWeights(MutableMapping[str, np.ndarray]):

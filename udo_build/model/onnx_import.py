@@ -41,6 +41,7 @@ TARGET_OPSET = 17
 ONNX_DOMAINS = ("", "ai.onnx")
 MAX_MODEL_BYTES = 2 << 30  # protobuf's own limit
 EXTERNAL = 1  # onnx.TensorProto.EXTERNAL (onnx is imported where it is used)
+SMALL_EXTERNAL = 64 << 10  # external tensors up to this size are read at once
 KEPT_FILL_TYPES = (1, 7, 9)  # float32, int64, bool
 POOLS = ("Conv", "MaxPool", "AveragePool", "LpPool")  # ConvTranspose's kernel pads itself
 
@@ -101,6 +102,8 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
     """The IR model of an ONNX model (see the module docstring). `packages`: the custom ops'
     kernels, when known: the shapes after a custom op are then its kernel's (shape_fill.py)."""
     external = _external_of(model, file)
+    if external:
+        model, external = _small_inline(model, external)
     with bulk_building():
         checked = _checked(model, file)
         _refuse_unknown_ops(checked, CustomOps(opdefs, file), file)
@@ -171,6 +174,25 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
                             f"{_first_line(exc)}", file=file) from None
         converter_gaps.mend(model, gapped)
     return _function_defaults(model)
+
+
+def _small_inline(model: onnx.ModelProto, external: dict[str, ExternalTensor]
+                  ) -> tuple[onnx.ModelProto, dict[str, ExternalTensor]]:
+    """A copy of the model with its small external tensors (shapes, axes, scalars: what shape
+    inference reads) inside it, and the external tensors left."""
+    small = {name for name, t in external.items() if t.size <= SMALL_EXTERNAL}
+    if not small:
+        return model, external
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for init in copy.graph.initializer:
+        if init.name in small and init.data_location == EXTERNAL:
+            init.raw_data = external[init.name].read()
+            init.data_location = onnx.TensorProto.DEFAULT
+            del init.external_data[:]
+    return copy, {k: v for k, v in external.items() if k not in small}
 
 
 def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
