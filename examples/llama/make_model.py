@@ -81,13 +81,13 @@ class Weights:
         self.inits: list[onnx.TensorProto] = []
 
     def add(self, name: str, value: np.ndarray) -> str:
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value, order="C")  # a 0-d value stays 0-d
         if self.data is None or value.nbytes < ALIGN:
             self.inits.append(numpy_helper.from_array(value, name))
             return name
         offset = -(-self.data.tell() // ALIGN) * ALIGN
         self.data.write(b"\0" * (offset - self.data.tell()))
-        self.data.write(value.astype(value.dtype.newbyteorder("<")).tobytes())
+        self.data.write(memoryview(value.astype(value.dtype.newbyteorder("<"), copy=False)))
         tensor = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(value.dtype),
                              dims=value.shape)
         tensor.data_location = TensorProto.EXTERNAL
