@@ -16,6 +16,13 @@ A problem is a UserError naming the tensor, the file and the field. The validate
 become `ExternalTensor`s, and the importer's weights a `LazyWeights` mapping: looking a weight up
 maps its bytes (np.memmap: its shape at no cost, its values read when touched), and the bundle
 writer streams each one (`chunks`) or reads it whole (`read`) when it stores it, one at a time.
+
+The importer's side: a ModelProto takes no attributes, so `remember` keeps the external
+tensors of the last models `load_onnx` returned (by identity, the model held with them) for
+`import_onnx` to find (`external_of`); tensors up to SMALL_EXTERNAL (shapes, axes, scalars:
+what shape inference reads) are read into a copy of the model (`small_inline`), and the ONNX
+checker sees the large ones as graph inputs (`checkable`), since it would look for their files
+relative to the working folder.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from ..errors import UserError
 
 CHUNK = 16 << 20
 # ONNX data types whose external bytes are numpy's little-endian layout of the same dtype
+EXTERNAL = 1  # onnx.TensorProto.EXTERNAL (onnx is imported where it is used)
+SMALL_EXTERNAL = 64 << 10  # external tensors up to this size are read with the model
 RAW_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
              7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
 
@@ -205,3 +214,74 @@ def _whole(text: str, what: str, file: str, field: str) -> int:
         raise UserError(f"{what} {text!r} is not a whole number of bytes", file=file,
                         field=field)
     return int(text)
+
+
+# -- the importer's side -------------------------------------------------------------------------
+
+
+# the external tensors of the models load_onnx returned last, by id (the model is kept alive
+# with them, so its id is not reused while it is here); a ModelProto takes no attributes
+_LOADED: dict[int, tuple[Any, dict[str, ExternalTensor]]] = {}
+_KEEP = 4
+
+
+def remember(model: Any, tensors: dict[str, ExternalTensor]) -> None:
+    while len(_LOADED) >= _KEEP:
+        del _LOADED[next(iter(_LOADED))]
+    _LOADED[id(model)] = (model, tensors)
+
+
+def external_of(model: Any, file: str) -> dict[str, ExternalTensor]:
+    """The validated external tensors of a model load_onnx read; a model with external data
+    that did not come through load_onnx is refused (its folder is unknown)."""
+    import onnx
+
+    kept = _LOADED.get(id(model))
+    if kept is not None and kept[0] is model:
+        return kept[1]
+    for init in model.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            raise UserError(f"initializer {init.name} keeps its data in an external file, and "
+                            "the model's folder is not known", file=file,
+                            hint="read the model with udo_build.model.onnx_import.load_onnx")
+    return {}
+
+
+def small_inline(model: Any, external: dict[str, ExternalTensor]
+                 ) -> tuple[Any, dict[str, ExternalTensor]]:
+    """A copy of the model with its small external tensors (shapes, axes, scalars: what shape
+    inference reads) inside it, and the external tensors left."""
+    small = {name for name, t in external.items() if t.size <= SMALL_EXTERNAL}
+    if not small:
+        return model, external
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for init in copy.graph.initializer:
+        if init.name in small and init.data_location == EXTERNAL:
+            init.raw_data = external[init.name].read()
+            init.data_location = onnx.TensorProto.DEFAULT
+            del init.external_data[:]
+    return copy, {k: v for k, v in external.items() if k not in small}
+
+
+def checkable(model: Any) -> Any:
+    """What the ONNX checker is given: the model, or (external data) a copy whose external
+    initializers are graph inputs of their type and shape. The checker would look for their
+    files relative to the working folder; external_data.py has checked them against the
+    model's own folder, more strictly."""
+    import onnx
+
+    if all(i.data_location != EXTERNAL for i in model.graph.initializer):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    listed = {i.name for i in copy.graph.input}
+    kept = [i for i in copy.graph.initializer if i.data_location != EXTERNAL]
+    moved = [i for i in copy.graph.initializer if i.data_location == EXTERNAL]
+    del copy.graph.initializer[:]
+    copy.graph.initializer.extend(kept)
+    copy.graph.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, i.dims)
+                            for i in moved if i.name not in listed)
+    return copy

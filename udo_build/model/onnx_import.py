@@ -27,7 +27,16 @@ from ..errors import Problem, UserError, raise_if_any
 from ..ir import Graph, Model, Node, TensorInfo
 from ..ir.graph import DEFAULT_PACKAGE, bulk_building
 from .custom import CustomOps
-from .external_data import ExternalTensor, LazyWeights, external_tensors
+from .external_data import (
+    EXTERNAL,
+    ExternalTensor,
+    LazyWeights,
+    checkable,
+    external_of,
+    external_tensors,
+    remember,
+    small_inline,
+)
 from .interface import adapt_node, kernel_interface, value_problems
 from .shape_fill import complete_shapes
 
@@ -40,8 +49,6 @@ if TYPE_CHECKING:
 TARGET_OPSET = 17
 ONNX_DOMAINS = ("", "ai.onnx")
 MAX_MODEL_BYTES = 2 << 30  # protobuf's own limit
-EXTERNAL = 1  # onnx.TensorProto.EXTERNAL (onnx is imported where it is used)
-SMALL_EXTERNAL = 64 << 10  # external tensors up to this size are read at once
 KEPT_FILL_TYPES = (1, 7, 9)  # float32, int64, bool
 POOLS = ("Conv", "MaxPool", "AveragePool", "LpPool")  # ConvTranspose's kernel pads itself
 
@@ -63,36 +70,8 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
                         hint="export the model with torch.onnx.export or similar") from None
     del data
     if any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer):
-        _remember(model, external_tensors(model, Path(path).parent, str(path)))
+        remember(model, external_tensors(model, Path(path).parent, str(path)))
     return model
-
-
-# the external tensors of the models load_onnx returned last, by id (the model is kept alive
-# with them, so its id is not reused while it is here); a ModelProto takes no attributes
-_LOADED: dict[int, tuple[Any, dict[str, ExternalTensor]]] = {}
-_KEEP = 4
-
-
-def _remember(model: onnx.ModelProto, tensors: dict[str, ExternalTensor]) -> None:
-    while len(_LOADED) >= _KEEP:
-        del _LOADED[next(iter(_LOADED))]
-    _LOADED[id(model)] = (model, tensors)
-
-
-def _external_of(model: onnx.ModelProto, file: str) -> dict[str, ExternalTensor]:
-    """The validated external tensors of a model load_onnx read; a model with external data
-    that did not come through load_onnx is refused (its folder is unknown)."""
-    import onnx
-
-    kept = _LOADED.get(id(model))
-    if kept is not None and kept[0] is model:
-        return kept[1]
-    for init in model.graph.initializer:
-        if init.data_location == onnx.TensorProto.EXTERNAL:
-            raise UserError(f"initializer {init.name} keeps its data in an external file, and "
-                            "the model's folder is not known", file=file,
-                            hint="read the model with udo_build.model.onnx_import.load_onnx")
-    return {}
 
 
 def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
@@ -101,9 +80,9 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
                 packages: Mapping[str, OpPackage] | None = None) -> Model:
     """The IR model of an ONNX model (see the module docstring). `packages`: the custom ops'
     kernels, when known: the shapes after a custom op are then its kernel's (shape_fill.py)."""
-    external = _external_of(model, file)
+    external = external_of(model, file)
     if external:
-        model, external = _small_inline(model, external)
+        model, external = small_inline(model, external)
     with bulk_building():
         checked = _checked(model, file)
         _refuse_unknown_ops(checked, CustomOps(opdefs, file), file)
@@ -161,7 +140,7 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
 
     opset = _known_opset(model, file)
     try:
-        onnx.checker.check_model(_checkable(model))
+        onnx.checker.check_model(checkable(model))
     except onnx.checker.ValidationError as exc:
         raise UserError(f"the ONNX checker refuses the model: {_first_line(exc)}",
                         file=file) from None
@@ -174,46 +153,6 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
                             f"{_first_line(exc)}", file=file) from None
         converter_gaps.mend(model, gapped)
     return _function_defaults(model)
-
-
-def _small_inline(model: onnx.ModelProto, external: dict[str, ExternalTensor]
-                  ) -> tuple[onnx.ModelProto, dict[str, ExternalTensor]]:
-    """A copy of the model with its small external tensors (shapes, axes, scalars: what shape
-    inference reads) inside it, and the external tensors left."""
-    small = {name for name, t in external.items() if t.size <= SMALL_EXTERNAL}
-    if not small:
-        return model, external
-    import onnx
-
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    for init in copy.graph.initializer:
-        if init.name in small and init.data_location == EXTERNAL:
-            init.raw_data = external[init.name].read()
-            init.data_location = onnx.TensorProto.DEFAULT
-            del init.external_data[:]
-    return copy, {k: v for k, v in external.items() if k not in small}
-
-
-def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
-    """What the ONNX checker is given: the model, or (external data) a copy whose external
-    initializers are graph inputs of their type and shape. The checker would look for their
-    files relative to the working folder; external_data.py has checked them against the
-    model's own folder, more strictly."""
-    import onnx
-
-    if all(i.data_location != EXTERNAL for i in model.graph.initializer):
-        return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    listed = {i.name for i in copy.graph.input}
-    kept = [i for i in copy.graph.initializer if i.data_location != EXTERNAL]
-    moved = [i for i in copy.graph.initializer if i.data_location == EXTERNAL]
-    del copy.graph.initializer[:]
-    copy.graph.initializer.extend(kept)
-    copy.graph.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, i.dims)
-                            for i in moved if i.name not in listed)
-    return copy
 
 
 def _known_opset(model: onnx.ModelProto, file: str) -> int:
