@@ -18,6 +18,13 @@ record. A file that fails any check is refused with a clear message naming the p
 `split_bundle` lays a bundle out with parts whose bytes are elsewhere (the records of the
 deployable bundle, kept once in the store): the head holds everything up to them, and
 `read_bundle` reads such a file through a `Reader` of byte ranges as well as from bytes.
+
+Weights too large to hold twice (ONNX external data) stay in their files until written: a
+model whose weights mapping has `streamed(name)` (udo_build.model.external_data.LazyWeights)
+gives `Streamed` sources, hashed piece by piece for the header; `write_bundle_to` streams the
+bundle to a file, and `bundle_segments` gives it as segments for a file of parts in the store
+(each such weight a blob of its own, read when its segment is taken). All three writers give
+the same bytes. `load_bundle` memory-maps the file: its weights are views of the map.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ FORMAT = "udo-build/bundle"
 VERSION = 1
 ALIGN = 64
 MAX_HEADER = 64 << 20
+MAX_UNMAPPED = 4 << 30  # a bundle that cannot be mapped (a pipe) is read, up to this size
 EXTENSION = ".udb"
 _PREFIX = struct.Struct("<8sIQ")
 _PART_NAME = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-@=,:+]+)*\Z")
@@ -434,10 +442,10 @@ def load_bundle(path: str | Path) -> Bundle:
         with open(path, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode) or \
                     os.fstat(fh.fileno()).st_size == 0:
-                return read_bundle(read_limited(path, MAX_HEADER, "bundle"), str(path))
+                return read_bundle(read_limited(path, MAX_UNMAPPED, "bundle"), str(path))
             mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError:  # missing, a folder, unreadable: read_limited says which
-        return read_bundle(read_limited(path, MAX_HEADER, "bundle"), str(path))
+        return read_bundle(read_limited(path, MAX_UNMAPPED, "bundle"), str(path))
     return read_bundle(MemoryReader(mapped), str(path))  # type: ignore[arg-type]
 
 
