@@ -1,6 +1,6 @@
 """Benchmark: a billion-parameter decoder through convert, info and a float run, in bounded memory.
 
-    python bench/llm.py [--size 1b|tiny] [--dir DIR] [--skip-run]
+    python bench/llm.py [--size 1b|tiny] [--dir DIR] [--skip-run] [--peer]
 
 The model is examples/llama/make_model.py's (`1b`: TinyLlama-1.1B's shape, 22 layers, hidden
 2048, 32 heads / 4 KV heads, FFN 5632, vocabulary 32000: 4.4 GB of float32 weights in one
@@ -16,6 +16,8 @@ and mapped file pages together):
             the output file written from the store (store.parts.write_file, streamed)
   info      `udo-build info` on the bundle: load_bundle (memory-mapped, every digest checked)
             and describe
+  today     (--peer) the peer: what the convert action does today on the same model (the
+            bundle's bytes whole, Bundle.to_bytes, then stored as one blob)
   run       one AR-1 step of the float model (runtime.float_session.Session) on the bundle
 
 Target (issue 28, item 1): the peak of convert <= 2 x the largest tensor + 600 MB. info and run
@@ -90,6 +92,23 @@ def step_convert(folder: Path, size: str) -> dict:
                                if p.is_file())}
 
 
+def step_today(folder: Path, size: str) -> dict:
+    """The peer: what the convert action does today (the bundle's bytes whole, then one blob),
+    on the same model."""
+    from udo_build.builder.kinds.convert import CONVERTER
+    from udo_build.ir.bundle import Bundle
+    from udo_build.model.onnx_import import import_onnx, load_onnx
+    from udo_build.store.cas import Cas
+
+    opdefs = _opdefs()
+    path = folder / f"llama_{size}.onnx"
+    model = import_onnx(load_onnx(path), file=str(path), opdefs=opdefs)
+    data = Bundle(model, opdefs.to_json(), {"producer": CONVERTER}).to_bytes()
+    Cas(folder / "store_today").put(data)
+    shutil.rmtree(folder / "store_today")
+    return {"bundle_bytes": len(data)}
+
+
 def step_info(folder: Path, size: str) -> dict:
     from udo_build.ir.bundle import load_bundle
     from udo_build.model.info import describe
@@ -115,8 +134,8 @@ def step_run(folder: Path, size: str) -> dict:
     return {"logits": list(logits.shape), "finite": bool(np.isfinite(logits).all())}
 
 
-STEPS = {"generate": step_generate, "convert": step_convert, "info": step_info,
-         "run": step_run}
+STEPS = {"generate": step_generate, "convert": step_convert, "today": step_today,
+         "info": step_info, "run": step_run}
 
 
 def child(step: str, folder: Path, size: str) -> int:
@@ -141,6 +160,8 @@ def main() -> int:
     parser.add_argument("--size", choices=("tiny", "1b"), default="1b")
     parser.add_argument("--dir", type=Path, help="work here (kept) instead of a temp folder")
     parser.add_argument("--skip-run", action="store_true", help="no float run step")
+    parser.add_argument("--peer", action="store_true", help="also convert as the convert "
+                        "action does today (the whole bundle in memory: 2x its size)")
     parser.add_argument("--child", choices=sorted(STEPS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -148,15 +169,17 @@ def main() -> int:
     folder = args.dir or Path(tempfile.mkdtemp(prefix="udo-bench-llm-"))
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        return report(folder, args.size, args.skip_run)
+        return report(folder, args.size, args.skip_run, args.peer)
     finally:
         if args.dir is None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def report(folder: Path, size: str, skip_run: bool) -> int:
+def report(folder: Path, size: str, skip_run: bool, peer: bool) -> int:
     results = {}
-    for step in ("generate", "convert", "info", *(() if skip_run else ("run",))):
+    kept = (folder / f"llama_{size}.onnx").exists()  # a --dir of an earlier run: reused
+    for step in (*(() if kept else ("generate",)), "convert", *(("today",) if peer else ()),
+                 "info", *(() if skip_run else ("run",))):
         got = results[step] = measure(step, folder, size)
         rest = {k: v for k, v in got.items() if k not in ("wall_s", "peak")}
         print(f"{step:9s} {got['wall_s']:8.1f} s   peak {got['peak'] / MB:8.0f} MB   "
@@ -169,7 +192,7 @@ def report(folder: Path, size: str, skip_run: bool) -> int:
           f"{convert['store_bytes'] / MB:.0f} MB in {convert['parts']} parts")
     print(f"{'PASS' if ok else 'FAIL'}  convert peak {convert['peak'] / MB:.0f} MB <= 2 x largest "
           f"tensor + 600 MB = {limit / MB:.0f} MB")
-    for step in ("info", "run"):
+    for step in ("today", "info", "run"):
         if step in results:
             print(f"      {step} peak {results[step]['peak'] / MB:.0f} MB = "
                   f"{results[step]['peak'] / bundle:.2f} x the bundle")
