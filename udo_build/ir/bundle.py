@@ -18,18 +18,27 @@ record. A file that fails any check is refused with a clear message naming the p
 `split_bundle` lays a bundle out with parts whose bytes are elsewhere (the records of the
 deployable bundle, kept once in the store): the head holds everything up to them, and
 `read_bundle` reads such a file through a `Reader` of byte ranges as well as from bytes.
+
+Weights too large to hold twice (ONNX external data) stay in their files until written: a
+model whose weights mapping has `streamed(name)` (udo_build.model.external_data.LazyWeights)
+gives `Streamed` sources, hashed piece by piece for the header; `write_bundle_to` streams the
+bundle to a file, and `bundle_segments` gives it as segments for a file of parts in the store
+(each such weight a blob of its own, read when its segment is taken). All three writers give
+the same bytes. `load_bundle` memory-maps the file: its weights are views of the map.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
@@ -45,6 +54,7 @@ FORMAT = "udo-build/bundle"
 VERSION = 1
 ALIGN = 64
 MAX_HEADER = 64 << 20
+MAX_UNMAPPED = 4 << 30  # a bundle that cannot be mapped (a pipe) is read, up to this size
 EXTENSION = ".udb"
 _PREFIX = struct.Struct("<8sIQ")
 _PART_NAME = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-@=,:+]+)*\Z")
@@ -77,13 +87,86 @@ class External:
     sha256: str
 
 
+class Streamed(Protocol):
+    """A weight whose bytes stay in a file until the bundle is written (an ONNX external data
+    tensor, udo_build.model.external_data.ExternalTensor): little-endian C-order bytes."""
+
+    size: int
+    dtype: str
+    shape: tuple[int, ...]
+
+    def chunks(self) -> Iterator[bytes]: ...
+
+    def read(self) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class StreamedPart:
+    """A streamed weight as a part: its source and the sha256 of its bytes."""
+
+    source: Streamed
+    sha256: str
+
+    @property
+    def size(self) -> int:
+        return self.source.size
+
+
 def write_bundle(bundle: Bundle) -> bytes:
-    header, entries, offsets = _layout(_entries(bundle), bundle.meta)
-    out = bytearray(header)
-    for (_, data), offset in zip(entries, offsets, strict=True):
+    out = bytearray()
+    for offset, data in bundle_segments(bundle)[0]:
         out.extend(b"\0" * (offset - len(out)))
-        out.extend(data)  # type: ignore[arg-type]
+        out.extend(data)
     return bytes(out)
+
+
+def write_bundle_to(bundle: Bundle, out: BinaryIO) -> int:
+    """Write the bundle to a binary file, streamed weights piece by piece (the bytes
+    `write_bundle` gives, without holding them); returns the size."""
+    header, entries, offsets = _layout(_entries(bundle), bundle.meta)
+    out.write(header)
+    position = len(header)
+    for (_, data), offset in zip(entries, offsets, strict=True):
+        out.write(b"\0" * (offset - position))
+        for piece in (data.source.chunks() if isinstance(data, StreamedPart)
+                      else (data,)):  # type: ignore[union-attr]
+            out.write(piece)  # type: ignore[arg-type]
+        position = offset + data.size if not isinstance(data, bytes) else offset + len(data)
+    return position
+
+
+def bundle_segments(bundle: Bundle) -> tuple[Sequence[tuple[int, bytes]], int]:
+    """The bundle as segments (offset, bytes) with zeros between, and its size: the inline
+    parts together, each streamed weight a segment of its own, read when the segment is taken
+    (a FileOfParts output stores each as a blob: one weight in memory at a time)."""
+    header, entries, offsets = _layout(_entries(bundle), bundle.meta)
+    runs: list[tuple[int, bytearray | StreamedPart]] = [(0, bytearray(header))]
+    end = len(header)
+    for (_, data), offset in zip(entries, offsets, strict=True):
+        if isinstance(data, StreamedPart):
+            runs.append((offset, data))
+            end = offset + data.size
+            continue
+        last = runs[-1][1]
+        if isinstance(last, StreamedPart):
+            last = bytearray()
+            runs.append((offset, last))
+        last.extend(b"\0" * (offset - runs[-1][0] - len(last)))
+        last.extend(data)  # type: ignore[arg-type]
+        end = offset + len(data)  # type: ignore[arg-type]
+    return _Segments([(o, d if isinstance(d, StreamedPart) else bytes(d)) for o, d in runs]), end
+
+
+class _Segments(Sequence[tuple[int, bytes]]):
+    def __init__(self, runs: list[tuple[int, bytes | StreamedPart]]) -> None:
+        self._runs = runs
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __getitem__(self, i: int) -> tuple[int, bytes]:  # type: ignore[override]
+        offset, data = self._runs[i]
+        return offset, data.source.read() if isinstance(data, StreamedPart) else data
 
 
 def split_bundle(bundle: Bundle, external: Mapping[str, External]
@@ -100,22 +183,30 @@ def split_bundle(bundle: Bundle, external: Mapping[str, External]
     head = bytearray(header)
     for (_, data), offset in zip(entries[:inline], offsets[:inline], strict=True):
         head.extend(b"\0" * (offset - len(head)))
-        head.extend(data)  # type: ignore[arg-type]
+        head.extend(data.source.read() if isinstance(data, StreamedPart)
+                    else data)  # type: ignore[arg-type]
     placed = [(offset, entry["name"]) for (entry, _), offset in zip(
         entries[inline:], offsets[inline:], strict=True)]
     end = offsets[-1] + entries[-1][1].size if extra else len(head)  # type: ignore[union-attr]
     return bytes(head), placed, end
 
 
-Entry = tuple[dict[str, Any], "bytes | External"]
+Entry = tuple[dict[str, Any], "bytes | External | StreamedPart"]
 
 
 def _entries(bundle: Bundle) -> list[Entry]:
     entries: list[Entry] = [
         ({"name": "graph.json"}, canonical_json(bundle.model.graph.to_json())),
     ]
-    for i, (name, array) in enumerate(bundle.model.iter_weights()):
-        a = np.asarray(array, order="C")  # a 0-d weight stays 0-d
+    weights = bundle.model.weights
+    streamed = getattr(weights, "streamed", None)  # a mapping that keeps weights in files
+    for i, name in enumerate(sorted(weights)):
+        source: Streamed | None = streamed(name) if streamed is not None else None
+        if source is not None:
+            entries.append(({"name": f"weights/{i}", "tensor": name, "dtype": source.dtype,
+                             "shape": list(source.shape)}, _streamed_part(source)))
+            continue
+        a = np.asarray(weights[name], order="C")  # a 0-d weight stays 0-d
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         entries.append(({"name": f"weights/{i}", "tensor": name, "dtype": a.dtype.name,
@@ -128,6 +219,13 @@ def _entries(bundle: Bundle) -> list[Entry]:
     return entries
 
 
+def _streamed_part(source: Streamed) -> StreamedPart:
+    digest = hashlib.sha256()
+    for piece in source.chunks():
+        digest.update(piece)
+    return StreamedPart(source, digest.hexdigest())
+
+
 def _check_part_name(name: str) -> None:
     if not _safe_name(name) or name in ("graph.json", "opdefs.json") \
             or name.startswith("weights/"):
@@ -137,7 +235,7 @@ def _check_part_name(name: str) -> None:
 def _layout(entries: list[Entry], meta: dict[str, Any]
             ) -> tuple[bytes, list[Entry], list[int]]:
     """(prefix and header, the entries, each one's offset)."""
-    index = [{**e, "size": d.size, "sha256": d.sha256} if isinstance(d, External)
+    index = [{**e, "size": d.size, "sha256": d.sha256} if isinstance(d, (External, StreamedPart))
              else {**e, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
              for e, d in entries]
     # offsets depend on the header's length, which depends on the offsets: iterate to a fixpoint
@@ -334,9 +432,21 @@ def _check_opdefs(doc: Any, file: str) -> dict[str, Any]:
 
 
 def load_bundle(path: str | Path) -> Bundle:
+    """Read a bundle file. It is memory-mapped, not read: its weights are views of the map
+    (the page cache's bytes, no second copy), checked against their digests here."""
+    import mmap
+
     from ..source import read_limited
 
-    return read_bundle(read_limited(path, 4 << 30, "bundle"), str(path))
+    try:
+        with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode) or \
+                    os.fstat(fh.fileno()).st_size == 0:
+                return read_bundle(read_limited(path, MAX_UNMAPPED, "bundle"), str(path))
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError:  # missing, a folder, unreadable: read_limited says which
+        return read_bundle(read_limited(path, MAX_UNMAPPED, "bundle"), str(path))
+    return read_bundle(MemoryReader(mapped), str(path))  # type: ignore[arg-type]
 
 
 def _header(reader: Reader, file: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,16 @@ from ..errors import Problem, UserError, raise_if_any
 from ..ir import Graph, Model, Node, TensorInfo
 from ..ir.graph import DEFAULT_PACKAGE, bulk_building
 from .custom import CustomOps
+from .external_data import (
+    EXTERNAL,
+    ExternalTensor,
+    LazyWeights,
+    checkable,
+    external_of,
+    external_tensors,
+    remember,
+    small_inline,
+)
 from .interface import adapt_node, kernel_interface, value_problems
 from .shape_fill import complete_shapes
 
@@ -44,7 +54,9 @@ POOLS = ("Conv", "MaxPool", "AveragePool", "LpPool")  # ConvTranspose's kernel p
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
-    """Parse an ONNX file (no external data: a model is one file), with clear errors."""
+    """Parse an ONNX file, with clear errors. Weights in external data files stay there: their
+    references are validated (external_data.py) and remembered for `import_onnx`, which maps
+    each when it needs it; the model file itself must be under protobuf's 2 GB."""
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -56,11 +68,9 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise UserError(f"not an ONNX model: {exc}", file=path,
                         hint="export the model with torch.onnx.export or similar") from None
-    for init in model.graph.initializer:
-        if init.data_location == onnx.TensorProto.EXTERNAL:
-            raise UserError(f"initializer {init.name} keeps its data in an external file",
-                            file=path, hint="save the model as one file "
-                            "(onnx.save(model, path, save_as_external_data=False))")
+    del data
+    if any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer):
+        remember(model, external_tensors(model, Path(path).parent, str(path)))
     return model
 
 
@@ -70,17 +80,21 @@ def import_onnx(model: onnx.ModelProto, *, file: str = "model.onnx",
                 packages: Mapping[str, OpPackage] | None = None) -> Model:
     """The IR model of an ONNX model (see the module docstring). `packages`: the custom ops'
     kernels, when known: the shapes after a custom op are then its kernel's (shape_fill.py)."""
+    external = external_of(model, file)
+    if external:
+        model, external = small_inline(model, external)
     with bulk_building():
         checked = _checked(model, file)
         _refuse_unknown_ops(checked, CustomOps(opdefs, file), file)
         dims = input_dims or {}
-        imported = _import(_inferred(checked, file, dims), file, opdefs)
+        imported = _import(_inferred(checked, file, dims), file, opdefs, external)
         native = (lambda: _infos(_inferred(checked, file, {}))) if dims else (lambda: None)
         return complete_shapes(imported, native, packages)
 
 
-def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> Model:
-    weights = {init.name: _array(init) for init in proto.graph.initializer}
+def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None,
+            external: dict[str, ExternalTensor]) -> Model:
+    weights = _weights(proto, external, file)
     infos = _infos(proto)
     for info in infos.values():
         _check_size(info.name, info.static_shape, np.dtype(info.dtype).itemsize, file)
@@ -103,7 +117,8 @@ def _import(proto: onnx.ModelProto, file: str, opdefs: OpPackageDef | None) -> M
     raise_if_any(problems)
     constant = set(weights)
     used = {i for n in nodes for i in n.inputs} | {o.name for o in proto.graph.output}
-    weights = {k: v for k, v in weights.items() if k in used}
+    weights = weights.only(used) if isinstance(weights, LazyWeights) else \
+        {k: v for k, v in weights.items() if k in used}
     inputs = tuple(infos[i.name] for i in proto.graph.input if i.name not in constant)
     outputs = tuple(infos.get(o.name, TensorInfo(o.name, "float32")) for o in proto.graph.output)
     produced = {o for n in nodes for o in n.outputs} - {o.name for o in outputs}
@@ -125,7 +140,7 @@ def _checked(model: onnx.ModelProto, file: str) -> onnx.ModelProto:
 
     opset = _known_opset(model, file)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(checkable(model))
     except onnx.checker.ValidationError as exc:
         raise UserError(f"the ONNX checker refuses the model: {_first_line(exc)}",
                         file=file) from None
@@ -280,6 +295,24 @@ def _array(tensor: Any) -> np.ndarray:
     return np.asarray(numpy_helper.to_array(tensor), order="C")  # 0-d stays 0-d
 
 
+def _weights(proto: onnx.ModelProto, external: dict[str, ExternalTensor],
+             file: str) -> dict[str, np.ndarray] | LazyWeights:
+    """The initializers: arrays, or (external data) a LazyWeights mapping each when used."""
+    if not external:
+        return {init.name: _array(init) for init in proto.graph.initializer}
+    inline: dict[str, np.ndarray] = {}
+    streamed: dict[str, ExternalTensor] = {}
+    for init in proto.graph.initializer:
+        if init.name in external:
+            streamed[init.name] = external[init.name]
+        elif init.data_location == EXTERNAL:  # not among those load_onnx validated
+            raise UserError(f"initializer {init.name} keeps its data in an external file the "
+                            "model did not name when it was read", file=file)
+        else:
+            inline[init.name] = _array(init)
+    return LazyWeights(inline, streamed)
+
+
 def _unique(name: str, taken: set[str]) -> str:
     candidate, n = name, 1
     while candidate in taken:
@@ -292,7 +325,7 @@ def _unique(name: str, taken: set[str]) -> str:
 # -- constants ----------------------------------------------------------------------------------
 
 
-def _fold(node: Any, weights: dict[str, np.ndarray], infos: dict[str, TensorInfo],
+def _fold(node: Any, weights: MutableMapping[str, np.ndarray], infos: dict[str, TensorInfo],
           file: str) -> bool:
     """Turn a node into weights when its value is known now; True when it was."""
     from onnx import helper, numpy_helper
@@ -342,7 +375,7 @@ def _constant_value(attrs: dict[str, Any], numpy_helper: Any) -> np.ndarray | No
 
 
 def _standard(node: Any, name: str,
-              known: tuple[int, dict[str, TensorInfo], dict[str, np.ndarray]],
+              known: tuple[int, dict[str, TensorInfo], Mapping[str, np.ndarray]],
               problems: list[Problem], file: str) -> Node | None:
     from onnx import helper
 
