@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from ...opdef.model import OpPackageDef
 
 
-# version 3: the output `semantics`; 4: per-backend packages keep the name, published by backend
-@action_kind("opdef", version=4, params=OpdefParams.KEY_PARAMS)
+# version 3: the output `semantics`; 4: per-backend packages keep the name, published by backend;
+# 5: configs defining several packages give a set of them (members), not one merged package;
+# BACKEND_SPECIFIC with nothing for a backend is typed as the vendor's generators type it
+@action_kind("opdef", version=5, params=OpdefParams.KEY_PARAMS)
 def opdef(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...errors import Diagnostics
