@@ -115,3 +115,31 @@ def test_show_agrees_with_package_on_every_config(tmp_path: Path, backend: str) 
     for config in configs:
         shown, generated = _shown(config, backend), _generated(config, backend, tmp_path)
         assert shown == generated, f"{config.relative_to(ROOT)} --backend {backend}"
+
+
+def _recipe(tmp_path: Path, name: str = "") -> Path:
+    import shutil
+
+    shutil.copy(TWO, tmp_path / "two.json")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("recipe: 1\nname: two\npackage:\n" + (f"  name: {name}\n" if name else "")
+                      + "  ops: [{config: two.json}]\n  backends: [CPU, GPU]\n")
+    return recipe
+
+
+def test_a_recipe_build_generates_each_package_apart(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path)
+    code, _, err = cli("build", str(recipe), "--store", str(tmp_path / "store"), "--out",
+                       str(tmp_path / "out"), "-j", "1")
+    assert code == 0, err
+    folders = sorted(str(p.relative_to(tmp_path / "out/packages"))
+                     for p in (tmp_path / "out/packages").glob("*/*"))
+    assert folders == ["CPU/ActivationPackage", "CPU/ClampPackage", "GPU/ClampPackage"]
+    for folder in folders:
+        name = folder.split("/")[1]
+        manifest = json.loads((tmp_path / "out/packages" / folder / "package.json").read_text())
+        assert manifest["package"] == name and manifest["provider"] == f"{name}InterfaceProvider"
+    code, _, err = cli("validate", str(_recipe(tmp_path, "OtherName")))
+    assert code == 2
+    assert "package.name OtherName is none of the packages the op configs define: " \
+        "ActivationPackage, ClampPackage" in err
