@@ -1,8 +1,9 @@
 """Op configs (XML OpDefCollection, SNPE JSON UDO config) -> one normalized op package model.
 
 `load_config` reads one file of either format; `recipe_package` combines the configs a recipe
-names into the recipe's package; `resolve_all` resolves it for every backend the recipe builds,
-reporting every unresolved op and tensor at once.
+names into the recipe's packages (one, or a set of several: `model.split_packages`);
+`resolve_all` resolves it for every backend the recipe builds, reporting every problem at once
+and warning where a BACKEND_SPECIFIC item takes the vendor's typing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Diagnostics, Problem, UserError, raise_if_any
 
 if TYPE_CHECKING:
-    from .model import OpDef, OpPackageDef
+    from .model import OpDef, OpPackageDef, PackageId
 
 __all__ = ["OpPackageDef", "check_declared_backends", "declared_backends", "load_config",
            "recipe_package", "resolve_all", "resolve_backend", "split_packages"]
@@ -69,7 +70,7 @@ def recipe_package(name: str | None, domain: str | None, version: str | None,
     one package, the recipe's name, domain and version win; with several, `name` must be one of
     them (it picks the set's first package, whose domain and version the recipe's replace).
     """
-    from .model import OpPackageDef, PackageId
+    from .model import OpPackageDef
 
     packages = [pkg for config in configs for pkg in load_config(config, diag)]
     names = list(dict.fromkeys(p.name for p in packages))
@@ -85,10 +86,7 @@ def recipe_package(name: str | None, domain: str | None, version: str | None,
                 "the recipe's is used", file=pkg.ops[0].origin.file if pkg.ops else None))
         packages, names = [replace(p, name=name) for p in packages], [name]
     main = name or names[0]
-    first = {n: next(p for p in packages if p.name == n) for n in names}
-    ids = [PackageId(n, first[n].domain, first[n].version) for n in names]
-    ids = [PackageId(main, domain if domain is not None else i.domain, version or i.version)
-           if i.name == main else i for i in ids]
+    ids = _package_ids(packages, names, main, domain, version)
     ops: dict[str, OpDef] = {}
     problems: list[Problem] = []
     for pkg in packages:
@@ -104,6 +102,17 @@ def recipe_package(name: str | None, domain: str | None, version: str | None,
     members = tuple([own, *(i for i in ids if i.name != main)]) if len(ids) > 1 else ()
     return OpPackageDef(own.name, own.domain, own.version, tuple(ops.values()),
                         source_format=packages[0].source_format, members=members)
+
+
+def _package_ids(packages: list[OpPackageDef], names: list[str], main: str, domain: str | None,
+                 version: str | None) -> list[PackageId]:
+    """Each package's identity, from its first config; the recipe's domain and version replace
+    the main package's."""
+    from .model import PackageId
+
+    first = {n: next(p for p in packages if p.name == n) for n in names}
+    return [PackageId(n, domain if domain is not None and n == main else first[n].domain,
+                      (version if n == main else None) or first[n].version) for n in names]
 
 
 def resolve_all(package: OpPackageDef, backends: Iterable[str],
