@@ -73,28 +73,38 @@ def quantize(ctx: ActionContext) -> Produced:
                      f"encodings{measured}"))
 
 
-def override_problems(store: Store, recipe: Recipe,
-                      states: Mapping[str, ActionState]) -> list[Problem]:
-    """One problem per quantize of the build whose override encodings name tensors the model
-    lacks (built or cached alike: the names are its output `override_unknown`), at the recipe's
-    quantize.override_encodings."""
+def override_unknown(store: Store, state: ActionState) -> tuple[str, ...]:
+    """The names a quantize action's override encodings give that the model lacks (its output
+    `override_unknown`, built or cached alike; none without override encodings)."""
     import json
 
+    output = state.result.outputs.get(UNKNOWN) if state.result is not None else None
+    data = store.cas.get(output.digest) if output is not None else None
+    return tuple(json.loads(data)) if data else ()
+
+
+def unknown_message(names: tuple[str, ...], file: str | None) -> tuple[str, str]:
+    """(message, hint) of override encodings naming tensors the model lacks."""
+    named = f" {file}" if file else ""
+    return (f"the override encodings{named} name {len(names)} tensor(s) the model lacks, "
+            f"ignored: {', '.join(names)}",
+            "check the names against the model's tensors (udo-build info BUNDLE), or drop "
+            "them; --strict refuses such a file")
+
+
+def override_problems(store: Store, recipe: Recipe,
+                      states: Mapping[str, ActionState]) -> list[Problem]:
+    """One problem per quantize of a recipe's build whose override encodings name tensors the
+    model lacks, at the recipe's quantize.override_encodings."""
     from ...errors import display_path
 
     file = recipe.quantize.override_encodings if recipe.quantize is not None else None
-    named = f" {display_path(file)}" if file is not None else ""
     found = []
     for state in states.values():
-        output = state.result.outputs.get(UNKNOWN) if state.result is not None else None
-        data = store.cas.get(output.digest) if output is not None else None
-        names = json.loads(data) if data else []
-        if state.action.kind != "quantize" or not names:
+        names = override_unknown(store, state) if state.action.kind == "quantize" else ()
+        if not names:
             continue
-        message = (f"the override encodings{named} name {len(names)} tensor(s) the model "
-                   f"lacks, ignored: {', '.join(names)}")
-        hint = ("check the names against the model's tensors (udo-build info BUNDLE), or drop "
-                "them; --strict refuses such a file")
+        message, hint = unknown_message(names, display_path(file) if file else None)
         where = ("quantize", "override_encodings")
         found.append(recipe.positions.error(where, message, hint).problem
                      if recipe.positions is not None else Problem(message, hint=hint))
