@@ -143,3 +143,22 @@ def test_a_recipe_build_generates_each_package_apart(tmp_path: Path) -> None:
     assert code == 2
     assert "package.name OtherName is none of the packages the op configs define: " \
         "ActivationPackage, ClampPackage" in err
+
+
+def test_a_recipe_build_tells_the_vendor_typing_once_built_or_cached(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copy(DATA / "mllm_style.xml", tmp_path / "ops.xml")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("recipe: 1\nname: mini\npackage:\n  ops: [{config: ops.xml}]\n"
+                      "  backends: [HTP]\n")
+    for _ in range(2):  # built, then cached: said each time, once
+        code, _, err = cli("build", str(recipe), "--store", str(tmp_path / "store"), "--out",
+                           str(tmp_path / "out"), "-j", "1")
+        assert code == 0, err
+        typed = [line for line in err.splitlines() if "BACKEND_SPECIFIC" in line]
+        assert [line.split(";")[0] for line in typed] == [
+            f"warning: {tmp_path / 'ops.xml'}:15: OpDef[RoPESimple]: op RoPESimple: "
+            "BACKEND_SPECIFIC with no datatype for backend HTP"]
+    ops = json.loads((tmp_path / "out/packages/HTP/MiniLLaMAPackage/package.json").read_text())
+    assert [op["name"] for op in ops["ops"]] == ["SiLU", "RoPESimple"]

@@ -392,13 +392,14 @@ def _build(store: Store, request: BuildRequest,
 def _tell_overrides(store: Store, recipe: Recipe, states: dict[str, ActionState],
                     events: Events, strict: bool) -> None:
     """Override encodings naming tensors the model lacks: warnings, or under --strict a user
-    error before anything is published."""
+    error before anything is published; and the op definitions' warnings."""
+    from .kinds.opdef import opdef_problems
     from .kinds.quantize import override_problems
 
     problems = override_problems(store, recipe, states)
     if problems and strict:
         raise UserError(problems=problems)
-    for problem in problems:
+    for problem in [*opdef_problems(store, recipe, states), *problems]:
         events.warning(problem)
 
 
