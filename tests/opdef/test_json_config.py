@@ -156,20 +156,23 @@ def test_data_type_params_defaults_and_dsp_archs() -> None:
     assert resolve_backend(packages[0], "DSP").ops[0].outputs[0].datatypes == ("UFIXED_POINT_8",)
 
 
-def test_dsp_only_datatype_does_not_resolve_for_cpu() -> None:
+def test_dsp_only_datatype_takes_the_vendor_float_on_cpu_with_one_warning() -> None:
+    # the SNPE UDO tools read a missing data_type as FLOAT_32: the CPU build types the tensors
+    # so, with one warning naming the op and the backend (and how to choose otherwise)
     (package,), _ = load(DATA / "dsp_only.json")
     assert package.ops[0].backends == BACKENDS  # no core_types: every backend
-    assert resolve_backend(package, "HTP").ops[0].inputs[0].datatypes == ("UINT_8",)
-    with pytest.raises(UserError) as info:
-        resolve_backend(package, "CPU")
-    first = info.value.problems[0]
-    assert first.message == ("op Clip, input 'in': datatype BACKEND_SPECIFIC is not resolved "
-                             "for backend CPU")
-    assert first.hint == "give 'in' a data_type, or a per_core_data_types entry for CPU"
+    diag = Diagnostics()
+    assert resolve_backend(package, "HTP", diag).ops[0].inputs[0].datatypes == ("UINT_8",)
+    assert diag.warnings == []
+    cpu = resolve_backend(package, "CPU", diag).ops[0]
+    assert (cpu.inputs[0].datatypes, cpu.outputs[0].datatypes) == (("FLOAT_32",), ("FLOAT_32",))
+    (first,) = diag.warnings
+    assert first.message == ("op Clip: BACKEND_SPECIFIC with no datatype for backend CPU; taken "
+                             "as the vendor's generators take it: 'in', 'out' FLOAT_32")
+    assert first.hint == ("to choose, give them a data_type, or a per_core_data_types entry for "
+                          "CPU")
     assert (first.file, first.line, first.field) == (
-        str(DATA / "dsp_only.json"), 7, "UdoPackage_0.Operators[0].inputs[0]")
-    assert [p.message for p in info.value.problems][1:] == [
-        "op Clip, output 'out': datatype BACKEND_SPECIFIC is not resolved for backend CPU"]
+        str(DATA / "dsp_only.json"), 5, "UdoPackage_0.Operators[0]")
 
 
 def test_multi_package_config_in_order_of_i() -> None:

@@ -126,13 +126,18 @@ def test_supplemental_template_and_resolution() -> None:
     assert op.inputs[0].datatypes == ("UFIXED_POINT_8", "UFIXED_POINT_16")
     assert (op.outputs[0].datatypes, op.outputs[0].layout) == (("UFIXED_POINT_8",), "NHWC")
 
-    with pytest.raises(UserError) as caught:
-        resolve_backend(pkg, "CPU")
-    first = caught.value.problem
-    assert first.message == ("op Relu, input 'in[0]': datatype BACKEND_SPECIFIC is not resolved "
-                             "for backend CPU")
-    assert (first.line, first.field) == (9, "OpDef[Relu].Input[in[0]]")
-    assert len(caught.value.problems) == 3  # output datatype and layout too
+    # nothing types Relu for CPU: the vendor's typing, one warning for the op, at the op
+    diag = Diagnostics()
+    cpu = resolve_backend(pkg, "CPU", diag).ops[0]
+    assert [t.datatypes for t in (*cpu.inputs, *cpu.outputs)] == [("FLOAT_32",)] * 2
+    assert cpu.outputs[0].layout == "UNDEFINED"
+    (first,) = diag.warnings
+    assert first.message == (
+        "op Relu: BACKEND_SPECIFIC with no datatype or layout for backend CPU; taken as the "
+        "vendor's generators take it: 'in[0]', 'out[0]' FLOAT_32; 'out[0]' UNDEFINED")
+    assert first.hint == ("to choose, give them a Datatype in a SupplementalOpDef for Relu "
+                          'under <SupplementalOpDefList Backend="CPU">')
+    assert (first.line, first.field) == (pkg.ops[0].origin.line, "OpDef[Relu]")
 
 
 def test_no_description_unknown_names_warn() -> None:

@@ -51,6 +51,13 @@ def run_kind(kind: str, params: dict[str, object], sources: dict[str, Path]) -> 
 def package_files(tmp: Path, configs: Sequence[Path], backend: str, archs: Sequence[str] = (),
                   with_kernels: Sequence[bool] | None = None) -> dict[str, bytes]:
     """The files of the `backend` package of `configs`, as the package action makes them."""
+    return package_outputs(tmp, configs, backend, archs, with_kernels)["package"]
+
+
+def package_outputs(tmp: Path, configs: Sequence[Path], backend: str, archs: Sequence[str] = (),
+                    with_kernels: Sequence[bool] | None = None) -> dict[str, dict[str, bytes]]:
+    """Every package the package action makes of `configs` for `backend`, by output name
+    (`package`, then `package:<Name>` for each further package the configs define)."""
     sources = {f"config[{i}]": Path(p) for i, p in enumerate(configs)}
     opdef = run_kind("opdef", {"package_name": None, "domain": None, "version": None,
                                "backends": [backend]}, sources)
@@ -62,7 +69,7 @@ def package_files(tmp: Path, configs: Sequence[Path], backend: str, archs: Seque
               "config_names": [Path(p).name for p in configs]}
     out = run_kind("package", params, {**sources, "opdef": tmp / "opdef.json",
                                        "origins": tmp / "origins.json"})
-    return out["package"]  # type: ignore[return-value]
+    return out  # type: ignore[return-value]
 
 
 def write(files: dict[str, bytes], folder: Path) -> Path:

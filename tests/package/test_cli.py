@@ -80,3 +80,23 @@ def test_errors(tmp_path: Path) -> None:
     assert code == 2 and json.loads(out)["ok"] is False
     assert f"{bad}:" in err and "steps" in err
     assert not (tmp_path / "out").exists()
+
+
+LLAMA = Path(__file__).parents[1] / "opdef/data/vendor/llama_package_htp.xml"
+
+
+def test_mllm_llama_package_generates_whole_with_one_warning_for_ropesimple(
+        tmp_path: Path) -> None:
+    # RoPESimple's tensors are BACKEND_SPECIFIC with no HTP supplement: the vendor's generator
+    # types them float; so does udo-build, saying so once, naming the op and the backend
+    code, out, err = _package(tmp_path, "--backend", "HTP", "--arch", "v73", "--json",
+                              configs=(LLAMA,))
+    doc = json.loads(out)
+    assert (code, doc["ok"]) == (0, True), err
+    (package,) = doc["packages"]
+    assert len(package["ops"]) == 17 and "RoPESimple" in package["ops"]
+    typed = [w for w in doc["warnings"] if "BACKEND_SPECIFIC" in w["message"]]
+    assert [(w["field"], w["message"].split(";")[0]) for w in typed] == [
+        ("OpDef[RoPESimple]", "op RoPESimple: BACKEND_SPECIFIC with no datatype for backend HTP")]
+    source = tmp_path / "out/HTP/LLaMAPackage/src/ops/RoPESimple.cpp"
+    assert "GraphStatus roPESimpleImpl(PlainFloatTensor& out_0," in source.read_text()

@@ -27,17 +27,21 @@ from .helpers import (
     need_gxx,
     opencl_check,
     package_files,
+    package_outputs,
     syntax_check,
     write,
 )
 
 CASES = {
     "example": ([SOFTPLUS, SWISH], [True, False]),
+    # two configs of two packages, each generated apart (VendorOps, SoftplusPackage)
     "vendor": ([VENDOR, SOFTPLUS, SWISH], [False, True, False]),
     # names that are keywords or hold newlines and comment ends; half, 64-bit, empty defaults
     "odd": ([DATA / "odd_names.json", SOFTPLUS], [False, False]),
     # a JSON config alone: the SNPE UDO layout, with the registration library's source
     "snpe": ([SWISH], [False]),
+    # a JSON config of two packages (UdoPackage_0, UdoPackage_1): two SNPE UDO packages
+    "two": ([DATA / "two_packages.json"], [False]),
 }
 ARCHS = {"CPU": [], "GPU": [], "DSP": ["v66", "v73"], "HTP": ["v68", "v73"]}
 
@@ -45,18 +49,39 @@ ARCHS = {"CPU": [], "GPU": [], "DSP": ["v66", "v73"], "HTP": ["v68", "v73"]}
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_backend_compiles_against_the_standins(tmp_path: Path, case: str) -> None:
     configs, kernels = CASES[case]
-    folders = {b: write(package_files(tmp_path / "work" / b, configs, b, archs, kernels),
-                        tmp_path / b) for b, archs in ARCHS.items()}
-    checks = {b: syntax_check(folder) for b, folder in folders.items()}
-    cl = opencl_check(folders["GPU"])
-    assert cl is not None
-    for backend, process in [*checks.items(), ("GPU kernels", cl)]:
+    folders: dict[str, list[Path]] = {}
+    for b, archs in ARCHS.items():
+        outputs = package_outputs(tmp_path / "work" / b, configs, b, archs, kernels)
+        folders[b] = [write(files, tmp_path / b / name)  # type: ignore[arg-type]
+                      for name, files in outputs.items() if name != "_publish"]
+    checks = {f"{b} {f.name}": syntax_check(f) for b, fs in folders.items() for f in fs}
+    cl = [opencl_check(f) for f in folders["GPU"]]
+    assert cl and all(c is not None for c in cl)
+    for what, process in [*checks.items(), *(("GPU kernels", c) for c in cl)]:
+        assert process is not None
         output, _ = process.communicate(timeout=60)
-        assert process.returncode == 0, f"{backend}:\n{output}"
-    sources = {b: sorted(p.name for p in f.rglob("*.cpp")) for b, f in folders.items()}
+        assert process.returncode == 0, f"{what}:\n{output}"
+    sources = {b: sorted(p.name for f in fs for p in f.rglob("*.cpp"))
+               for b, fs in folders.items()}
     assert all(sources.values()) and len(sources["DSP"]) > len(sources["HTP"])
-    assert all(("SoftplusPackageRegLib.cpp" in names) == (case == "snpe")
+    snpe = case in ("snpe", "two")
+    assert all(any(n.endswith("RegLib.cpp") for n in names) == snpe
                for names in sources.values())
+    packages = {"vendor": 2, "odd": 2, "two": 2}.get(case, 1)
+    assert len(folders["CPU"]) == packages  # each package of the configs on its own
+
+
+def test_mllm_llama_package_compiles_whole(tmp_path: Path) -> None:
+    # 17 ops on the HTP, RoPESimple typed FLOAT_32 as the vendor's generator types it
+    config = DATA.parent.parent / "opdef/data/vendor/llama_package_htp.xml"
+    folder = write(package_files(tmp_path / "work", [config], "HTP", ["v73"]), tmp_path / "p")
+    ops = sorted((folder / "src/ops").glob("*.cpp"))
+    assert len(ops) == 17
+    for op in ops:  # the op typed by the fallback and one typed by its supplement (quick)
+        if op.stem not in ("RoPESimple", "SiLU"):
+            op.unlink()
+    output, _ = (process := syntax_check(folder)).communicate(timeout=60)
+    assert process.returncode == 0, output
 
 
 def test_a_syntax_error_is_caught(tmp_path: Path) -> None:

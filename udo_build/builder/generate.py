@@ -77,7 +77,7 @@ def generate_packages(request: PackageRequest, events: Events) -> PackageReport:
     backends = list(dict.fromkeys(request.backends))
     diag = Diagnostics()
     generic = recipe_package(None, None, None, paths, diag)
-    resolve_all(generic, backends)  # every problem of the configs now, with positions
+    resolve_all(generic, backends, diag)  # every problem of the configs now, with positions
     for warning in diag.warnings:
         events.warning(warning)
     archs = {b: _archs(b, list(request.archs), generic) for b in backends}
@@ -86,15 +86,16 @@ def generate_packages(request: PackageRequest, events: Events) -> PackageReport:
         failed = next((s.error for s in states.values() if s.error is not None), None)
         if failed is not None:
             raise failed  # a UserError (exit 2), StepFailed (1), or a bug of udo-build (3)
-        packages = [_fetch(store, states[f"package:{b}"]) for b in backends]
+        packages = [(b, *found) for b in backends
+                    for found in _fetch(store, states[f"package:{b}"])]
     out = Path(request.out)
     done = []
     with Confined(out) as folder:  # a link planted in it is refused, never followed
         problems = [] if request.force else [
-            p for rel, files, _ in packages for p in conflicts(folder, rel, files)]
+            p for _, rel, files, _ in packages for p in conflicts(folder, rel, files)]
         if problems:
             raise UserError(problems=problems)
-        for (rel, files, state), backend in zip(packages, backends, strict=True):
+        for backend, rel, files, state in packages:
             update = update_folder(folder, rel, files, force=request.force)
             manifest = json.loads(files["package.json"])
             done.append(GeneratedPackage(backend, manifest["package"], out / rel, state.status,
@@ -144,15 +145,17 @@ def package_plan(paths: list[Path], backends: list[str], archs: dict[str, list[s
     return plan
 
 
-def _fetch(store: Store, state: ActionState) -> tuple[str, dict[str, bytes], ActionState]:
-    """(its folder below the output folder, files, state) of a built or cached package
-    action."""
+def _fetch(store: Store, state: ActionState) -> list[tuple[str, dict[str, bytes], ActionState]]:
+    """(its folder below the output folder, files, state) of each package a built or cached
+    package action generated (several when the configs define several packages)."""
     result = state.result
     assert result is not None
-    (rel, output), = result.publish.items()
-    entries = store.cas.tree_entries(result.outputs[output].digest)
-    files = {e["path"]: store.cas.get(e["digest"]) for e in entries or ()}
-    if entries is None or any(data is None for data in files.values()):
-        raise UserError("the generated package is missing from the store",
-                        hint="run 'udo-build store verify --repair' and generate again")
-    return rel.split("/", 1)[-1], files, state  # type: ignore[return-value]
+    found = []
+    for rel, output in sorted(result.publish.items()):
+        entries = store.cas.tree_entries(result.outputs[output].digest)
+        files = {e["path"]: store.cas.get(e["digest"]) for e in entries or ()}
+        if entries is None or any(data is None for data in files.values()):
+            raise UserError("the generated package is missing from the store",
+                            hint="run 'udo-build store verify --repair' and generate again")
+        found.append((rel.split("/", 1)[-1], files, state))
+    return found  # type: ignore[return-value]

@@ -88,6 +88,7 @@ class BuildRequest(NamedTuple):
     shard_wait: float = 1800.0  # seconds the last shard waits for the others' work
     remote_optional: bool = False  # a shard whose results could not all be uploaded is ok
     executor: str | None = None  # where actions run (None: the settings'; see settings.py)
+    strict: bool = False  # what is a warning refuses the build (exit 2) before publishing
 
 
 class ActionOutcome(NamedTuple):
@@ -379,12 +380,27 @@ def _build(store: Store, request: BuildRequest,
             return recipe, states, None, where
         with owned(out, lambda text: events.warning(Problem(text, file=str(out)))) as owner:
             states = run(selected)
+            _tell_overrides(store, recipe, states, events, request.strict)
             states = _publish(store, out, selected, run, states, events, owner,
                               prune=not request.targets)
             _tell_healed(states, events)
             with store.recording("the build's history"):
                 save_history(store, recipe.path, recipe.name, states, list(full.actions))
     return recipe, states, out, where
+
+
+def _tell_overrides(store: Store, recipe: Recipe, states: dict[str, ActionState],
+                    events: Events, strict: bool) -> None:
+    """Override encodings naming tensors the model lacks: warnings, or under --strict a user
+    error before anything is published; and the op definitions' warnings."""
+    from .kinds.opdef import opdef_problems
+    from .kinds.quantize import override_problems
+
+    problems = override_problems(store, recipe, states)
+    if problems and strict:
+        raise UserError(problems=problems)
+    for problem in [*opdef_problems(store, recipe, states), *problems]:
+        events.warning(problem)
 
 
 def _shard(store: Store, recipe: Recipe, selected: Plan, request: BuildRequest,

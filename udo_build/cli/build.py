@@ -14,7 +14,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..errors import UserError, display_path
-from .common import add_remote_arguments, add_store_arguments, remote_line, remote_request
+from .common import (
+    add_remote_arguments,
+    add_store_arguments,
+    add_strict_argument,
+    remote_line,
+    remote_request,
+)
 from .reporter import Reporter
 
 EXIT_STALE = 1  # --check: some action would run
@@ -57,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="where actions run: dask://HOST:PORT for a Dask cluster (see "
                              "README 'Distributed builds'; default: $UDO_BUILD_EXECUTOR, the "
                              "config files' `executor`, else this machine)")
+    add_strict_argument(parser, "override encodings naming tensors the model lacks")
     add_remote_arguments(parser, upload=True)
 
 
@@ -83,7 +90,8 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                            jobs=args.jobs, keep_going=args.keep_going,
                            dry_run=args.dry_run or args.check, remote=remote_request(args),
                            shard=args.shard, shard_wait=args.shard_wait,
-                           remote_optional=args.remote_optional, executor=args.executor)
+                           remote_optional=args.remote_optional, executor=args.executor,
+                           strict=args.strict)
     report = run_build(request, rep)
     _failures(rep, report, args.debug)
     if report.unpublished:

@@ -17,13 +17,26 @@ if TYPE_CHECKING:
     from ..builder.settings import RemoteRequest, RemoteSummary
 
 
-# the spellings the vendor tools use for the same option, accepted as aliases: qnn-net-run and
-# snpe-net-run (--input_list, --output_dir), qnn-onnx-converter and the other converters
-# (--input_list, --op_package_config), snpe-onnx-to-dlc (--udo_config_paths)
+# the spellings the vendor tools use for the same option, accepted as aliases (long and short, as
+# their --help lists them): qnn-net-run and snpe-net-run (--input_list, --output_dir),
+# qnn-onnx-converter (--op_package_config, -opc; --input_list; --quantization_overrides),
+# snpe-onnx-to-dlc (--udo_config_paths, -udo; --quantization_overrides)
 VENDOR_SPELLINGS: dict[str, tuple[str, ...]] = {
     "--input-list": ("--input_list",),
     "--output-dir": ("--output_dir",),
-    "--opdef": ("--op_package_config", "--udo_config_paths"),
+    "--opdef": ("--op_package_config", "-opc", "--udo_config_paths", "-udo"),
+    "--override-encodings": ("--quantization_overrides",),
+}
+# the converters' (qnn-onnx-converter, snpe-onnx-to-dlc): the model, the output, input dims
+CONVERTER_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "model": ("--input_network", "-i"),
+    "--out": ("--output_path", "-o"),
+    "--input-dims": ("--input_dim", "-d"),
+}
+# the package generators' (qnn-op-package-generator, snpe-udo-package-generator)
+GENERATOR_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "configs": ("--config_path", "-p"),
+    "--out": ("--output_path", "-o"),
 }
 
 
@@ -31,6 +44,20 @@ def spelled(name: str, *vendor: str) -> tuple[str, ...]:
     """The option strings of option `name`: it, then the vendor spellings of VENDOR_SPELLINGS
     and `vendor` (those of one command: the converters' --output_path for convert's --out)."""
     return (name, *VENDOR_SPELLINGS.get(name, ()), *vendor)
+
+
+def add_config_paths(parser: argparse.ArgumentParser) -> None:
+    """--opdef CONFIG [CONFIG ...], the vendor converters' form: one option takes several
+    configs, and may be repeated (both add up)."""
+    parser.add_argument(*spelled("--opdef"), metavar="CONFIG", nargs="+", action="extend",
+                        default=[], help="op configs (XML or JSON) defining custom ops; several "
+                                         "after one option, or the option repeated")
+
+
+def add_strict_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """--strict, as the vendor converters have it: what is only a warning refuses the step."""
+    parser.add_argument("--strict", action="store_true",
+                        help=f"refuse (exit 2) where a warning is given: {what}")
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,8 @@
 """`udo-build convert MODEL.onnx [--opdef CONFIG ...] [--kernels FILE ...] [--input-dims ...]
---out BUNDLE`: convert without a recipe. The shapes after a custom op come from its kernels when
---kernels gives them, else from the shapes the exporter recorded (udo_build.model.shape_fill)."""
+--out BUNDLE`: convert without a recipe. The converters' forms work too: `-i MODEL.onnx
+--udo_config_paths A.json B.json -d input 1,3,224,224 -o BUNDLE` (and -opc, --op_package_config).
+The shapes after a custom op come from its kernels when --kernels gives them, else from the shapes
+the exporter recorded (udo_build.model.shape_fill)."""
 
 from __future__ import annotations
 
@@ -8,21 +10,42 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostics, display_path
-from .common import parse_dims, spelled
+from ..errors import Diagnostics, UserError, display_path
+from .common import CONVERTER_SPELLINGS, add_config_paths, parse_dims, spelled
 from .reporter import Reporter
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL.onnx", help="the ONNX model")
-    parser.add_argument(*spelled("--opdef"), metavar="CONFIG", action="append", default=[],
-                        help="an op config (XML or JSON) defining custom ops; repeatable")
+    parser.add_argument("model", metavar="MODEL.onnx", nargs="?",
+                        help="the ONNX model (or --input_network/-i MODEL, as the converters)")
+    parser.add_argument(*CONVERTER_SPELLINGS["model"], dest="input_network", metavar="MODEL",
+                        help=argparse.SUPPRESS)
+    add_config_paths(parser)
     parser.add_argument("--input-dims", metavar="NAME=D0,D1,...", action="append", default=[],
-                        help="override an input's dimensions, e.g. input=1,3,224,224")
+                        help="override an input's dimensions, e.g. input=1,3,224,224 (the "
+                             "converters' form: --input_dim/-d NAME D0,D1,...)")
+    parser.add_argument(*CONVERTER_SPELLINGS["--input-dims"], dest="input_dim", nargs=2,
+                        action="append", default=[], metavar=("NAME", "DIMS"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--kernels", metavar="FILE", action="append", default=[],
                         help="numpy kernels of the custom ops (their output shapes); repeatable")
-    parser.add_argument(*spelled("--out", "--output_path"), metavar="BUNDLE", required=True,
-                        help="the bundle to write (.udb)")
+    parser.add_argument(*spelled("--out", *CONVERTER_SPELLINGS["--out"]), metavar="BUNDLE",
+                        required=True, help="the bundle to write (.udb)")
+
+
+def model_path(args: argparse.Namespace) -> str:
+    """The model, given as MODEL.onnx or -i/--input_network (not both)."""
+    given = [m for m in (args.model, args.input_network) if m is not None]
+    if len(given) == 1:
+        return given[0]
+    if given:
+        raise UserError("the model is given twice: as MODEL.onnx and as --input_network",
+                        hint="give it once")
+    swallowed = [c for c in args.opdef if Path(c).suffix.lower() == ".onnx"]
+    raise UserError("no model given", hint=(
+        f"{swallowed[0]} was read as an op config: --opdef/--udo_config_paths take every "
+        "value that follows; put the model first, or name it with -i" if swallowed else
+        "give MODEL.onnx, or -i/--input_network MODEL.onnx"))
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
@@ -33,14 +56,16 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..model.onnx_import import import_onnx, load_onnx
     from ..opdef import recipe_package
 
+    model_file = model_path(args)
+    dims = parse_dims([*args.input_dims, *(f"{n}={d}" for n, d in args.input_dim)])
     diag = Diagnostics()
     opdefs = recipe_package(None, None, None, [Path(c) for c in args.opdef], diag) \
         if args.opdef else None
     for warning in diag.warnings:
         rep.warning(warning)
     packages = _packages(opdefs.name, args.kernels) if opdefs and args.kernels else None
-    model = import_onnx(load_onnx(args.model), file=args.model, opdefs=opdefs,
-                        input_dims=parse_dims(args.input_dims), packages=packages)
+    model = import_onnx(load_onnx(model_file), file=model_file, opdefs=opdefs,
+                        input_dims=dims, packages=packages)
     bundle = Bundle(model, opdefs.to_json() if opdefs else None, {"producer": CONVERTER})
     data = bundle.to_bytes()
     out = Path(args.out)

@@ -25,7 +25,8 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 
     bundle = load_checked_bundle(args.bundle)
     qmodel = from_bundle(bundle, args.bundle)
-    domains = {bundle.opdefs["name"]: bundle.opdefs["domain"]} if bundle.opdefs else {}
+    packages = [bundle.opdefs, *bundle.opdefs.get("members", ())] if bundle.opdefs else []
+    domains = {p["name"]: p["domain"] for p in packages}  # members: each package of a set
     proto = to_qdq(qmodel, domains)
     out = Path(args.qdq)
     data = proto.SerializeToString()

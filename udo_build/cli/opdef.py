@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
         description="Load an XML OpDefCollection or a SNPE JSON UDO config and print its "
                     "normalized op definitions, checked against the rules of every backend the "
                     "file declares; with --backend, as that backend builds them (supplements "
-                    "applied, BACKEND_SPECIFIC resolved, package name suffixed).",
+                    "applied, BACKEND_SPECIFIC resolved), package by package as "
+                    "'udo-build package --backend' generates them.",
     )
     show.add_argument("config", metavar="CONFIG", help="the op config (.xml or .json)")
     show.add_argument("--backend", choices=BACKENDS, type=str.upper,
@@ -28,17 +29,24 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..opdef import check_declared_backends, load_config, resolve_all
+    from pathlib import Path
+
+    from ..opdef import check_declared_backends, load_config, recipe_package, resolve_all
+    from ..opdef.model import split_packages
 
     diag = Diagnostics()
     packages = load_config(args.config, diag)
     for warning in diag.warnings:  # before resolving: they may explain its errors
         rep.warning(warning)
-    if args.backend:
-        packages = tuple(resolve_all(p, [args.backend])[args.backend] for p in packages)
+    told = len(diag.warnings)
+    if args.backend:  # what `udo-build package --backend` generates from this file, the same way
+        found = recipe_package(None, None, None, [Path(args.config)], Diagnostics())
+        packages = split_packages(resolve_all(found, [args.backend], diag)[args.backend])
     else:
         for package in packages:
-            check_declared_backends(package)
+            check_declared_backends(package, diag)
+    for warning in diag.warnings[told:]:
+        rep.warning(warning)
     if rep.mode == "json":
         rep.emit({"ok": True, "file": display_path(args.config), "backend": args.backend,
                   "packages": [p.to_json() for p in packages],

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
         spec = recipe.package
         package = recipe_package(spec.name, spec.domain, spec.version,
                                  [op.config for op in spec.ops], diag)
-        resolved = resolve_all(package, spec.backends)
+        resolved = resolve_all(package, spec.backends, diag)
     problems = check_against_model(recipe, package)
     errors = {(p.file, p.field) for p in problems}
     for warning in diag.warnings:  # an unserved run the model check found is said once, there

@@ -428,6 +428,10 @@ def _check_opdefs(doc: Any, file: str) -> dict[str, Any]:
     doc = c.obj(doc, "opdefs.json")
     for key in ("name", "domain"):
         c.text(doc.get(key), f"opdefs.json.{key}")
+    for i, member in enumerate(c.seq(doc.get("members", []), "opdefs.json.members")):
+        for key in ("name", "domain"):  # a set of packages: each one's (opdef.model.PackageId)
+            c.text(c.obj(member, f"opdefs.json.members[{i}]").get(key),
+                   f"opdefs.json.members[{i}].{key}")
     return doc
 
 

@@ -26,13 +26,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from .graph import Model
 
 
 @dataclass(frozen=True)
@@ -236,6 +240,24 @@ def _parse(entry: Any, file: str, field: str) -> Encoding:
         raise UserError(f"scale {scale} / offset {offset} is not a valid {bitwidth}-bit "
                         "encoding", file=file, field=field)
     return _from_unsigned(bitwidth, scale, offset, symmetric)
+
+
+def known_only(overrides: tuple[Encodings, Encodings], tensors: Iterable[str]
+               ) -> tuple[tuple[Encodings, Encodings], tuple[str, ...]]:
+    """(the overrides of the names that are `tensors`, the other names, sorted): the vendor
+    converters skip an override naming a tensor the model lacks, with a warning; so does
+    udo-build (the quantize step applies the known ones and tells the others)."""
+    known = set(tensors)
+    kept = ({n: e for n, e in overrides[0].items() if n in known},
+            {n: e for n, e in overrides[1].items() if n in known})
+    return kept, tuple(sorted({n for section in overrides for n in section} - known))
+
+
+def model_tensors(model: Model) -> set[str]:
+    """Every tensor name of a model: inputs, node outputs, weights (what an encoding names)."""
+    graph = model.graph
+    return {*(t.name for t in graph.inputs), *(o for n in graph.nodes for o in n.outputs),
+            *(i for n in graph.nodes for i in n.inputs if i), *model.weights}
 
 
 def load(path: Path) -> tuple[Encodings, Encodings]:

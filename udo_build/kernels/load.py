@@ -118,4 +118,6 @@ def packages_for(bundle: object, kernel_files: Sequence[Path]) -> dict[str, OpPa
         from .native import with_native
 
         package = with_native(package, library, opdefs)
-    return {name: package}
+    # op definitions of several packages (opdef.model.OpPackageDef.members): each node names its
+    # own, and the kernels serve them all
+    return {n: package for n in [name, *(m["name"] for m in opdefs.get("members", ()))]}

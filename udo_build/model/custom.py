@@ -59,7 +59,8 @@ class CustomOps:
                                     f"(domain '{proto.domain}')", self.file,
                                     hint=f"defined ops: {known}; add the op's config"))
             return None
-        domain = self.package.domain
+        owner = self.package.package_of(op)  # a set of packages: the op's own
+        domain = owner.domain
         if proto.domain not in ONNX_DOMAINS and domain and proto.domain != domain:
             problems.append(Problem(f"{where}: the node's domain is '{proto.domain}', the op "
                                     f"definitions are for domain '{domain}'", self.file))
@@ -73,7 +74,7 @@ class CustomOps:
         attrs = _params(where, proto, op, problems, self.file)
         if len(problems) > before:
             return None
-        return Node.make(name, op.name, inputs, outputs, attrs, package=self.package.name)
+        return Node.make(name, op.name, inputs, outputs, attrs, package=owner.name)
 
 
 def _trim(names: list[str]) -> list[str]:

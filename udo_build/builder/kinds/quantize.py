@@ -10,16 +10,31 @@ Parameters: udo_build.quant.settings.QuantizeSettings. Published by the plan as
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ...canonical import canonical_json
+from ...errors import Problem
 from ...quant.settings import QuantizeSettings
 from ..actions import ActionContext, Produced, action_kind
 from .inputs import input_list, kernel_files
+
+if TYPE_CHECKING:
+    from ...recipe import Recipe
+    from ...store import Store
+    from ..engine import ActionState
+
+UNKNOWN = "override_unknown"
 
 
 # version 3: encodings from ranges rounded outward to 8 significant bits (udo_build.quant.stats)
 # version 4: the encodings in AIMET's 1.0.0 format (udo_build.ir.encodings)
 # version 5: the per-layer SQNR over the first `report_inputs` calibration inputs (output `layers`)
 # version 6: ranges from finite values only; inputs read for their exact values stay float
-@action_kind("quantize", version=6, params=QuantizeSettings.KEY_PARAMS)
+# version 7: override encodings naming tensors the model lacks are left out (they were written to
+# the encodings), their names the output `override_unknown` (the build warns of them, or refuses
+# them under --strict: `override_problems`)
+@action_kind("quantize", version=7, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
     from ...ir.bundle import read_bundle
@@ -32,9 +47,10 @@ def quantize(ctx: ActionContext) -> Produced:
     bundle = read_bundle(ctx.input_bytes("bundle"), "float bundle")
     packages = packages_for(bundle, kernel_files(ctx))
     listing = input_list(ctx)
-    overrides = None
+    overrides = unknown = None
     if "override_encodings" in ctx.input_names():
-        overrides = encodings.load(ctx.input_path("override_encodings"))
+        overrides, unknown = encodings.known_only(encodings.load(ctx.input_path(
+            "override_encodings")), encodings.model_tensors(bundle.model))
     qmodel, figures = quantize_and_measure(
         bundle.model, packages, lambda: feeds(listing, list(bundle.model.graph.inputs)),
         settings, overrides, ctx.progress("calibration", len(listing.inferences)),
@@ -42,6 +58,10 @@ def quantize(ctx: ActionContext) -> Produced:
     quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta))
     outputs = {"bundle": quantized.to_bytes(), "encodings": qmodel.encodings_json()}
     measured = ""
+    if unknown is not None:
+        outputs[UNKNOWN] = canonical_json(list(unknown))
+        if unknown:
+            measured += f"; {len(unknown)} override names the model lacks, ignored"
     if figures is not None:
         outputs["layers"] = figures.to_bytes()
         measured = f"; SQNR of {len(figures.layers)} layers over {figures.inputs} inputs"
@@ -51,3 +71,41 @@ def quantize(ctx: ActionContext) -> Produced:
                      f"{qmodel.settings['calibration_inputs']} inputs: "
                      f"{len(qmodel.activations)} activation and {len(qmodel.params)} parameter "
                      f"encodings{measured}"))
+
+
+def override_unknown(store: Store, state: ActionState) -> tuple[str, ...]:
+    """The names a quantize action's override encodings give that the model lacks (its output
+    `override_unknown`, built or cached alike; none without override encodings)."""
+    import json
+
+    output = state.result.outputs.get(UNKNOWN) if state.result is not None else None
+    data = store.cas.get(output.digest) if output is not None else None
+    return tuple(json.loads(data)) if data else ()
+
+
+def unknown_message(names: tuple[str, ...], file: str | None) -> tuple[str, str]:
+    """(message, hint) of override encodings naming tensors the model lacks."""
+    named = f" {file}" if file else ""
+    return (f"the override encodings{named} name {len(names)} tensor(s) the model lacks, "
+            f"ignored: {', '.join(names)}",
+            "check the names against the model's tensors (udo-build info BUNDLE), or drop "
+            "them; --strict refuses such a file")
+
+
+def override_problems(store: Store, recipe: Recipe,
+                      states: Mapping[str, ActionState]) -> list[Problem]:
+    """One problem per quantize of a recipe's build whose override encodings name tensors the
+    model lacks, at the recipe's quantize.override_encodings."""
+    from ...errors import display_path
+
+    file = recipe.quantize.override_encodings if recipe.quantize is not None else None
+    found = []
+    for state in states.values():
+        names = override_unknown(store, state) if state.action.kind == "quantize" else ()
+        if not names:
+            continue
+        message, hint = unknown_message(names, display_path(file) if file else None)
+        where = ("quantize", "override_encodings")
+        found.append(recipe.positions.error(where, message, hint).problem
+                     if recipe.positions is not None else Problem(message, hint=hint))
+    return found
