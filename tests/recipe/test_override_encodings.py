@@ -86,3 +86,21 @@ def test_unknown_override_names_are_a_warning_then_refused_under_strict(project:
         "version": "1.0.0", "activation_encodings": [_entry("input")], "param_encodings": []}))
     code, out, err = build(project, "--strict")
     assert code == 0 and "override encodings" not in err, err
+
+
+def test_the_quantize_command_warns_and_strict_refuses(project: Path) -> None:
+    root = project.parent
+    code, _, err = cli("convert", root / "net.onnx", "--opdef", root / "ops/softplus.xml",
+                       "--opdef", root / "ops/swish.json", "--out", root / "net.udb")
+    assert code == 0, err
+    args = ("quantize", root / "net.udb", "--input-list", root / "calib.txt", "--kernels",
+            root / "ops/kernels.py", "--override-encodings", root / "over.json", "--store",
+            root / "store", "--out", root / "q.udb")
+    code, _, err = cli(*args, "--strict")
+    assert code == 2, err
+    assert "name 2 tensor(s) the model lacks, ignored: ghost.weight, no_such_tensor" in err
+    assert not (root / "q.udb").exists()
+    code, _, err = cli(*args)
+    assert code == 0, err
+    assert err.startswith("warning: ") and "--override-encodings" in err
+    assert "ghost.weight, no_such_tensor" in err and (root / "q.udb").exists()

@@ -67,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     _option(parser, "--kernels", metavar="FILE", action="append", default=[],
             help="numpy kernels of the custom ops (calibration runs them); repeatable, as the "
                  "recipe's `kernels:`")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse override encodings that name tensors the model lacks "
+                             "(exit 2; without it, a warning names them)")
     parser.add_argument("--report-inputs", type=int, default=1, metavar="N",
                         help="measure each layer's SQNR over the first N calibration inputs "
                              "(0: none; default 1, as a recipe)")
@@ -122,7 +125,9 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     plan = quantize_plan(bundle, Path(args.input_list), settings,
                          Path(args.override_encodings) if args.override_encodings else None,
                          [Path(k) for k in args.kernels])
-    status, description, outputs = _run(plan, args.store, rep)
+    status, description, outputs, unknown = _run(plan, args.store, rep)
+    if unknown:
+        _unknown_overrides(unknown, args, rep)
     _write(out, outputs["bundle"], encodings, outputs["encodings"])
     if rep.mode == "json":
         rep.emit({"ok": True, "bundle": display_path(out), "encodings": display_path(encodings),
@@ -191,9 +196,26 @@ def quantize_plan(bundle: Path, listing: Path, settings: QuantizeSettings,
     return plan
 
 
-def _run(plan: Plan, store_dir: str | None, rep: Reporter) -> tuple[str, str, dict[str, bytes]]:
-    """(built | cached, the action's description, its outputs' bytes)."""
+def _unknown_overrides(names: tuple[str, ...], args: argparse.Namespace, rep: Reporter) -> None:
+    """Override encodings naming tensors the model lacks: a warning, a refusal under --strict
+    (before anything is written)."""
+    from ..builder.kinds.quantize import unknown_message
+    from ..errors import Problem
+
+    message, hint = unknown_message(names, display_path(Path(args.override_encodings)))
+    if args.strict:
+        raise UserError(message, file=args.override_encodings, field="--override-encodings",
+                        hint=hint)
+    rep.warning(Problem(message, file=args.override_encodings, field="--override-encodings",
+                        hint=hint))
+
+
+def _run(plan: Plan, store_dir: str | None,
+         rep: Reporter) -> tuple[str, str, dict[str, bytes], tuple[str, ...]]:
+    """(built | cached, the action's description, its outputs' bytes, the override encodings'
+    names the model lacks)."""
     from ..builder.engine import Options
+    from ..builder.kinds.quantize import override_unknown
     from ..builder.session import opened_store, run_plan
 
     with opened_store(store_dir) as store, store.build_lock():
@@ -209,7 +231,7 @@ def _run(plan: Plan, store_dir: str | None, rep: Reporter) -> tuple[str, str, di
                 raise UserError("the quantized bundle is missing from the store",
                                 hint="run 'udo-build store verify --repair' and quantize again")
             outputs[name] = data
-        return state.status, result.description, outputs
+        return state.status, result.description, outputs, override_unknown(store, state)
 
 
 def _check_out(bundle: Path, out: Path) -> None:
