@@ -47,7 +47,7 @@ SMOKES = (
                       "--max-ratio", "8"), 300),
     Smoke("deploy", ("deploy.py", "--socs", "sm8550", "--levels", "2", "--calibration", "1"),
           300),
-    Smoke("distributed", ("distributed.py", "--smoke"), 300),
+    Smoke("distributed", ("distributed_builds.py", "--smoke"), 300),
     Smoke("faults", ("faults.py", "--smoke"), 300),
     Smoke("noop", ("noop.py", "--targets", "5", "--repeats", "2", "--no-dvc", "--no-timing",
                    "--no-profile"), 120),

@@ -1,7 +1,7 @@
 """Benchmark: a 99-target matrix of real prepares, local `-j 2` against a loopback Dask cluster
 of 2 workers, and what going through the scheduler costs per action.
 
-    python bench/distributed.py [--socs N] [--shards N] [--smoke] [--keep DIR]
+    python bench/distributed_builds.py [--socs N] [--shards N] [--smoke] [--keep DIR]
 
 The project (written in a temp folder): the SqueezeNet example (examples/squeezenet: the onnx
 wheel's light SqueezeNet with random weights and the Softplus UDO), quantized int8, prepared for
@@ -44,8 +44,6 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-# this script's folder is sys.path[0], where its own name would shadow the `distributed` package
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]
 SOCS = ("sm8350", "sm8450", "sm8550", "sm8650", "sm8750", "sm8850", "qcs6490", "sm7450",
         "sa8295", "ssg2115p", "sa8797")  # 11 distinct (arch, VTCM)
 OVERHEAD_MS = 50.0
