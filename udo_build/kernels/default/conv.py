@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..blas import gemm
 from ._common import relu_into, spatial, window_pads
 from ._package import DEFAULT
 
 ACTIVATIONS = ("", "Relu")
+TAP_GEMM_CHANNELS = 64  # from this many input channels on, a wide convolution has a GEMM per tap
 
 
 @DEFAULT.op("Conv")
@@ -38,7 +41,8 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
                dilations: Sequence[int] | None = None, group: int = 1,
                kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
                strides: Sequence[int] | None = None) -> np.ndarray:
-    """activation(conv(x, w) + b + z): the epilogue works in place on the fresh output."""
+    """activation(conv(x, w) + b + z): the output is pre-filled with b + z and the GEMM adds
+    into it; the activation runs in place."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"FusedConv activation {activation!r} is not one of {ACTIVATIONS}")
     rank = x.ndim - 2
@@ -49,42 +53,160 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
     if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
         raise ValueError(f"Conv input channels {x.shape[1]}, weights {list(w.shape)} and "
                          f"group {group} do not agree")
-    strides_ = spatial(strides, rank, 1)
-    dilations_ = spatial(dilations, rank, 1)
-    begin, end, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_)
-    y = _im2col_matmul(x, w, group, kernel, strides_, dilations_, begin, outs)
-    if b is not None:
-        y += b.reshape((-1,) + (1,) * rank)
-    if z is not None:
-        y += z
+    geometry = Geometry(kernel, spatial(strides, rank, 1), spatial(dilations, rank, 1),
+                        *window_pads(auto_pad, pads, x.shape[2:], kernel,
+                                     spatial(strides, rank, 1), spatial(dilations, rank, 1)))
+    y = np.empty((x.shape[0], w.shape[0], *geometry.outs), dtype=np.result_type(w, x))
+    if group > 1:
+        _grouped(x, w, group, geometry, y, b, z)
+    elif wide_pays(x.shape[2:], geometry):
+        for i in range(x.shape[0]):
+            _wide(x[i], w, geometry, y[i], b, None if z is None else z[i], activation)
+        return y
+    else:
+        for i in range(x.shape[0]):
+            cols = _columns(x[i:i + 1], geometry).reshape(w[0].size, -1)
+            out = y[i].reshape(w.shape[0], -1)
+            gemm(w.reshape(w.shape[0], -1), cols, out,
+                 _prefill(out, b, None if z is None else z[i].reshape(out.shape)))
     if activation == "Relu":
         relu_into(y, y)
     return y
 
 
-def _im2col_matmul(x: np.ndarray, w: np.ndarray, group: int, kernel: tuple[int, ...],
-                   strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int],
-                   outs: list[int]) -> np.ndarray:
-    n = x.shape[0]
-    m = w.shape[0]
-    pixels = math.prod(outs)
-    depth = w[0].size  # C/groups * taps
-    reach = [(o - 1) * s + 1 for o, s in zip(outs, strides, strict=True)]
-    if all(k == 1 for k in kernel) and not any(begin) and all(
+@dataclass(frozen=True)
+class Geometry:
+    """A convolution's window: kernel, strides, dilations, pads (start, end), output sizes."""
+
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    begin: list[int]
+    end: list[int]
+    outs: list[int]
+
+
+def _prefill(out: np.ndarray, b: np.ndarray | None, z: np.ndarray | None) -> float:
+    """out = b (per row) + z, what the GEMM then adds to; the GEMM's beta (0: nothing to add)."""
+    if b is None and z is None:
+        return 0.0
+    if b is not None:
+        b = b.reshape((-1,) + (1,) * (out.ndim - 1))
+    if z is None:
+        np.copyto(out, b)
+    elif b is None:
+        np.copyto(out, z)
+    else:
+        np.add(z, b, out=out)
+    return 1.0
+
+
+def _columns(x: np.ndarray, g: Geometry) -> np.ndarray:
+    """The GEMM's right operand: a 1x1 unpadded convolution reads the input itself (strided
+    first if it has strides), any other im2col's columns."""
+    reach = [(o - 1) * s + 1 for o, s in zip(g.outs, g.strides, strict=True)]
+    if all(k == 1 for k in g.kernel) and not any(g.begin) and all(
             r <= size for r, size in zip(reach, x.shape[2:], strict=True)):
-        if any(s != 1 for s in strides):
+        if any(s != 1 for s in g.strides):
             x = x[(Ellipsis,) + tuple(slice(None, r, s)
-                                      for r, s in zip(reach, strides, strict=True))]
-        cols = x.reshape(n, group, depth, pixels)
+                                      for r, s in zip(reach, g.strides, strict=True))]
+        return np.ascontiguousarray(x)
+    return im2col(x, g.kernel, g.strides, g.dilations, g.begin, g.outs)
+
+
+def _grouped(x: np.ndarray, w: np.ndarray, group: int, g: Geometry, y: np.ndarray,
+             b: np.ndarray | None, z: np.ndarray | None) -> None:
+    """Grouped and depthwise convolutions: one batched matmul over the groups (numpy's
+    batched small products beat a multiply-accumulate per tap by about 2x)."""
+    n, m = x.shape[0], w.shape[0]
+    cols = _columns(x, g).reshape(n, group, w[0].size, -1)
+    np.matmul(w.reshape(group, m // group, w[0].size), cols,
+              out=y.reshape(n, group, m // group, cols.shape[-1]))
+    if b is not None:
+        y += b.reshape((-1,) + (1,) * len(g.outs))
+    if z is not None:
+        y += z
+
+
+# -- wide rows: 2-d convolutions whose im2col copies whole contiguous rows -----------------------
+
+
+def wide_pays(size: Sequence[int], g: Geometry) -> bool:
+    """Whether a 2-d convolution with a kernel larger than 1x1 takes the wide-row path: its
+    rows carry (kw - 1) * dw // sw junk columns, at most an eighth of the output's width (the
+    GEMM's extra work); chosen by shape only."""
+    if len(size) != 2 or all(k == 1 for k in g.kernel):
+        return False
+    extra = (g.kernel[1] - 1) * g.dilations[1] // g.strides[1]
+    return 8 * extra <= g.outs[1]
+
+
+def _wide(x: np.ndarray, w: np.ndarray, g: Geometry, y: np.ndarray, b: np.ndarray | None,
+          z: np.ndarray | None, activation: str) -> None:
+    """One image (C, H, W) of a 2-d convolution whose taps read contiguous rows.
+
+    The padded input is split into its stride phases (phase (p, q) holds the pixels at rows
+    p + sh * a, columns q + sw * c), each of width Wq = Wo + (kw - 1) * dw // sw. Tap (i, j)
+    reads phase ((i * dh) % sh, (j * dw) % sw) shifted by ((i * dh) // sh, (j * dw) // sw):
+    for all output rows at once, one run of Ho * Wq values of that phase's flat channels, a
+    (C, Ho * Wq) matrix BLAS reads in place. With TAP_GEMM_CHANNELS input channels or more,
+    each tap is its own GEMM adding into the output (no im2col at all); with fewer, the runs
+    are copied into one (C * taps, Ho * Wq) operand for one GEMM. Either way the GEMM computes
+    Wq - Wo junk columns per row, which the epilogue drops as it copies (and activates) the
+    result into y."""
+    (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.strides, g.dilations
+    ho, wo = g.outs
+    wq = wo + (kw - 1) * dw // sw
+    c, m, size = x.shape[0], w.shape[0], ho * wq
+    phases = _phases(x, g, ho + (kh - 1) * dh // sh + 1, wq).reshape(sh, sw, c, -1)
+    taps = [(phases[(i * dh) % sh, (j * dw) % sw], (i * dh) // sh * wq + (j * dw) // sw)
+            for i in range(kh) for j in range(kw)]
+    wide = np.empty((m, ho, wq), dtype=y.dtype)
+    wide[:, :, wo:] = 0  # junk columns, kept finite
+    beta = _prefill(wide[:, :, :wo], b, z)
+    out = wide.reshape(m, size)
+    if c >= TAP_GEMM_CHANNELS:
+        per_tap = np.ascontiguousarray(w.reshape(m, c, kh * kw).transpose(2, 0, 1))
+        for t, (plane, start) in enumerate(taps):
+            gemm(per_tap[t], plane[:, start:start + size], out, beta if t == 0 else 1.0)
     else:
-        cols = im2col(x, kernel, strides, dilations, begin, outs).reshape(n, group, depth, pixels)
-    weights = w.reshape(group, m // group, depth)
-    y = np.empty((n, m, *outs), dtype=np.result_type(w, x))  # owns its data: no copy later
-    if n == 1 and group == 1:
-        np.matmul(weights[0], cols[0, 0], out=y.reshape(m, pixels))
+        cols = np.empty((c, kh * kw, size), dtype=x.dtype)
+        for t, (plane, start) in enumerate(taps):
+            cols[:, t] = plane[:, start:start + size]
+        gemm(w.reshape(m, -1), cols.reshape(-1, size), out, beta)
+    if activation == "Relu":
+        np.maximum(wide[:, :, :wo], _zeros(wo, y.dtype), out=y)
     else:
-        np.matmul(weights, cols, out=y.reshape(n, group, m // group, pixels))
-    return y
+        np.copyto(y, wide[:, :, :wo])
+
+
+def _phases(x: np.ndarray, g: Geometry, hq: int, wq: int) -> np.ndarray:
+    """The zero-padded input (C, H, W) as (sh, sw, C, hq, wq) stride phases."""
+    (sh, sw), (bh, bw) = g.strides, g.begin
+    h, w = x.shape[1:]
+    phases = np.zeros((sh, sw, x.shape[0], hq, wq), dtype=x.dtype)
+    for p in range(sh):
+        a0, a1 = -(-(bh - p) // sh) if bh > p else 0, min(hq, (h - 1 + bh - p) // sh + 1)
+        for q in range(sw):
+            c0, c1 = -(-(bw - q) // sw) if bw > q else 0, min(wq, (w - 1 + bw - q) // sw + 1)
+            if a1 > a0 and c1 > c0:
+                r0, s0 = p + sh * a0 - bh, q + sw * c0 - bw
+                phases[p, q, :, a0:a1, c0:c1] = x[:, r0:r0 + (a1 - a0 - 1) * sh + 1:sh,
+                                                  s0:s0 + (c1 - c0 - 1) * sw + 1:sw]
+    return phases
+
+
+_ZEROS: dict[tuple[int, np.dtype], np.ndarray] = {}
+
+
+def _zeros(n: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only row of n zeros (numpy's maximum against a broadcast row beats a scalar)."""
+    key = (n, np.dtype(dtype))
+    if key not in _ZEROS:
+        zeros = np.zeros(n, dtype=dtype)
+        zeros.flags.writeable = False
+        _ZEROS[key] = zeros
+    return _ZEROS[key]
 
 
 def im2col(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...],
