@@ -1,13 +1,20 @@
 """Convolutions: Conv, and FusedConv (Conv + residual addend + activation, made by the runtime).
 
-A convolution is one BLAS matmul of the weights, seen as (groups, M/groups, C/groups * taps), by
-the im2col columns (groups, C/groups * taps, output pixels): a 1x1 convolution without padding
-multiplies the input itself (strided first if it has strides); a larger kernel copies, per
-kernel tap, the strided region of the input it reads into the columns, and zeroes the strips
-that fall into the padding (the input itself is never padded). Grouped and depthwise
-convolutions are the same single matmul, batched over the groups (for depthwise ones numpy's
-batched small products beat a multiply-accumulate per tap by about 2x). 1-d, 2-d and 3-d
-convolutions take the same path.
+A convolution is BLAS GEMMs of the weights, seen as (M, C * taps), by columns of the input,
+called through numpy's own BLAS (`udo_build.kernels.blas`) into an output pre-filled with the
+bias and the residual addend (the GEMM adds into it: no pass of its own for either). The
+columns, by shape (never by timing: results do not depend on the machine's speed):
+
+- a 1x1 convolution without padding multiplies the input itself (strided first if it has
+  strides);
+- a 2-d convolution whose output rows are wide enough reads each tap as one contiguous run of
+  the padded input's stride phases (`_wide`): a GEMM per tap straight from those runs from
+  TAP_GEMM_CHANNELS input channels on, one GEMM over the runs copied below;
+- any other (1-d, 3-d, narrow 2-d) copies, per kernel tap, the strided region of the input it
+  reads into im2col columns and zeroes the strips that fall into the padding (`im2col`, which
+  the integer runtime shares);
+- grouped and depthwise convolutions are one matmul batched over the groups (for depthwise ones
+  numpy's batched small products beat a multiply-accumulate per tap by about 2x).
 """
 
 from __future__ import annotations
@@ -45,17 +52,7 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
     into it; the activation runs in place."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"FusedConv activation {activation!r} is not one of {ACTIVATIONS}")
-    rank = x.ndim - 2
-    kernel = tuple(w.shape[2:])
-    if kernel_shape and tuple(kernel_shape) != kernel:
-        raise ValueError(f"Conv kernel_shape {list(kernel_shape)} differs from the weights' "
-                         f"{list(kernel)}")
-    if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
-        raise ValueError(f"Conv input channels {x.shape[1]}, weights {list(w.shape)} and "
-                         f"group {group} do not agree")
-    geometry = Geometry(kernel, spatial(strides, rank, 1), spatial(dilations, rank, 1),
-                        *window_pads(auto_pad, pads, x.shape[2:], kernel,
-                                     spatial(strides, rank, 1), spatial(dilations, rank, 1)))
+    geometry = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
     y = np.empty((x.shape[0], w.shape[0], *geometry.outs), dtype=np.result_type(w, x))
     if group > 1:
         _grouped(x, w, group, geometry, y, b, z)
@@ -84,6 +81,23 @@ class Geometry:
     begin: list[int]
     end: list[int]
     outs: list[int]
+
+
+def _geometry(x: np.ndarray, w: np.ndarray, group: int, kernel_shape: Sequence[int] | None,
+              auto_pad: str, pads: Sequence[int] | None, strides: Sequence[int] | None,
+              dilations: Sequence[int] | None) -> Geometry:
+    """The window of a convolution, its attributes checked against the tensors."""
+    rank = x.ndim - 2
+    kernel = tuple(w.shape[2:])
+    if kernel_shape and tuple(kernel_shape) != kernel:
+        raise ValueError(f"Conv kernel_shape {list(kernel_shape)} differs from the weights' "
+                         f"{list(kernel)}")
+    if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
+        raise ValueError(f"Conv input channels {x.shape[1]}, weights {list(w.shape)} and "
+                         f"group {group} do not agree")
+    strides_, dilations_ = spatial(strides, rank, 1), spatial(dilations, rank, 1)
+    return Geometry(kernel, strides_, dilations_,
+                    *window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_))
 
 
 def _prefill(out: np.ndarray, b: np.ndarray | None, z: np.ndarray | None) -> float:
