@@ -2,9 +2,10 @@
 and numpy's BLAS called directly (udo_build.kernels.blas) against np.matmul.
 
 The paths, chosen by shape: a 1x1 unpadded convolution multiplies the input itself; 2-d
-convolutions wide enough (junk columns <= 1/8 of the width) read stride phases in contiguous
-rows, with a GEMM per tap from TAP_GEMM_CHANNELS input channels and one GEMM over copied rows
-below; everything else (1-d, 3-d, narrow 2-d) takes the classic im2col; groups a batched matmul.
+stride-1 convolutions wide enough (junk columns <= 1/8 of the width) read their taps as
+contiguous rows of the padded input, with a GEMM per tap from TAP_GEMM_CHANNELS input channels
+and one GEMM over copied rows below; everything else (strided, 1-d, 3-d, narrow 2-d) takes the
+classic im2col; groups a batched matmul.
 Each case also says which path it takes, so that no path goes untested when the rules move.
 """
 
@@ -45,14 +46,15 @@ CASES = [
     ((1, 8, 20, 20), (6, 8, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], 1, "1x1"),
     ((1, 8, 20, 21), (6, 8, 1, 1), [2, 3], [1, 1], [0, 0, 0, 0], 1, "1x1"),
     ((1, 3, 33, 35), (5, 3, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1], 1, "wide rows"),
-    ((2, 3, 60, 58), (4, 3, 7, 7), [2, 2], [1, 1], [3, 2, 1, 3], 1, "wide rows"),
-    ((1, 5, 37, 41), (3, 5, 3, 2), [3, 2], [2, 3], [0, 2, 1, 0], 1, "wide rows"),
+    ((2, 3, 60, 58), (4, 3, 7, 7), [1, 1], [1, 1], [3, 2, 1, 3], 1, "wide rows"),
+    ((1, 5, 37, 41), (3, 5, 3, 2), [1, 1], [2, 3], [0, 2, 1, 0], 1, "wide rows"),
+    ((2, 3, 60, 58), (4, 3, 7, 7), [2, 2], [1, 1], [3, 2, 1, 3], 1, "im2col"),  # strided
     ((1, TAP_GEMM_CHANNELS, 18, 17), (7, TAP_GEMM_CHANNELS, 3, 3), [1, 1], [1, 1],
      [1, 1, 1, 1], 1, "wide taps"),
-    ((2, TAP_GEMM_CHANNELS + 3, 35, 33), (5, TAP_GEMM_CHANNELS + 3, 3, 3), [2, 2], [1, 1],
+    ((2, TAP_GEMM_CHANNELS + 3, 19, 20), (5, TAP_GEMM_CHANNELS + 3, 3, 3), [1, 1], [1, 1],
      [1, 0, 2, 1], 1, "wide taps"),
-    ((1, TAP_GEMM_CHANNELS, 20, 19), (4, TAP_GEMM_CHANNELS, 2, 3), [1, 2], [2, 1],
-     [0, 1, 0, 0], 1, "wide taps"),
+    ((1, TAP_GEMM_CHANNELS, 20, 19), (4, TAP_GEMM_CHANNELS, 2, 3), [1, 1], [2, 1],
+     [0, 1, 0, 3], 1, "wide taps"),
     ((1, 4, 9, 9), (6, 4, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1], 1, "im2col"),  # too narrow
     ((1, 3, 4, 4), (2, 3, 1, 1), [1, 1], [1, 1], [1, 0, 0, 1], 1, "im2col"),  # padded 1x1
     ((2, 3, 30), (4, 3, 3), [2], [1], [1, 2], 1, "im2col"),

@@ -7,8 +7,8 @@ columns, by shape (never by timing: results do not depend on the machine's speed
 
 - a 1x1 convolution without padding multiplies the input itself (strided first if it has
   strides);
-- a 2-d convolution whose output rows are wide enough reads each tap as one contiguous run of
-  the padded input's stride phases (`_wide`): a GEMM per tap straight from those runs from
+- a 2-d stride-1 convolution whose output rows are wide enough reads each tap as one
+  contiguous run of the padded input (`_wide`): a GEMM per tap straight from those runs from
   TAP_GEMM_CHANNELS input channels on, one GEMM over the runs copied below;
 - any other (1-d, 3-d, narrow 2-d) copies, per kernel tap, the strided region of the input it
   reads into im2col columns and zeroes the strips that fall into the padding (`im2col`, which
@@ -146,47 +146,44 @@ def _grouped(x: np.ndarray, w: np.ndarray, group: int, g: Geometry, y: np.ndarra
 
 
 def wide_pays(size: Sequence[int], g: Geometry) -> bool:
-    """Whether a 2-d convolution with a kernel larger than 1x1 takes the wide-row path: its
-    rows carry (kw - 1) * dw // sw junk columns, at most an eighth of the output's width (the
-    GEMM's extra work); chosen by shape only."""
-    if len(size) != 2 or all(k == 1 for k in g.kernel):
+    """Whether a 2-d stride-1 convolution with a kernel larger than 1x1 takes the wide-row
+    path: its rows carry (kw - 1) * dw junk columns, at most an eighth of the output's width
+    (the GEMM's extra work). Chosen by shape only; strided convolutions measured slower this
+    way (the compacting epilogue costs more than their im2col saves)."""
+    if len(size) != 2 or all(k == 1 for k in g.kernel) or any(s != 1 for s in g.strides):
         return False
-    extra = (g.kernel[1] - 1) * g.dilations[1] // g.strides[1]
-    return 8 * extra <= g.outs[1]
+    return 8 * (g.kernel[1] - 1) * g.dilations[1] <= g.outs[1]
 
 
 def _wide(x: np.ndarray, w: np.ndarray, g: Geometry, y: np.ndarray, b: np.ndarray | None,
           z: np.ndarray | None, activation: str) -> None:
-    """One image (C, H, W) of a 2-d convolution whose taps read contiguous rows.
+    """One image (C, H, W) of a 2-d stride-1 convolution whose taps read contiguous rows.
 
-    The padded input is split into its stride phases (phase (p, q) holds the pixels at rows
-    p + sh * a, columns q + sw * c), each of width Wq = Wo + (kw - 1) * dw // sw. Tap (i, j)
-    reads phase ((i * dh) % sh, (j * dw) % sw) shifted by ((i * dh) // sh, (j * dw) // sw):
-    for all output rows at once, one run of Ho * Wq values of that phase's flat channels, a
-    (C, Ho * Wq) matrix BLAS reads in place. With TAP_GEMM_CHANNELS input channels or more,
-    each tap is its own GEMM adding into the output (no im2col at all); with fewer, the runs
-    are copied into one (C * taps, Ho * Wq) operand for one GEMM. Either way the GEMM computes
-    Wq - Wo junk columns per row, which the epilogue drops as it copies (and activates) the
-    result into y."""
-    (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.strides, g.dilations
+    The input is zero-padded to rows of Wq = Wo + (kw - 1) * dw pixels. Tap (i, j) reads it
+    shifted by i * dh rows and j * dw columns: for all output rows at once, one run of Ho * Wq
+    values of each flat channel, a (C, Ho * Wq) matrix BLAS reads in place. With
+    TAP_GEMM_CHANNELS input channels or more, each tap is its own GEMM adding into the output
+    (no im2col at all); with fewer, the runs are copied into one (C * taps, Ho * Wq) operand
+    for one GEMM. Either way the GEMM computes Wq - Wo junk columns per row, which the
+    epilogue drops as it copies (and activates) the result into y."""
+    (kh, kw), (dh, dw) = g.kernel, g.dilations
     ho, wo = g.outs
-    wq = wo + (kw - 1) * dw // sw
+    wq = wo + (kw - 1) * dw
     c, m, size = x.shape[0], w.shape[0], ho * wq
-    phases = _phases(x, g, ho + (kh - 1) * dh // sh + 1, wq).reshape(sh, sw, c, -1)
-    taps = [(phases[(i * dh) % sh, (j * dw) % sw], (i * dh) // sh * wq + (j * dw) // sw)
-            for i in range(kh) for j in range(kw)]
+    flat = _padded(x, g.begin, ho + (kh - 1) * dh + 1, wq).reshape(c, -1)
+    starts = [i * dh * wq + j * dw for i in range(kh) for j in range(kw)]
     wide = np.empty((m, ho, wq), dtype=y.dtype)
     wide[:, :, wo:] = 0  # junk columns, kept finite
     beta = _prefill(wide[:, :, :wo], b, z)
     out = wide.reshape(m, size)
     if c >= TAP_GEMM_CHANNELS:
         per_tap = np.ascontiguousarray(w.reshape(m, c, kh * kw).transpose(2, 0, 1))
-        for t, (plane, start) in enumerate(taps):
-            gemm(per_tap[t], plane[:, start:start + size], out, beta if t == 0 else 1.0)
+        for t, start in enumerate(starts):
+            gemm(per_tap[t], flat[:, start:start + size], out, beta if t == 0 else 1.0)
     else:
         cols = np.empty((c, kh * kw, size), dtype=x.dtype)
-        for t, (plane, start) in enumerate(taps):
-            cols[:, t] = plane[:, start:start + size]
+        for t, start in enumerate(starts):
+            cols[:, t] = flat[:, start:start + size]
         gemm(w.reshape(m, -1), cols.reshape(-1, size), out, beta)
     if activation == "Relu":
         np.maximum(wide[:, :, :wo], _zeros(wo, y.dtype), out=y)
@@ -194,20 +191,14 @@ def _wide(x: np.ndarray, w: np.ndarray, g: Geometry, y: np.ndarray, b: np.ndarra
         np.copyto(y, wide[:, :, :wo])
 
 
-def _phases(x: np.ndarray, g: Geometry, hq: int, wq: int) -> np.ndarray:
-    """The zero-padded input (C, H, W) as (sh, sw, C, hq, wq) stride phases."""
-    (sh, sw), (bh, bw) = g.strides, g.begin
-    h, w = x.shape[1:]
-    phases = np.zeros((sh, sw, x.shape[0], hq, wq), dtype=x.dtype)
-    for p in range(sh):
-        a0, a1 = -(-(bh - p) // sh) if bh > p else 0, min(hq, (h - 1 + bh - p) // sh + 1)
-        for q in range(sw):
-            c0, c1 = -(-(bw - q) // sw) if bw > q else 0, min(wq, (w - 1 + bw - q) // sw + 1)
-            if a1 > a0 and c1 > c0:
-                r0, s0 = p + sh * a0 - bh, q + sw * c0 - bw
-                phases[p, q, :, a0:a1, c0:c1] = x[:, r0:r0 + (a1 - a0 - 1) * sh + 1:sh,
-                                                  s0:s0 + (c1 - c0 - 1) * sw + 1:sw]
-    return phases
+def _padded(x: np.ndarray, begin: Sequence[int], hq: int, wq: int) -> np.ndarray:
+    """The input (C, H, W) zero-padded to (C, hq, wq), `begin` rows and columns first (the
+    extra row at the bottom keeps the last tap's run inside the buffer)."""
+    (bh, bw), (h, w) = begin, x.shape[1:]
+    padded = np.zeros((x.shape[0], hq, wq), dtype=x.dtype)
+    rows, cols = min(h, hq - bh), min(w, wq - bw)
+    padded[:, bh:bh + rows, bw:bw + cols] = x[:, :rows, :cols]
+    return padded
 
 
 _ZEROS: dict[tuple[int, np.dtype], np.ndarray] = {}
