@@ -80,7 +80,9 @@ def _path(x_shape: tuple[int, ...], w_shape: tuple[int, ...], strides: list[int]
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[-1]}-{i}" for i, c in enumerate(CASES)])
 @pytest.mark.parametrize("epilogue", ["plain", "bias-relu", "bias-addend", "addend-relu"])
-def test_convolution_paths_match_a_float64_sum(case: tuple, epilogue: str) -> None:
+def test_convolution_paths_match_a_float64_sum(case: tuple, epilogue: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blas, "DIRECT_MIN", 0)  # these small outputs too call BLAS directly
     x_shape, w_shape, strides, dilations, pads, group, path = case
     assert _path(x_shape, w_shape, strides, dilations, pads, group) == path
     rng = np.random.default_rng(len(x_shape) * 100 + w_shape[0])
@@ -138,6 +140,7 @@ def _operands(rng: np.random.Generator, dtype: type) -> list[tuple[np.ndarray, n
 @pytest.mark.parametrize("direct", [True, False], ids=["blas", "fallback"])
 def test_gemm_reads_transposes_and_leading_dimensions_in_place(
         dtype: type, direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blas, "DIRECT_MIN", 0)
     if not direct:
         monkeypatch.setattr(blas, "_library", lambda: {})
     elif not blas.direct():
@@ -156,18 +159,24 @@ def test_gemm_reads_transposes_and_leading_dimensions_in_place(
 
 
 def test_gemm_copies_nothing_it_can_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A transposed operand reaches the BLAS as a transpose flag, not through np.matmul."""
+    """With beta 1, a transposed operand reaches the BLAS as a transpose flag, not through
+    np.matmul; with beta 0, or an output smaller than DIRECT_MIN, np.matmul makes the call."""
     if not blas.direct():
         pytest.fail("numpy's OpenBLAS was not found among the loaded libraries")
     calls = []
     monkeypatch.setattr(blas, "_fallback", lambda *args: calls.append(args))
+    monkeypatch.setattr(blas, "DIRECT_MIN", 63)
     rng = np.random.default_rng(4)
     for a, b in _operands(rng, np.float32):
-        blas.gemm(a, b, np.empty((7, 9), np.float32))
+        blas.gemm(a, b, np.zeros((7, 9), np.float32), beta=1.0)
     assert calls == []
     blas.gemm(np.ones((7, 5), np.float32)[:, ::2], np.ones((3, 9), np.float32),
-              np.empty((7, 9), np.float32))  # no unit stride: the fallback
-    assert len(calls) == 1
+              np.zeros((7, 9), np.float32), beta=1.0)  # no unit stride: the fallback
+    blas.gemm(np.ones((7, 5), np.float32), np.ones((5, 9), np.float32),
+              np.zeros((7, 9), np.float32))  # beta 0
+    blas.gemm(np.ones((6, 5), np.float32), np.ones((5, 10), np.float32),
+              np.zeros((6, 10), np.float32), beta=1.0)  # 60 < DIRECT_MIN elements
+    assert len(calls) == 3
 
 
 def test_fallback_keeps_the_convolution_exact(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,11 +1,12 @@
 """numpy's own BLAS, called directly: `gemm(a, b, out, beta)` is out = a @ b + beta * out.
 
-np.matmul reaches the same sgemm/dgemm, but always with beta = 0 on contiguous copies of its
-operands. Calling the library itself (through ctypes, with the CBLAS interface) lets a
-convolution pre-fill its output with the bias (and the residual addend) and have the GEMM
-accumulate into it (beta = 1: one pass over the output fewer, OpenBLAS skips its own zeroing
-pass), and take operands that are transposed views or have a row stride wider than their width
-(leading dimensions) without copying them.
+np.matmul reaches the same sgemm/dgemm (transposed views and row strides wider than a row
+passed as such), but always with beta = 0. Calling the library itself (through ctypes, with the
+CBLAS interface) lets a convolution pre-fill its output with the bias (and the residual addend)
+and have the GEMM accumulate into it (beta = 1: one pass over the output fewer, OpenBLAS skips
+its own zeroing pass). The ctypes call costs about 10 us more than np.matmul's, so `gemm`
+makes it only with beta != 0 and an output of DIRECT_MIN elements or more (below that, the
+pass it saves is cheaper than the call); with beta = 0 np.matmul makes the same BLAS call.
 
 The library is the OpenBLAS numpy loaded (found among the process's mapped libraries, as its
 `scipy_cblas_sgemm64_` or `cblas_sgemm` symbols, with 64- or 32-bit integers by the symbol's
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+DIRECT_MIN = 1 << 14  # output elements from which a beta != 0 GEMM calls the BLAS directly
 SYMBOLS = (("scipy_cblas_", "64_", ctypes.c_int64), ("scipy_cblas_", "", ctypes.c_int),
            ("cblas_", "64_", ctypes.c_int64), ("cblas_", "", ctypes.c_int))
 
@@ -81,6 +83,8 @@ def _operand(a: np.ndarray) -> tuple[int, int] | None:
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0) -> np.ndarray:
     """out = a @ b + beta * out for 2-D a (M, K), b (K, N), out (M, N) of one dtype; out's rows
     contiguous (its row stride may be wider). Returns out."""
+    if beta == 0.0 or out.size < DIRECT_MIN:
+        return _fallback(a, b, out, beta)
     fn = _library().get(out.dtype) if a.dtype == b.dtype == out.dtype else None
     m, k = a.shape
     n = b.shape[1]
