@@ -2,7 +2,7 @@
 wheel, with random weights (bench/_light_models.py says how they are drawn), in one process.
 
     python bench/emulator.py [--models resnet50,squeezenet] [--repeats 10] [--seed 0]
-                             [--profile resnet50] [--no-timing]
+                             [--profile resnet50] [--no-timing] [--smoke]
 
 For each model: the same N(0, 1) input (batch 1) through the emulator
 (`udo_build.runtime.float_session`)
@@ -11,10 +11,15 @@ max |ORT| for every graph output and for the logits (the input of the final Soft
 because a softmax over 1000 classes squeezes differences). Latency, in two phases (1 thread,
 then 2): after --warmup rounds, --repeats rounds of [emulator with numpy's BLAS on N threads,
 ORT with intra_op_num_threads N], interleaved so that the load of a shared machine hits both
-alike; medians.
+alike; medians (of wall-clock latency, the verdict, and of the calling thread's CPU time, printed
+beside it: on one thread both runtimes compute on the calling thread, and a loaded machine's
+waits do not count there).
 
-Targets: every output agrees within 1e-4 (relative to the reference's max abs); ResNet-50's
-emulator latency is at most 2x ORT's single-thread latency, like for like (BLAS on 1 thread).
+Targets: every output agrees within 1e-4 (relative to the reference's max abs); the emulator's
+latency, like for like (BLAS on 1 thread against ORT on 1 thread), is at most 1.25x ORT's for
+ResNet-50 and 1.5x for SqueezeNet (issue 27). --smoke (for CI, ~10 s): SqueezeNet only, 1 warmup
+and 2 timed rounds, 1 thread only; accuracy is checked, the latency targets are printed but do not
+fail (a shared CI runner's timing is not a verdict).
 --profile NAME times every plan step of that model (by op and convolution kind), the BLAS
 matmuls of its convolutions alone (the floor numpy can reach), and prints cProfile's top
 functions. Prints a table and PASS/FAIL per target; exits 1 if one is missed.
@@ -42,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _light_models as light  # noqa: E402
 
 ACCURACY = 1e-4
-RATIO = 2.0
-RATIO_MODEL = "resnet50"
+RATIOS = {"resnet50": 1.25, "squeezenet": 1.5}  # emulator / ORT, 1 thread each, at most
+SMOKE_MODEL = "squeezenet"
 
 
 # -- numpy's BLAS -------------------------------------------------------------------------------
@@ -137,7 +142,7 @@ def bench_model(name: str, args: argparse.Namespace, blas: Blas, import_onnx) ->
     if args.no_timing:
         return row
     threads = blas.threads() or 1
-    for n in (1, 2):  # one phase per thread count: no idle pool thread of the other phase spins
+    for n in args.threads:  # one phase per thread count: no idle pool thread of another spins
         blas.set_threads(n)
         ort = ort1 if n == 1 else ort2
         runs: list[tuple[str, Callable[[], object]]] = [
@@ -145,10 +150,11 @@ def bench_model(name: str, args: argparse.Namespace, blas: Blas, import_onnx) ->
             (f"ort-{n}", lambda ort=ort: ort.run(names, feeds))]
         for round_ in range(args.warmup + args.repeats):
             for config, fn in runs:
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.thread_time()
                 fn()
                 if round_ >= args.warmup:
                     row.times.setdefault(config, []).append(time.perf_counter() - start)
+                    row.times.setdefault(f"{config}-cpu", []).append(time.thread_time() - cpu)
     blas.set_threads(threads)
     return row
 
@@ -251,16 +257,19 @@ def _kind(step, inputs: list) -> str:  # type: ignore[no-untyped-def]
 # -- report ---------------------------------------------------------------------------------------
 
 
-def report(rows: Sequence[Row], timing: bool) -> bool:
+def report(rows: Sequence[Row], timing: bool, smoke: bool = False) -> bool:
+    """Print the table and a verdict per target; False if one is missed (the latency targets
+    never fail a smoke run)."""
     ok = True
     print(f"\n{'model':<14} {'worst rel. error':>16}  {'emu 1t':>8} {'ORT 1t':>8} {'ratio':>6}"
           f"  {'emu 2t':>8} {'ORT 2t':>8} {'ratio':>6}")
     for r in rows:
-        worst = max(r.errors.values())
-        line = f"{r.name:<14} {worst:16.2e}"
+        line = f"{r.name:<14} {max(r.errors.values()):16.2e}"
         if timing:
-            e1, o1, e2, o2 = (r.median_ms(c) for c in ("emu-1", "ort-1", "emu-2", "ort-2"))
-            line += f"  {e1:8.1f} {o1:8.1f} {e1 / o1:6.2f}  {e2:8.1f} {o2:8.1f} {e2 / o2:6.2f}"
+            for n in (1, 2):
+                e, o = r.median_ms(f"emu-{n}"), r.median_ms(f"ort-{n}")
+                line += (f"  {e:8.1f} {o:8.1f} {e / o:6.2f}" if o
+                         else f"  {'-':>8} {'-':>8} {'-':>6}")
         print(line)
     print("\n(latencies in ms, medians; emu Nt = numpy's BLAS on N threads, ORT Nt = "
           "intra_op_num_threads N)")
@@ -270,16 +279,25 @@ def report(rows: Sequence[Row], timing: bool) -> bool:
             ok &= passed
             print(f"  {'PASS' if passed else 'FAIL'}  {r.name} output {out}: max abs diff / "
                   f"max abs ref = {err:.2e} (<= {ACCURACY:g})")
-    ratio_rows = [r for r in rows if r.name == RATIO_MODEL]
-    if timing and ratio_rows:
-        r = ratio_rows[0]
-        ratio = r.median_ms("emu-1") / r.median_ms("ort-1")
-        ok &= ratio <= RATIO
-        print(f"  {'PASS' if ratio <= RATIO else 'FAIL'}  {RATIO_MODEL} batch 1: emulator "
-              f"{r.median_ms('emu-1'):.1f} ms / ORT 1 thread {r.median_ms('ort-1'):.1f} ms = "
-              f"{ratio:.2f} (<= {RATIO:g}, BLAS on 1 thread; with 2 BLAS threads "
-              f"{r.median_ms('emu-2') / r.median_ms('ort-1'):.2f})")
+    for r in rows if timing else ():
+        if r.name in RATIOS and r.median_ms("ort-1"):
+            ok &= _ratio_verdict(r, RATIOS[r.name], smoke)
     return ok
+
+
+def _ratio_verdict(r: Row, target: float, smoke: bool) -> bool:
+    ratio = r.median_ms("emu-1") / r.median_ms("ort-1")
+    passed = ratio <= target
+    verdict = "PASS" if passed else "MISS (smoke: not failing)" if smoke else "FAIL"
+    two = (f"; with 2 BLAS threads {r.median_ms('emu-2') / r.median_ms('ort-1'):.2f}"
+           if r.median_ms("emu-2") else "")
+    print(f"  {verdict}  {r.name} batch 1: emulator {r.median_ms('emu-1'):.1f} ms / ORT 1 thread "
+          f"{r.median_ms('ort-1'):.1f} ms = {ratio:.2f} (<= {target:g}, BLAS on 1 thread{two})")
+    if r.median_ms("ort-1-cpu"):
+        print(f"        (the calling thread's CPU time, which a loaded machine's waits do not "
+              f"inflate: {r.median_ms('emu-1-cpu'):.1f} ms / {r.median_ms('ort-1-cpu'):.1f} ms "
+              f"= {r.median_ms('emu-1-cpu') / r.median_ms('ort-1-cpu'):.2f})")
+    return passed or smoke
 
 
 def environment(blas: Blas) -> None:
@@ -301,7 +319,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-timing", action="store_true", help="accuracy only")
     p.add_argument("--profile", metavar="MODEL", help="profile this model's emulator run")
-    return p.parse_args(argv)
+    p.add_argument("--smoke", action="store_true",
+                   help=f"CI smoke run: {SMOKE_MODEL} only, 1 warmup and 2 timed rounds on 1 "
+                        "thread; latency targets reported, not failing")
+    args = p.parse_args(argv)
+    args.threads = (1, 2)
+    if args.smoke:
+        args.models, args.repeats, args.warmup, args.threads = SMOKE_MODEL, 2, 1, (1,)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -325,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.perf_counter()
         rows.append(bench_model(name, args, blas, import_onnx))
         print(f"  {name}: done in {time.perf_counter() - start:.1f} s", flush=True)
-    ok = report(rows, not args.no_timing)
+    ok = report(rows, not args.no_timing, args.smoke)
     print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.profile:
         profile(args.profile, args, blas, import_onnx)

@@ -44,3 +44,20 @@ def test_batch_norms_are_calibrated_and_residual_ones_scaled() -> None:
     assert gammas == {1.0, float(np.float32(light.RESIDUAL_GAMMA))}
     variances = np.concatenate([values[n.input[4]] for n in bns])
     assert variances.min() > 0 and not np.allclose(variances, 1.0)
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_latency_targets_fail_a_full_run_and_not_a_smoke_run(
+        smoke: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27's targets: ResNet-50 at most 1.25x onnxruntime, SqueezeNet 1.5x (1 thread
+    each); missed, a full run fails and a smoke run (CI's) only says so."""
+    bench = _script("emulator")
+    rows = []
+    for name, emu, ort in (("resnet50", 126.0, 100.0), ("squeezenet", 14.0, 10.0)):
+        row = bench.Row(name, errors={"out": 1e-7})
+        row.times = {"emu-1": [emu / 1e3], "ort-1": [ort / 1e3]}
+        rows.append(row)
+    assert bench.report(rows, timing=True, smoke=smoke) is smoke
+    out = capsys.readouterr().out
+    assert ("MISS (smoke: not failing)  resnet50" if smoke else "FAIL  resnet50") in out
+    assert "PASS  squeezenet batch 1" in out and "= 1.40 (<= 1.5" in out

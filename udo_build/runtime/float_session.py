@@ -16,8 +16,8 @@ constants fold into the convolution that feeds them (or into a batch norm); a re
 Relu that follow a convolution run in place on its output (one FusedConv step); nodes that no
 requested tensor needs are dropped. A tensor a caller requests is never fused away: each
 distinct set of requested outputs gets its own plan (cached). The Model is never changed.
-Convolutions stay NCHW: im2col makes them one BLAS matmul whose result is already NCHW, and
-weights in OIHW are already that matmul's (M, K) operand, so there is nothing to pre-pack.
+Convolutions stay NCHW: their GEMMs (`udo_build.kernels.default.conv`) give NCHW results,
+and weights in OIHW are already the GEMM's (M, K) operand, so there is nothing to pre-pack.
 
 A plan frees every intermediate tensor right after its last reader (reference counts computed
 when the plan is built; requested outputs and weights are kept), so the peak memory is that of

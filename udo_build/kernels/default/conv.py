@@ -1,26 +1,36 @@
 """Convolutions: Conv, and FusedConv (Conv + residual addend + activation, made by the runtime).
 
-A convolution is one BLAS matmul of the weights, seen as (groups, M/groups, C/groups * taps), by
-the im2col columns (groups, C/groups * taps, output pixels): a 1x1 convolution without padding
-multiplies the input itself (strided first if it has strides); a larger kernel copies, per
-kernel tap, the strided region of the input it reads into the columns, and zeroes the strips
-that fall into the padding (the input itself is never padded). Grouped and depthwise
-convolutions are the same single matmul, batched over the groups (for depthwise ones numpy's
-batched small products beat a multiply-accumulate per tap by about 2x). 1-d, 2-d and 3-d
-convolutions take the same path.
+A convolution is BLAS GEMMs of the weights, seen as (M, C * taps), by columns of the input,
+called through numpy's own BLAS (`udo_build.kernels.blas`) into an output pre-filled with the
+bias and the residual addend (the GEMM adds into it: no pass of its own for either). The
+columns, by shape (never by timing: results do not depend on the machine's speed):
+
+- a 1x1 convolution without padding multiplies the input itself (strided first if it has
+  strides);
+- a 2-d stride-1 convolution whose output rows are wide enough reads each tap as one
+  contiguous run of the padded input (`_wide`): a GEMM per tap straight from those runs from
+  TAP_GEMM_CHANNELS input channels on, one GEMM over the runs copied below;
+- any other (1-d, 3-d, narrow 2-d) copies, per kernel tap, the strided region of the input it
+  reads into im2col columns and zeroes the strips that fall into the padding (`im2col`, which
+  the integer runtime shares);
+- grouped and depthwise convolutions are one matmul batched over the groups (for depthwise ones
+  numpy's batched small products beat a multiply-accumulate per tap by about 2x).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..blas import gemm
 from ._common import relu_into, spatial, window_pads
 from ._package import DEFAULT
 
 ACTIVATIONS = ("", "Relu")
+TAP_GEMM_CHANNELS = 64  # from this many input channels on, a wide convolution has a GEMM per tap
 
 
 @DEFAULT.op("Conv")
@@ -38,9 +48,45 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
                dilations: Sequence[int] | None = None, group: int = 1,
                kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
                strides: Sequence[int] | None = None) -> np.ndarray:
-    """activation(conv(x, w) + b + z): the epilogue works in place on the fresh output."""
+    """activation(conv(x, w) + b + z): the output is pre-filled with b + z and the GEMM adds
+    into it; the activation runs in place."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"FusedConv activation {activation!r} is not one of {ACTIVATIONS}")
+    geometry = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
+    y = np.empty((x.shape[0], w.shape[0], *geometry.outs), dtype=np.result_type(w, x))
+    if group > 1:
+        _grouped(x, w, group, geometry, y, b, z)
+    elif wide_pays(x.shape[2:], geometry):
+        for i in range(x.shape[0]):
+            _wide(x[i], w, geometry, y[i], b, None if z is None else z[i], activation)
+        return y
+    else:
+        for i in range(x.shape[0]):
+            cols = _columns(x[i:i + 1], geometry).reshape(w[0].size, -1)
+            out = y[i].reshape(w.shape[0], -1)
+            gemm(w.reshape(w.shape[0], -1), cols, out,
+                 _prefill(out, b, None if z is None else z[i].reshape(out.shape)))
+    if activation == "Relu":
+        relu_into(y, y)
+    return y
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A convolution's window: kernel, strides, dilations, pads (start, end), output sizes."""
+
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    begin: list[int]
+    end: list[int]
+    outs: list[int]
+
+
+def _geometry(x: np.ndarray, w: np.ndarray, group: int, kernel_shape: Sequence[int] | None,
+              auto_pad: str, pads: Sequence[int] | None, strides: Sequence[int] | None,
+              dilations: Sequence[int] | None) -> Geometry:
+    """The window of a convolution, its attributes checked against the tensors."""
     rank = x.ndim - 2
     kernel = tuple(w.shape[2:])
     if kernel_shape and tuple(kernel_shape) != kernel:
@@ -49,42 +95,123 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
     if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
         raise ValueError(f"Conv input channels {x.shape[1]}, weights {list(w.shape)} and "
                          f"group {group} do not agree")
-    strides_ = spatial(strides, rank, 1)
-    dilations_ = spatial(dilations, rank, 1)
-    begin, end, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_)
-    y = _im2col_matmul(x, w, group, kernel, strides_, dilations_, begin, outs)
+    strides_, dilations_ = spatial(strides, rank, 1), spatial(dilations, rank, 1)
+    return Geometry(kernel, strides_, dilations_,
+                    *window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_))
+
+
+def _prefill(out: np.ndarray, b: np.ndarray | None, z: np.ndarray | None) -> float:
+    """out = b (per row) + z, what the GEMM then adds to; the GEMM's beta (0: nothing to add)."""
+    if b is None and z is None:
+        return 0.0
     if b is not None:
-        y += b.reshape((-1,) + (1,) * rank)
+        b = b.reshape((-1,) + (1,) * (out.ndim - 1))
+    if z is None:
+        np.copyto(out, b)
+    elif b is None:
+        np.copyto(out, z)
+    else:
+        np.add(z, b, out=out)
+    return 1.0
+
+
+def _columns(x: np.ndarray, g: Geometry) -> np.ndarray:
+    """The GEMM's right operand: a 1x1 unpadded convolution reads the input itself (strided
+    first if it has strides), any other im2col's columns."""
+    reach = [(o - 1) * s + 1 for o, s in zip(g.outs, g.strides, strict=True)]
+    if all(k == 1 for k in g.kernel) and not any(g.begin) and all(
+            r <= size for r, size in zip(reach, x.shape[2:], strict=True)):
+        if any(s != 1 for s in g.strides):
+            x = x[(Ellipsis,) + tuple(slice(None, r, s)
+                                      for r, s in zip(reach, g.strides, strict=True))]
+        return np.ascontiguousarray(x)
+    return im2col(x, g.kernel, g.strides, g.dilations, g.begin, g.outs)
+
+
+def _grouped(x: np.ndarray, w: np.ndarray, group: int, g: Geometry, y: np.ndarray,
+             b: np.ndarray | None, z: np.ndarray | None) -> None:
+    """Grouped and depthwise convolutions: one batched matmul over the groups (numpy's
+    batched small products beat a multiply-accumulate per tap by about 2x)."""
+    n, m = x.shape[0], w.shape[0]
+    cols = _columns(x, g).reshape(n, group, w[0].size, -1)
+    np.matmul(w.reshape(group, m // group, w[0].size), cols,
+              out=y.reshape(n, group, m // group, cols.shape[-1]))
+    if b is not None:
+        y += b.reshape((-1,) + (1,) * len(g.outs))
     if z is not None:
         y += z
+
+
+# -- wide rows: 2-d convolutions whose im2col copies whole contiguous rows -----------------------
+
+
+def wide_pays(size: Sequence[int], g: Geometry) -> bool:
+    """Whether a 2-d stride-1 convolution with a kernel larger than 1x1 takes the wide-row
+    path: its rows carry (kw - 1) * dw junk columns, at most an eighth of the output's width
+    (the GEMM's extra work). Chosen by shape only; strided convolutions measured slower this
+    way (the compacting epilogue costs more than their im2col saves)."""
+    if len(size) != 2 or all(k == 1 for k in g.kernel) or any(s != 1 for s in g.strides):
+        return False
+    return 8 * (g.kernel[1] - 1) * g.dilations[1] <= g.outs[1]
+
+
+def _wide(x: np.ndarray, w: np.ndarray, g: Geometry, y: np.ndarray, b: np.ndarray | None,
+          z: np.ndarray | None, activation: str) -> None:
+    """One image (C, H, W) of a 2-d stride-1 convolution whose taps read contiguous rows.
+
+    The input is zero-padded to rows of Wq = Wo + (kw - 1) * dw pixels. Tap (i, j) reads it
+    shifted by i * dh rows and j * dw columns: for all output rows at once, one run of Ho * Wq
+    values of each flat channel, a (C, Ho * Wq) matrix BLAS reads in place. With
+    TAP_GEMM_CHANNELS input channels or more, each tap is its own GEMM adding into the output
+    (no im2col at all); with fewer, the runs are copied into one (C * taps, Ho * Wq) operand
+    for one GEMM. Either way the GEMM computes Wq - Wo junk columns per row, which the
+    epilogue drops as it copies (and activates) the result into y."""
+    (kh, kw), (dh, dw) = g.kernel, g.dilations
+    ho, wo = g.outs
+    wq = wo + (kw - 1) * dw
+    c, m, size = x.shape[0], w.shape[0], ho * wq
+    flat = _padded(x, g.begin, ho + (kh - 1) * dh + 1, wq).reshape(c, -1)
+    starts = [i * dh * wq + j * dw for i in range(kh) for j in range(kw)]
+    wide = np.empty((m, ho, wq), dtype=y.dtype)
+    wide[:, :, wo:] = 0  # junk columns, kept finite
+    beta = _prefill(wide[:, :, :wo], b, z)
+    out = wide.reshape(m, size)
+    if c >= TAP_GEMM_CHANNELS:
+        per_tap = np.ascontiguousarray(w.reshape(m, c, kh * kw).transpose(2, 0, 1))
+        for t, start in enumerate(starts):
+            gemm(per_tap[t], flat[:, start:start + size], out, beta if t == 0 else 1.0)
+    else:
+        cols = np.empty((c, kh * kw, size), dtype=x.dtype)
+        for t, start in enumerate(starts):
+            cols[:, t] = flat[:, start:start + size]
+        gemm(w.reshape(m, -1), cols.reshape(-1, size), out, beta)
     if activation == "Relu":
-        relu_into(y, y)
-    return y
+        np.maximum(wide[:, :, :wo], _zeros(wo, y.dtype), out=y)
+    else:
+        np.copyto(y, wide[:, :, :wo])
 
 
-def _im2col_matmul(x: np.ndarray, w: np.ndarray, group: int, kernel: tuple[int, ...],
-                   strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int],
-                   outs: list[int]) -> np.ndarray:
-    n = x.shape[0]
-    m = w.shape[0]
-    pixels = math.prod(outs)
-    depth = w[0].size  # C/groups * taps
-    reach = [(o - 1) * s + 1 for o, s in zip(outs, strides, strict=True)]
-    if all(k == 1 for k in kernel) and not any(begin) and all(
-            r <= size for r, size in zip(reach, x.shape[2:], strict=True)):
-        if any(s != 1 for s in strides):
-            x = x[(Ellipsis,) + tuple(slice(None, r, s)
-                                      for r, s in zip(reach, strides, strict=True))]
-        cols = x.reshape(n, group, depth, pixels)
-    else:
-        cols = im2col(x, kernel, strides, dilations, begin, outs).reshape(n, group, depth, pixels)
-    weights = w.reshape(group, m // group, depth)
-    y = np.empty((n, m, *outs), dtype=np.result_type(w, x))  # owns its data: no copy later
-    if n == 1 and group == 1:
-        np.matmul(weights[0], cols[0, 0], out=y.reshape(m, pixels))
-    else:
-        np.matmul(weights, cols, out=y.reshape(n, group, m // group, pixels))
-    return y
+def _padded(x: np.ndarray, begin: Sequence[int], hq: int, wq: int) -> np.ndarray:
+    """The input (C, H, W) zero-padded to (C, hq, wq), `begin` rows and columns first (the
+    extra row at the bottom keeps the last tap's run inside the buffer)."""
+    (bh, bw), (h, w) = begin, x.shape[1:]
+    padded = np.zeros((x.shape[0], hq, wq), dtype=x.dtype)
+    rows, cols = min(h, hq - bh), min(w, wq - bw)
+    padded[:, bh:bh + rows, bw:bw + cols] = x[:, :rows, :cols]
+    return padded
+
+
+_ZEROS: dict[tuple[int, np.dtype], np.ndarray] = {}
+
+
+def _zeros(n: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only row of n zeros (numpy's maximum against a broadcast row beats a scalar)."""
+    key = (n, np.dtype(dtype))
+    if key not in _ZEROS:
+        zeros = np.zeros(n, dtype=dtype)
+        zeros.flags.writeable = False
+        _ZEROS[key] = zeros
+    return _ZEROS[key]
 
 
 def im2col(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...],

@@ -22,7 +22,9 @@ def _pool(x: np.ndarray, reduce: np.ufunc, fill: float, auto_pad: str, ceil_mode
           pads: Sequence[int] | None, strides: Sequence[int] | None):
     """Windows reduced with `reduce` (maximum or add), one spatial axis after the other: a
     window's max (or sum) is that of its rows' maxima (or sums), so a k x k window costs 2k
-    strided ufunc calls, not k^2."""
+    strided ufunc calls, not k^2, the first of each axis writing a fresh array (no copy).
+    Maxima reduce the leading spatial axis first (its windows' rows are contiguous runs, and
+    a maximum is exact in any order); sums the trailing one first, as they always have."""
     rank = x.ndim - 2
     kernel = tuple(int(k) for k in kernel_shape)
     strides_ = spatial(strides, rank, 1)
@@ -32,13 +34,18 @@ def _pool(x: np.ndarray, reduce: np.ufunc, fill: float, auto_pad: str, ceil_mode
     extra = [max((o - 1) * s + (k - 1) * d + 1 - (n + b + e), 0) for o, s, k, d, n, b, e in
              zip(outs, strides_, kernel, dilations_, x.shape[2:], begin, end, strict=True)]
     y = pad_spatial(x, begin, [e + x_ for e, x_ in zip(end, extra, strict=True)], fill)
-    for axis in reversed(range(rank)):
+    for axis in range(rank) if reduce is np.maximum else reversed(range(rank)):
         k, s, d, o = kernel[axis], strides_[axis], dilations_[axis], outs[axis]
         lead = (slice(None),) * (2 + axis)
         views = [y[lead + (slice(t * d, t * d + (o - 1) * s + 1, s),)] for t in range(k)]
-        y = views[0].copy()
-        for view in views[1:]:
+        if k == 1:
+            y = views[0]
+            continue
+        y = reduce(views[0], views[1])
+        for view in views[2:]:
             reduce(y, view, out=y)
+    if y.base is not None:  # a 1-wide window everywhere: still a view of the input
+        y = y.copy()
     return y, (kernel, strides_, dilations_, begin, end, outs)
 
 
