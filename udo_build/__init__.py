@@ -26,7 +26,8 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
                 loads (records.py), the run metrics and checks (metrics.py), writing results
     kernels/    the op package API (OpPackage, Cost, Flags), the default package's numpy
                 kernels, loading the kernels files of a recipe, native (a compiled CPU op
-                package's ops called through ctypes)
+                package's ops called through ctypes), blas (numpy's own BLAS called directly:
+                GEMMs that accumulate into their output and read strided operands in place)
     ir/, rewrite/, soc/, store/
                 ir/: the model graph, the bundle container, encodings and the quantized model;
                 rewrite/: the op graph the rules rewrite, patterns, replacements and the one
