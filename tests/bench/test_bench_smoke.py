@@ -30,8 +30,7 @@ def _script(name: str) -> ModuleType:
 
 def test_noop_bench_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     noop = _script("noop")
-    code = noop.main(["--targets", "5", "--repeats", "2", "--no-dvc", "--no-timing",
-                      "--keep", str(tmp_path / "work")])
+    code = noop.main(["--smoke", "--keep", str(tmp_path / "work")])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "FAIL" not in out
