@@ -50,8 +50,8 @@ from ..errors import Problem
 from .ac import ActionCache, ActionResult, Output
 from .cas import Cas, sha256_bytes
 from .counters import Counters
+from .entries import Pointer, entry_bytes, entry_envelope
 from .pools import LargestFirst, yielding
-from .reapi import Pointer, entry_bytes, entry_envelope
 from .transport import Refused, RemoteError, Transport, Unavailable
 from .trust import CORRUPT_BLOB, MALFORMED, PublicKey, SigningKey, open_entry, sign_entry
 
