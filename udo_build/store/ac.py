@@ -164,12 +164,12 @@ class ActionCache:
     def _whole(self, digest: str) -> bool:
         """The blob is stored and holds its bytes (checked through the stat cache); a corrupt
         one is quarantined."""
-        path = self.cas.path_of(digest)
+        path = self.cas.find(digest)
         if path is None or self.files is None:
             return path is not None
         if self.files.blob_digest(path) == digest:
             return True
-        self.cas.quarantine(path)
+        self.cas.quarantine(Path(path))
         return False
 
     def damage(self, key: str) -> str:

@@ -112,6 +112,7 @@ class Cas:
         self.written: set[str] = set()  # digests of the blobs this process has stored
         self.quarantined: set[str] = set()  # digests of the blobs this process quarantined
         self.links = True  # materialize by hard link when possible (False after one fails)
+        self._absolute: str | None = None  # the absolute path of `dir`, once asked for
 
     # -- paths ------------------------------------------------------------------------------------
 
@@ -122,12 +123,20 @@ class Cas:
 
     def path_of(self, digest: str) -> Path | None:
         """The file holding a blob (raw or .zst), or None when the store lacks it."""
+        found = self.find(digest)
+        return None if found is None else Path(found)
+
+    def find(self, digest: str) -> str | None:
+        """`path_of` as an absolute path in a string (no Path objects, no getcwd: a no-op
+        build asks for every output of every action), or None."""
         if not _valid_digest(digest):
             raise ValueError(f"not a sha256 digest: {digest!r}")
-        base = os.path.join(self.dir, digest[:2], digest)  # strings: a no-op build asks often
+        if self._absolute is None:
+            self._absolute = os.path.abspath(self.dir)
+        base = os.path.join(self._absolute, digest[:2], digest)
         for candidate in (base, base + ".zst"):
             if os.path.exists(candidate):
-                return Path(candidate)
+                return candidate
         return None
 
     def has(self, digest: str) -> bool:
