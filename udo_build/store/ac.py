@@ -20,9 +20,8 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import __version__
 from ..atomic import is_tmp, write_atomic
@@ -49,8 +48,11 @@ def publish_problem(rel: Any) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):
+    """An output of an action: its blob (a tree's manifest, for a tree). Output and
+    ActionResult are NamedTuples: immutable like frozen dataclasses, and much cheaper to define
+    (every build imports this module)."""
+
     digest: str
     size: int
     type: str = "blob"  # "blob" or "tree" (a manifest blob)
@@ -59,13 +61,12 @@ class Output:
         return {"digest": self.digest, "size": self.size, "type": self.type}
 
 
-@dataclass(frozen=True)
-class ActionResult:
+class ActionResult(NamedTuple):
     key: str
     kind: str
     description: str
     outputs: dict[str, Output]
-    publish: dict[str, str] = field(default_factory=dict)  # relative path -> output name
+    publish: dict[str, str] = {}  # relative path -> output name (never changed in place)
     seconds: float = 0.0
     tool_version: str = __version__
     created: float = 0.0

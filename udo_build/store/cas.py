@@ -23,9 +23,8 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..atomic import AtomicFile, is_tmp, link_atomic, write_atomic
 from ..canonical import canonical_json
@@ -38,8 +37,7 @@ PROBE_FROM = 1 << 20  # blobs larger than this are probed before being compresse
 PROBE_BYTES = 256 << 10
 
 
-@dataclass(frozen=True)
-class BlobRef:
+class BlobRef(NamedTuple):
     digest: str
     size: int
 
