@@ -200,20 +200,24 @@ def median_ms(values: Sequence[float]) -> float:
 # -- what the no-op imports and how often it parses the recipe ------------------------------------
 
 
-def import_report(cmd: Sequence[str], recipe: Path, store: Path, env: dict[str, str]
-                  ) -> tuple[list[str], list[tuple[int, str]]]:
-    """(forbidden modules imported, the 12 costliest top-level imports as (µs, name))."""
+def import_report(cmd: Sequence[str], recipe: Path, store: Path, env: dict[str, str],
+                  terminal: bool = False) -> tuple[list[str], list[tuple[int, str]]]:
+    """(forbidden modules imported, the 12 costliest top-level imports as (µs, name)); with
+    `terminal`, the no-op as on a terminal (FORCE_COLOR, its summary in color, not JSON), where
+    rich is forbidden too."""
     python = [sys.executable, "-X", "importtime"]
     argv = [*python, "-m", "udo_build"] if cmd[0] == sys.executable else [*python, cmd[0]]
-    _, proc = timed([*argv, str(recipe), "--store", str(store), "--json"], cwd=recipe.parent,
-                    env=env)
+    env = dict(env, FORCE_COLOR="1") if terminal else env
+    _, proc = timed([*argv, str(recipe), "--store", str(store),
+                     *(() if terminal else ("--json",))], cwd=recipe.parent, env=env)
     modules: list[tuple[int, int, str]] = []
     for line in proc.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
         if m:
             modules.append((int(m[2]), len(m[3]), m[4]))
     names = [name for _, _, name in modules]
-    bad = [n for n in names if n.split(".")[0] in FORBIDDEN
+    forbidden = (*FORBIDDEN, "rich") if terminal else FORBIDDEN
+    bad = [n for n in names if n.split(".")[0] in forbidden
            or any(n == e or n.startswith(e + ".") for e in EMULATOR)]
     top = sorted(((us, name) for us, depth, name in modules if depth == 1), reverse=True)
     return bad, top[:12]
@@ -342,6 +346,9 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
 
     bad, top = import_report(cmd, recipe, store, env)
     rep.check("no-op imports no onnx/lxml/numpy/jsonschema/emulator", not bad,
+              ", ".join(bad) or "none imported")
+    bad = import_report(cmd, recipe, store, env, terminal=True)[0]
+    rep.check("no-op on a terminal imports no rich either (nor the others)", not bad,
               ", ".join(bad) or "none imported")
     if args.profile:
         print("\nno-op: costliest top-level imports (cumulative µs, -X importtime):")
