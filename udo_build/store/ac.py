@@ -193,8 +193,12 @@ class ActionCache:
         return f"the store's copy of its output {', '.join(bad)}" if bad else ""
 
     def put(self, result: ActionResult) -> None:
+        """Keep `result` (its blobs are stored, durably, first). The entry itself is written
+        atomically but not synced to disk: the cache is an optimization, and an entry a crash
+        lost (or left empty) is a miss, so the action runs or is fetched again; the blobs are
+        the truth. A fresh checkout writes one entry per action it fetches: no fsync each."""
         data = json.dumps(result.to_json(), sort_keys=True, indent=1).encode()
-        write_atomic(self.path_of(result.key), data, readonly=False)
+        write_atomic(self.path_of(result.key), data, readonly=False, durable=False)
 
     def remove(self, key: str) -> None:
         self.path_of(key).unlink(missing_ok=True)
