@@ -121,7 +121,7 @@ def _scenario(args: argparse.Namespace, work: Path, port: int, rate: str | None,
         os.sync()
         plain.append(plain_download(port, keys, wanted, work / f"plain-{tag}-{i}",
                                     args.parallel))
-    _report(rep, name, warm, plain, sum(wanted.values()), network=rate is not None)
+    _report(rep, name, warm, plain, sum(wanted.values()), rate is not None, args)
 
 
 def plain_download(port: int, keys: list[str], wanted: dict[str, int], dest: Path,
@@ -175,7 +175,7 @@ def _bytes(message: Any) -> bytes:
 
 
 def _report(rep: Report, name: str, warm: list[Build], plain: list[float], fetched: int,
-            network: bool) -> None:
+            network: bool, args: argparse.Namespace) -> None:
     report_builds(rep, warm, fetched)
     rep.fact("plain REAPI reads of the same bytes to disk", ms(plain))
-    report_target(rep, name, warm, plain, "plain reads", fetched, network)
+    report_target(rep, name, warm, plain, "plain reads", fetched, network, args)

@@ -110,7 +110,7 @@ def _scenario(args: argparse.Namespace, work: Path, server: MotoS3, port: int,
         seconds, size = _plain_gets(port, keys, work / f"plain-{tag}-{i}", args.parallel)
         plain.append(seconds)
         fetched.append(size)
-    _report(rep, name, warm, plain, fetched, network=rate is not None)
+    _report(rep, name, warm, plain, fetched, rate is not None, args)
 
 
 def _gets_since(log: Path, offset: int) -> list[str]:
@@ -142,7 +142,7 @@ def _plain_gets(port: int, keys: list[str], dest: Path, parallel: int) -> tuple[
 
 
 def _report(rep: Report, name: str, warm: list[Build], plain: list[float], fetched: list[int],
-            network: bool) -> None:
+            network: bool, args: argparse.Namespace) -> None:
     report_builds(rep, warm, statistics.median(fetched))
     rep.fact("obstore plain GETs of the same objects to disk", ms(plain))
-    report_target(rep, name, warm, plain, "plain GETs", statistics.median(fetched), network)
+    report_target(rep, name, warm, plain, "plain GETs", statistics.median(fetched), network, args)

@@ -32,13 +32,17 @@ same is measured again with each response throttled by nginx (`--rate`, default 
 connection, a comma-separated list for several; curl then opens `--parallel` connections,
 default 8, as many as udo-build's download threads), as a remote across a network would be.
 
-Target: the fresh-clone build takes at most 1.5x the curl download (medians) from a remote
-across a network: the throttled runs. The unthrottled loopback run is reported with its ratio
-but not held to the target: there nginx serves from memory on the same 2 cores as the build,
-so its "download" is a memory copy, and the ratio measures udo-build's fixed start-up (Python,
-the recipe's schema check, the imports of HTTP and ed25519) and the CPU cost of verifying and
-storing every byte durably, not a transfer. Prints a table and PASS/FAIL; exits 1 if a target
-is missed.
+Targets, on a remote across a network (the throttled runs): the fresh-clone build takes at most
+RATIO times the plain download of the same bytes (medians: 1.5x for the SqueezeNet project,
+1.2x for ResNet-50), and at the small size (SqueezeNet) its cost over that download is at most
+OVER_MS (300 ms): the fixed cost of a build (interpreter, imports, the recipe's check, the
+lookups level after level, the output folder). The unthrottled loopback run is reported with
+its ratio and cost but not held to the targets: there nginx serves from memory on the same
+cores as the build, so its "download" is a memory copy, and the ratio measures the CPU cost of
+verifying and storing every byte durably, not a transfer. `--smoke` is the CI size (one SoC at
+one level, one round, no throttled run, no time targets; what is checked is that the fresh
+clone executes nothing and that every figure is measured). Prints a table, the load average
+and PASS/FAIL; exits 1 if a target is missed.
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ from noop import Build, Report, build, udo_command  # noqa: E402
 
 from tests.store.nginx import Nginx, nginx_binary  # noqa: E402
 
-RATIO = 1.5
+RATIO = {"squeezenet": 1.5, "resnet50": 1.2}  # fresh clone / download
+OVER_MS = 300.0  # the small project's fresh clone: its cost over the download
 SOCS = ("sm8350", "sm8450", "sm8550", "sm8650", "sm8750")
 BACKENDS = ("http", "grpc", "s3")
 MODELS = ("squeezenet", "resnet50")
@@ -96,7 +101,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="connections of the curl download (default 8: at least as many as "
                         "udo-build opens)")
     p.add_argument("--keep", metavar="DIR", help="work in DIR (kept) instead of a temp folder")
+    p.add_argument("--smoke", action="store_true",
+                   help="the CI size: one SoC at level 2, one round, no throttled run, no time "
+                        "targets")
     args = p.parse_args(argv)
+    args.timing = not args.smoke
+    if args.smoke:
+        args.socs, args.levels, args.repeats, args.rate = 1, "2", 1, ""
     socs, levels = MATRIX[args.model]
     args.socs = args.socs or socs
     args.levels = args.levels or levels
@@ -179,6 +190,7 @@ def bench_env() -> dict[str, str]:
 
 def run_bench(args: argparse.Namespace, work: Path) -> Report:
     rep = Report()
+    rep.fact("load average (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     if args.backend != "http":
         run_backend(args, work, rep)
         return rep
@@ -266,7 +278,7 @@ def _scenario(args: argparse.Namespace, work: Path, server: Nginx, public: str,
             other = fresh_clone(work / "project", work / f"local-{i}")
             os.sync()
             local.append(build(cmd, other, work / f"store-local-{i}", env=env).seconds)
-    _report(rep, name, warm, curl, plain, local, fetched, network=bool(server.limit_rate))
+    _report(rep, name, warm, curl, plain, local, fetched, bool(server.limit_rate), args)
 
 
 def ms(values: Sequence[float]) -> str:
@@ -286,24 +298,30 @@ def report_builds(rep: Report, warm: list[Build], fetched: float) -> None:
 
 
 def report_target(rep: Report, name: str, warm: list[Build], baseline: list[float], how: str,
-                  fetched: float, network: bool) -> None:
+                  fetched: float, network: bool, args: argparse.Namespace) -> None:
     """The targets (every backend): nothing executed; on a network, at most RATIO times the
-    plain download `how` of the same bytes."""
+    plain download `how` of the same bytes, and for the small project at most OVER_MS more."""
     rep.check(f"{name}: executed 0", all(b.code == 0 and b.count("executed") == 0
                                          for b in warm),
               f"executed {[b.count('executed') for b in warm]}, exits {[b.code for b in warm]}")
-    seconds = statistics.median([b.seconds for b in warm])
-    ratio = seconds / statistics.median(baseline)
-    detail = (f"{ratio:.2f}x ({seconds * 1000:.0f} ms vs {how} "
-              f"{statistics.median(baseline) * 1000:.0f} ms for {fetched / 1e6:.1f} MB)")
-    if network:
-        rep.check(f"{name}: <= {RATIO}x the download of its bytes", ratio <= RATIO, detail)
+    seconds, base = statistics.median([b.seconds for b in warm]), statistics.median(baseline)
+    ratio, over = seconds / base, (seconds - base) * 1000
+    detail = (f"{ratio:.2f}x, {over:+.0f} ms ({seconds * 1000:.0f} ms vs {how} "
+              f"{base * 1000:.0f} ms for {fetched / 1e6:.1f} MB; load {os.getloadavg()[0]:.2f})")
+    limit = RATIO[args.model]
+    if network and args.timing:
+        rep.check(f"{name}: <= {limit}x the download of its bytes", ratio <= limit, detail)
+        if args.model == "squeezenet":
+            rep.check(f"{name}: <= {OVER_MS:.0f} ms over the download", over <= OVER_MS,
+                      detail)
     else:
-        rep.fact("ratio (not a network: not held to the target)", detail)
+        why = "not a network" if not network else "--smoke"
+        rep.fact(f"ratio, cost over the download ({why}: not held to the targets)", detail)
 
 
 def _report(rep: Report, name: str, warm: list[Build], curl: list[float], plain: list[float],
-            local: list[float], fetched: list[int], network: bool) -> None:
+            local: list[float], fetched: list[int], network: bool,
+            args: argparse.Namespace) -> None:
     report_builds(rep, warm, statistics.median(fetched))
     seconds = statistics.median([b.seconds for b in warm])
     if curl:
@@ -317,7 +335,7 @@ def _report(rep: Report, name: str, warm: list[Build], curl: list[float], plain:
     if local:
         rep.fact("fresh clone, empty store, no remote", ms(local))
     baseline, how = (curl, "curl") if curl else (plain, "urllib")
-    report_target(rep, name, warm, baseline, how, statistics.median(fetched), network)
+    report_target(rep, name, warm, baseline, how, statistics.median(fetched), network, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

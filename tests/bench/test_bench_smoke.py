@@ -30,14 +30,14 @@ def _script(name: str) -> ModuleType:
 
 def test_noop_bench_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     noop = _script("noop")
-    code = noop.main(["--targets", "5", "--repeats", "2", "--no-dvc", "--no-timing",
-                      "--keep", str(tmp_path / "work")])
+    code = noop.main(["--smoke", "--keep", str(tmp_path / "work")])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "FAIL" not in out
     passed = [line for line in out.splitlines() if line.startswith("  PASS")]
     for target in ("no-op executes nothing", "exactly one action executed",
-                   "no-op imports no onnx", "loads the recipe once"):
+                   "no-op imports no onnx", "loads the recipe once",
+                   "no-op on a terminal imports no rich"):
         assert any(target in line for line in passed), out
 
 

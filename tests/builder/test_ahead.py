@@ -74,3 +74,21 @@ def test_closing_stops_the_thread_and_later_digests_are_taken_here(tmp_path: Pat
     assert [ahead.get(store.files, w) for w in wanted] == \
         [store.files.digest(p)[0] for p in paths]
     store.close()
+
+
+def test_no_thread_when_the_first_digest_comes_from_the_stat_cache(tmp_path: Path) -> None:
+    """A no-op build finds its sources in the stat cache: no thread, no second connection."""
+    store = Store(tmp_path / "store")
+    paths = files(tmp_path / "project", 3)
+    aged(paths)
+    wanted = [(p, "content") for p in paths]
+    first = SourceDigests(store.root, wanted)
+    got = [first.get(store.files, w) for w in wanted]  # the first hashed: a thread helps
+    assert first._thread.ident is not None
+    first.close()
+    hashed = store.files.hashed
+    again = SourceDigests(store.root, wanted)
+    assert [again.get(store.files, w) for w in wanted] == got and len(set(got)) == 4
+    assert again._thread.ident is None and store.files.hashed == hashed
+    again.close()
+    store.close()

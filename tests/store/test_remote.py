@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import socket
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,23 @@ def test_a_clean_checkout_with_an_empty_store_gets_every_action_from_the_remote(
     cache = json.loads(cli("store", "stats", "--store", str(other.store), "--json")[1])["cache"]
     assert (cache["builds"], cache["remote_hits"], cache["local_hits"]) == (2, 9, 9)
     assert cache["bytes_downloaded"] == summary["remote"]["bytes_downloaded"] > 0
+
+
+def test_a_clean_checkout_links_its_output_folder_to_raw_downloads(
+        shared: Warm, tmp_path: Path) -> None:
+    """What a clean checkout downloads for its output folder is stored raw, and the folder's
+    files are hard links to those blobs: no compression on the way in, no copy on the way out
+    (a file made of parts, the deployable bundle, is written whole)."""
+    other = clone(tmp_path)
+    build(other, *shared.read)
+    stored = {p.name.removesuffix(".zst"): p for p in (other.store / "cas").glob("*/*")}
+    files = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in other.out.rglob("*")
+             if p.is_file() and not p.name.startswith(".udo") and not os.access(p, os.X_OK)}
+    blobs = {p: stored[digest] for p, digest in files.items() if digest in stored}
+    assert len(blobs) >= len(files) - 1  # all but the bundle
+    assert any(len(zlib.compress(p.read_bytes())) < 0.8 * p.stat().st_size > 256 for p in blobs)
+    assert [p for p, blob in blobs.items() if not os.path.samefile(p, blob)] == []
+    assert [blob for blob in blobs.values() if blob.suffix == ".zst"] == []
 
 
 def test_a_dry_run_reads_the_entries_and_writes_nothing(shared: Warm, tmp_path: Path) -> None:

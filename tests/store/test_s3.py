@@ -184,8 +184,8 @@ def test_a_large_blob_streams_into_the_store_in_chunks(aws: MotoS3, tmp_path: Pa
     store = Store(tmp_path / "store")
     writer, chunks = store.cas.writer, []
 
-    def counting_writer(name: str, size: int) -> Any:
-        blob = writer(name, size)
+    def counting_writer(name: str, size: int, **options: bool) -> Any:
+        blob = writer(name, size, **options)
         write = blob.write
 
         def counted(chunk: memoryview) -> None:

@@ -207,8 +207,8 @@ def test_a_server_that_dies_mid_blob_leaves_no_partial_blob(nginx_server: Nginx,
     writer = store.cas.writer
     killed = threading.Event()
 
-    def dying_writer(digest: str, size: int):  # type: ignore[no-untyped-def]
-        blob = writer(digest, size)
+    def dying_writer(digest: str, size: int, **options: bool):  # type: ignore[no-untyped-def]
+        blob = writer(digest, size, **options)
         write = blob.write
 
         def write_then_die(chunk: memoryview) -> None:

@@ -6,8 +6,11 @@ The thread reads through a file-digest cache of its own (an SQLite connection be
 thread that opened it) on the same store, so what it hashes is cached as usual. It starts
 after the first digest the engine asks for, which the engine takes itself: the store's cache
 is then open, so the thread's connection finds it ready (two connections setting the database
-up at once may find it busy, and one would not cache). A digest the engine asks for before the
-thread took it up is taken by the engine too (never twice).
+up at once may find it busy, and one would not cache). It starts only when a digest the engine
+took had to be hashed (a fresh checkout, an edited source): one found in the stat cache says
+that the others likely are too (a no-op build), and then a thread with its own connection costs
+more than it saves. A digest the engine asks for before the thread took it up is taken by the
+engine too (never twice).
 """
 
 from __future__ import annotations
@@ -42,10 +45,12 @@ class SourceDigests:
                     self._cond.wait()
             taken = self._done.pop(wanted, None)
         if taken is None:
+            hashed = files.hashed
             try:
                 return files.digest(wanted[0], kind=wanted[1])[0]
             finally:
-                self._start()
+                if files.hashed > hashed:  # not cached: the others likely are not either
+                    self._start()
         digest, error = taken
         if error is not None:
             raise error

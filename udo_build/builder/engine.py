@@ -269,7 +269,9 @@ class Engine:
         """Look the key up in the remote tier, in the background; False: no remote to ask."""
         if self.options.remote == "off" or key in self._local_only:
             return False
-        future = self.store.fetch(key, peek=self.options.remote == "peek")
+        action = state.action  # what it publishes is downloaded to be linked, not compressed
+        future = self.store.fetch(key, peek=self.options.remote == "peek",
+                                  linked=lambda result: action.published(result).values())
         if future is None:
             return False
         state.status, state.started = "running", time.perf_counter()

@@ -72,10 +72,13 @@ def _common(top: bool) -> argparse.ArgumentParser:
     return common
 
 
-def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(commands: Sequence[str] | None = None, *,
+                 listed: bool = True) -> argparse.ArgumentParser:
     """The parser of every command; with `commands`, only those get their arguments (the
     others are listed, with their summaries): a command's arguments cost its module's import
-    and a few milliseconds, which a no-op build does not spend on the other fifteen."""
+    and a few milliseconds, which a no-op build does not spend on the others. With
+    `listed=False` the others are not even listed (a parser each, with gettext lookups: what
+    `udo-build RECIPE` needs is the build command alone)."""
     parser = argparse.ArgumentParser(
         prog="udo-build", parents=[_common(top=True)],
         description="Declarative, incremental builds of neural networks with custom ops (UDOs) "
@@ -86,6 +89,8 @@ def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentPars
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = _common(top=False)
     for name, (module, summary) in COMMANDS.items():
+        if not listed and commands is not None and name not in commands:
+            continue
         cmd = sub.add_parser(name, parents=[common], help=summary, description=summary)
         cmd.set_defaults(module=module)
     _add_arguments(parser, COMMANDS if commands is None else commands, common)
@@ -131,10 +136,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
          stderr: IO[str] | None = None, env: dict[str, str] | None = None) -> int:
     out = _escaping(stdout or sys.stdout)
     err = _escaping(stderr or sys.stderr)
-    parser = build_parser(["build"])
+    parser = build_parser(["build"], listed=False)
     argv, command = _with_default_command(parser, list(sys.argv[1:] if argv is None else argv))
-    if command != "build":  # that command's arguments; all of them when it names none
-        _add_arguments(parser, [command] if command else [c for c in COMMANDS if c != "build"])
+    if command != "build":  # every command listed; that one's arguments (all when none)
+        parser = build_parser([command] if command else None)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args, extra = parser.parse_known_args(argv)

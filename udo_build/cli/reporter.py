@@ -3,6 +3,11 @@
 Commands hand the reporter values (headings, key/value facts, tables, problems); the reporter
 chooses the form. In JSON mode nothing but the final `emit` goes to stdout; problems go to stderr
 as plain text as well, so a person watching a CI log still reads them.
+
+On a terminal, rich is imported only for what needs it (a progress bar, a table): headings,
+lines, facts and problems are written with their ANSI styles directly while no rich console is
+live on their stream, and the progress bar appears with the first action that runs or
+downloads. So a no-op build on a terminal never imports rich (tens of milliseconds).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import IO, Any
 from ..errors import Problem
 
 MODES = ("rich", "plain", "json")
+ANSI = {"bold": "1", "dim": "2", "bold yellow": "1;33", "bold red": "1;31"}  # SGR codes
 
 
 def choose_mode(stream: IO[str], json_mode: bool, env: dict[str, str] | None = None) -> str:
@@ -55,15 +61,26 @@ class Reporter:
 
     # -- output -----------------------------------------------------------------------------------
 
+    def _styled(self, err: bool, *parts: tuple[str, str]) -> None:
+        """Print (text, style) parts as one line on a terminal: through the stream's rich
+        console when one is live (a progress bar owns the screen), else with ANSI codes."""
+        console = self._err_console if err else self._console
+        if console is not None:
+            console.print("".join(f"[{style}]{_escape(text)}[/{style}]" if style
+                                  else _escape(text) for text, style in parts))
+            return
+        print("".join(f"\x1b[{ANSI[style]}m{text}\x1b[0m" if style else text
+                      for text, style in parts), file=self.err if err else self.out)
+
     def heading(self, text: str) -> None:
         if self.mode == "rich":
-            self._rich().print(f"[bold]{_escape(text)}[/bold]")
+            self._styled(False, (text, "bold"))
         elif self.mode == "plain":
             print(text, file=self.out)
 
     def line(self, text: str = "") -> None:
         if self.mode == "rich":
-            self._rich().print(_escape(text))
+            self._styled(False, (text, ""))
         elif self.mode == "plain":
             print(text, file=self.out)
 
@@ -71,7 +88,7 @@ class Reporter:
         width = max((len(k) for k, _ in rows), default=0)
         for key, value in rows:
             if self.mode == "rich":
-                self._rich().print(f"  [dim]{_escape(key.ljust(width))}[/dim]  {_escape(value)}")
+                self._styled(False, ("  ", ""), (key.ljust(width), "dim"), (f"  {value}", ""))
             elif self.mode == "plain":
                 print(f"  {key.ljust(width)}  {value}", file=self.out)
 
@@ -113,17 +130,16 @@ class Reporter:
 
     def _problem(self, label: str, problem: Problem, color: str) -> None:
         if self.mode == "rich":
-            self._rich(err=True).print(f"[bold {color}]{label}[/]: {_escape(str(problem))}")
+            self._styled(True, (label, f"bold {color}"), (f": {problem}", ""))
         else:
             print(f"{label}: {problem}", file=self.err)
 
     def failure(self, title: str, problems: Sequence[Problem]) -> None:
         """A failed build step: its title, then each of its problems."""
         if self.mode == "rich":
-            console = self._rich(err=True)
-            console.print(f"[bold red]failed[/]: {_escape(title)}")
+            self._styled(True, ("failed", "bold red"), (f": {title}", ""))
             for p in problems:
-                console.print(f"  {_escape(str(p))}")
+                self._styled(True, (f"  {p}", ""))
         else:
             print(f"failed: {title}", file=self.err)
             for p in problems:
@@ -137,7 +153,7 @@ class Reporter:
     def note(self, text: str) -> None:
         """A side remark for people (stderr), e.g. a hint after an error."""
         if self.mode == "rich":
-            self._rich(err=True).print(f"[dim]{_escape(text)}[/dim]")
+            self._styled(True, (text, "dim"))
         else:
             print(text, file=self.err)
 
@@ -156,24 +172,32 @@ class Progress:
         self._task: Any = None
         self._running: dict[str, Any] = {}
         self._inner: dict[str, Any] = {}  # action id -> its inner task
+        self._open = False  # inside its `with`
 
     def __enter__(self) -> Progress:
-        if self.rep.mode == "rich":
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as Bar
-
-            self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=self.rep._rich(err=True),
-                            transient=True)
-            self._bar.__enter__()
-            self._task = self._bar.add_task("planning", total=self.total)
+        self._open = True
         return self
 
+    def _shown(self) -> None:
+        """The bar, from the first action that runs or downloads (a no-op shows none)."""
+        if self.rep.mode != "rich" or self._bar is not None or not self._open:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=self.rep._rich(err=True), transient=True)
+        self._bar.__enter__()
+        self._task = self._bar.add_task("planning", total=self.total, completed=self.done)
+
     def __exit__(self, *exc: object) -> None:
+        self._open = False
         if self._bar is not None:
             self._bar.__exit__(*exc)
 
     def update(self, event: str, state: Any) -> None:
+        if event in ("start", "step"):
+            self._shown()
         if event == "step":
             self._step(state)
             return

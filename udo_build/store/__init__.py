@@ -39,7 +39,7 @@ from .locks import action_lock, store_lock
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from .remote import Fetched, Remote
+    from .remote import Fetched, Linked, Remote
 
 __all__ = ["ActionResult", "BlobRef", "Output", "Store", "default_store_path"]
 
@@ -110,14 +110,16 @@ class Store:
         self.counters.add(local_misses=1)
         return None, ""
 
-    def fetch(self, key: str, *, peek: bool = False) -> Future[Fetched | None] | None:
+    def fetch(self, key: str, *, peek: bool = False,
+              linked: Linked | None = None) -> Future[Fetched | None] | None:
         """Look `key` up in the remote tier, in a background thread (None when there is no
         remote tier, or it is disabled). The future gives None on a miss, else the verified
         result with a future of its blobs (True once they and then the entry are stored
-        locally). With `peek`, only the entry is read and verified (dry runs)."""
+        locally). With `peek`, only the entry is read and verified (dry runs). `linked` says
+        which outputs of a result go to an output folder (stored raw: see `Remote.download`)."""
         if self.remote is None:
             return None
-        return self.remote.fetch_async(key, store=not peek)
+        return self.remote.fetch_async(key, store=not peek, linked=linked)
 
     def publish(self, result: ActionResult) -> None:
         """Share a result this process built (uploaded in the background when a remote tier

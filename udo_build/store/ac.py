@@ -20,9 +20,8 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import __version__
 from ..atomic import is_tmp, write_atomic
@@ -49,8 +48,11 @@ def publish_problem(rel: Any) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):
+    """An output of an action: its blob (a tree's manifest, for a tree). Output and
+    ActionResult are NamedTuples: immutable like frozen dataclasses, and much cheaper to define
+    (every build imports this module)."""
+
     digest: str
     size: int
     type: str = "blob"  # "blob" or "tree" (a manifest blob)
@@ -59,13 +61,12 @@ class Output:
         return {"digest": self.digest, "size": self.size, "type": self.type}
 
 
-@dataclass(frozen=True)
-class ActionResult:
+class ActionResult(NamedTuple):
     key: str
     kind: str
     description: str
     outputs: dict[str, Output]
-    publish: dict[str, str] = field(default_factory=dict)  # relative path -> output name
+    publish: dict[str, str] = {}  # relative path -> output name (never changed in place)
     seconds: float = 0.0
     tool_version: str = __version__
     created: float = 0.0
@@ -164,12 +165,12 @@ class ActionCache:
     def _whole(self, digest: str) -> bool:
         """The blob is stored and holds its bytes (checked through the stat cache); a corrupt
         one is quarantined."""
-        path = self.cas.path_of(digest)
+        path = self.cas.find(digest)
         if path is None or self.files is None:
             return path is not None
         if self.files.blob_digest(path) == digest:
             return True
-        self.cas.quarantine(path)
+        self.cas.quarantine(Path(path))
         return False
 
     def damage(self, key: str) -> str:
@@ -192,8 +193,12 @@ class ActionCache:
         return f"the store's copy of its output {', '.join(bad)}" if bad else ""
 
     def put(self, result: ActionResult) -> None:
+        """Keep `result` (its blobs are stored, durably, first). The entry itself is written
+        atomically but not synced to disk: the cache is an optimization, and an entry a crash
+        lost (or left empty) is a miss, so the action runs or is fetched again; the blobs are
+        the truth. A fresh checkout writes one entry per action it fetches: no fsync each."""
         data = json.dumps(result.to_json(), sort_keys=True, indent=1).encode()
-        write_atomic(self.path_of(result.key), data, readonly=False)
+        write_atomic(self.path_of(result.key), data, readonly=False, durable=False)
 
     def remove(self, key: str) -> None:
         self.path_of(key).unlink(missing_ok=True)

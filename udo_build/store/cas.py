@@ -2,8 +2,9 @@
 
 A blob is named by the sha256 of its uncompressed bytes and kept under a two-hex-digit fan-out:
 `cas/ab/abcdef...` (raw) or `cas/ab/abcdef....zst` (zstd, when compression saves at least a
-tenth). Every read verifies the digest; a blob whose bytes do not match is moved to
-`quarantine/` and treated as missing.
+tenth; a blob downloaded for an output folder stays raw, see `Remote.download`). Every read
+verifies the digest; a blob whose bytes do not match is moved to `quarantine/` and treated as
+missing.
 
 A tree (a directory artifact, such as an op package) is a manifest blob, canonical JSON naming
 the blob of every file: a Merkle tree, so equal trees have equal digests.
@@ -22,9 +23,8 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..atomic import AtomicFile, is_tmp, link_atomic, write_atomic
 from ..canonical import canonical_json
@@ -37,8 +37,7 @@ PROBE_FROM = 1 << 20  # blobs larger than this are probed before being compresse
 PROBE_BYTES = 256 << 10
 
 
-@dataclass(frozen=True)
-class BlobRef:
+class BlobRef(NamedTuple):
     digest: str
     size: int
 
@@ -111,6 +110,7 @@ class Cas:
         self.written: set[str] = set()  # digests of the blobs this process has stored
         self.quarantined: set[str] = set()  # digests of the blobs this process quarantined
         self.links = True  # materialize by hard link when possible (False after one fails)
+        self._absolute: str | None = None  # the absolute path of `dir`, once asked for
 
     # -- paths ------------------------------------------------------------------------------------
 
@@ -121,12 +121,20 @@ class Cas:
 
     def path_of(self, digest: str) -> Path | None:
         """The file holding a blob (raw or .zst), or None when the store lacks it."""
+        found = self.find(digest)
+        return None if found is None else Path(found)
+
+    def find(self, digest: str) -> str | None:
+        """`path_of` as an absolute path in a string (no Path objects, no getcwd: a no-op
+        build asks for every output of every action), or None."""
         if not _valid_digest(digest):
             raise ValueError(f"not a sha256 digest: {digest!r}")
-        base = os.path.join(self.dir, digest[:2], digest)  # strings: a no-op build asks often
+        if self._absolute is None:
+            self._absolute = os.path.abspath(self.dir)
+        base = os.path.join(self._absolute, digest[:2], digest)
         for candidate in (base, base + ".zst"):
             if os.path.exists(candidate):
-                return Path(candidate)
+                return candidate
         return None
 
     def has(self, digest: str) -> bool:
@@ -134,24 +142,25 @@ class Cas:
 
     # -- writing ----------------------------------------------------------------------------------
 
-    def put(self, data: bytes, *, digest: str | None = None) -> BlobRef:
+    def put(self, data: bytes, *, digest: str | None = None, compress: bool = True) -> BlobRef:
         """Store a blob; `digest` only when the caller has just verified that it is the
-        sha256 of `data` (a download), to save hashing it twice."""
+        sha256 of `data` (a download), to save hashing it twice; `compress=False` keeps it
+        raw (a download the output folder links to)."""
         digest = digest or sha256_bytes(data)
         found = self.path_of(digest)
         if found is not None and digest not in self.written and not self._intact(digest, found):
             found = None  # it was damaged (now quarantined): stored again
         if found is None:
-            stored, suffix = _maybe_compress(data)
+            stored, suffix = _maybe_compress(data) if compress else (data, "")
             base = self._base(digest)
             write_atomic(base.with_name(base.name + suffix), stored)
             self.written.add(digest)
         return BlobRef(digest, len(data))
 
-    def writer(self, digest: str, size: int) -> BlobWriter:
+    def writer(self, digest: str, size: int, *, compress: bool = True) -> BlobWriter:
         """A blob of `size` bytes named `digest`, written as its bytes arrive (see
-        `BlobWriter`)."""
-        return BlobWriter(self, digest, size)
+        `BlobWriter`; kept raw with `compress=False`)."""
+        return BlobWriter(self, digest, size, compress)
 
     def put_file(self, path: Path) -> BlobRef:
         return self.put(path.read_bytes())
@@ -257,7 +266,7 @@ class BlobWriter:
     byte is probed, and only when it compresses is the whole compressed (then kept if that
     saves a tenth). Bytes past the announced size are counted, never written."""
 
-    def __init__(self, cas: Cas, digest: str, size: int) -> None:
+    def __init__(self, cas: Cas, digest: str, size: int, compress: bool = True) -> None:
         self.cas = cas
         self.digest = digest
         self.size = size
@@ -266,14 +275,15 @@ class BlobWriter:
         self.tmp = self.file.tmp
         self.hash = hashlib.sha256()
         self.count = 0
-        self.compressible = size >= COMPRESS_MIN and size <= PROBE_FROM  # else: probed
+        self.compress = compress  # False: kept raw, never probed
+        self.compressible = compress and COMPRESS_MIN <= size <= PROBE_FROM  # else: probed
 
     def write(self, chunk: memoryview) -> None:
         start, self.count = self.count, self.count + len(chunk)
         if self.count > self.size:
             return  # not the blob it claims to be: `commit` refuses it
         self.hash.update(chunk)
-        if start <= self.size // 2 < self.count and self.size > PROBE_FROM:
+        if self.compress and start <= self.size // 2 < self.count and self.size > PROBE_FROM:
             self.compressible = _compresses(chunk[:PROBE_BYTES], 0.95)
         self.file.write(chunk)
 

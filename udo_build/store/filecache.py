@@ -29,6 +29,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .cas import blob_file_digest, sha256_file
 
@@ -77,22 +78,23 @@ class FileDigests:
         key = str(path) if resolved else str(Path(path).resolve())
         return self._cached(path, key, kind, DIGEST_KINDS[kind])
 
-    def blob_digest(self, path: Path) -> str | None:
+    def blob_digest(self, path: str) -> str | None:
         """The digest of the blob a store file holds (its uncompressed bytes, for .zst), or
-        None when it cannot be read or decompressed; from the cache while unchanged."""
-        def read(p: Path) -> tuple[str, int]:
-            found = blob_file_digest(p)
+        None when it cannot be read or decompressed; from the cache while unchanged. `path`
+        is absolute and normalized (`Cas.find`): it is the key."""
+        def read(p: str) -> tuple[str, int]:
+            found = blob_file_digest(Path(p))
             if found is None:
                 raise ValueError("not a readable blob")
             return found, 0
 
         try:
-            return self._cached(path, str(path.absolute()), "blob", read)[0]
+            return self._cached(path, path, "blob", read)[0]
         except (OSError, ValueError):
             return None
 
-    def _cached(self, path: Path, key: str, kind: str,
-                hasher: Callable[[Path], tuple[str, int]]) -> tuple[str, int]:
+    def _cached(self, path: Any, key: str, kind: str,
+                hasher: Callable[[Any], tuple[str, int]]) -> tuple[str, int]:
         st = os.stat(path)
         found = self.known(key, kind, st)
         if found is not None:

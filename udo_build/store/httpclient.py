@@ -20,12 +20,10 @@ credentials and the TLS settings a remote's URL and options call for.
 from __future__ import annotations
 
 import base64
-import netrc
 import os
 import ssl
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
@@ -135,8 +133,11 @@ def proxy_for(scheme: str, netloc: str, env: Mapping[str, str]) -> tuple[str, st
     if found is None:
         return None
     no_proxy = env.get("no_proxy", env.get("NO_PROXY", ""))
-    if no_proxy.strip() and urllib.request.proxy_bypass_environment(netloc, {"no": no_proxy}):
-        return None
+    if no_proxy.strip():
+        from urllib.request import proxy_bypass_environment  # a build without one: no import
+
+        if proxy_bypass_environment(netloc, {"no": no_proxy}):
+            return None
     value, where = found
     if "://" not in value:
         value = "http://" + value  # as curl: a bare host:port is an HTTP proxy
@@ -166,6 +167,8 @@ def netrc_auth(host: str, env: Mapping[str, str]) -> str | None:
                                             ".netrc")
     if not os.path.isfile(path):
         return None
+    import netrc  # only with a .netrc file
+
     try:
         found = netrc.netrc(path).authenticators(host)
     except netrc.NetrcParseError as exc:

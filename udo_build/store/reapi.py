@@ -9,27 +9,23 @@ remote_execution.proto, google/bytestream/bytestream.proto, google/rpc/status.pr
 REAPI server parses what we send; fields we do not declare are kept as unknown fields when a
 server sends them, and ignored.
 
-An action-cache entry (`entry_bytes`, `entry_envelope`) is an `ActionResult` whose output file
-ENTRY_PATH names the signed envelope (see `trust`) stored as a CAS blob; the action's outputs
-follow as output files OUTPUTS_DIR/<output name>, so a server that checks that every blob an
-ActionResult names is in its CAS (bazel-remote, BuildGrid) checks them too. Readers use only
-the envelope: it is signed, the rest is a hint for servers.
+Only the gRPC transport imports this module (protobuf costs a fresh checkout tens of
+milliseconds); the action-cache entry, an `ActionResult` naming the signed envelope, is written
+and read without protobuf by `entries`, whose names are re-exported here.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError
+
+from .entries import ENTRY_PATH, OUTPUTS_DIR, SHA256, Pointer, entry_bytes, entry_envelope
+
+__all__ = ["ENTRY_PATH", "OUTPUTS_DIR", "SHA256", "Pointer", "entry_bytes", "entry_envelope"]
 
 REAPI = "build.bazel.remote.execution.v2"
-ENTRY_PATH = "udo-build-entry.json"  # the output file of an entry that is the signed envelope
-OUTPUTS_DIR = "udo-build-outputs"  # the action's outputs: OUTPUTS_DIR/<output name>
 ACTION_SIZE = 1  # the size_bytes of an action digest (see `action_digest`)
-SHA256 = re.compile(r"[0-9a-f]{64}")
 
 # (file, package, dependencies, {message: fields}); a field is (name, number, type): a scalar
 # type's name, or a message's name (relative to the package, or absolute with a leading dot);
@@ -139,43 +135,3 @@ def action_digest(key: str) -> Any:
     hash and size and refuse a size of 0 with a hash that is not the empty blob's, so the size
     is a fixed ACTION_SIZE."""
     return Digest(hash=key, size_bytes=ACTION_SIZE)
-
-
-# -- action-cache entries -------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Pointer:
-    """Where an entry says its signed envelope is: a CAS blob."""
-
-    digest: str
-    size: int
-
-
-def entry_bytes(envelope: Pointer, outputs: dict[str, tuple[str, int]]) -> bytes:
-    """A serialized ActionResult naming the envelope blob and the outputs (name -> (sha256,
-    size)); deterministic: the same arguments give the same bytes."""
-    files = [OutputFile(path=ENTRY_PATH, digest=Digest(hash=envelope.digest,
-                                                       size_bytes=envelope.size))]
-    files += [OutputFile(path=f"{OUTPUTS_DIR}/{name}", digest=Digest(hash=d, size_bytes=s))
-              for name, (d, s) in sorted(outputs.items())]
-    return bytes(ActionResult(output_files=files).SerializeToString(deterministic=True))
-
-
-def entry_envelope(data: bytes, limit: int) -> Pointer | str:
-    """The envelope an entry names, or why the entry is malformed (never raises)."""
-    if data[:1] == b"{":  # an ActionResult starts with field 2 (0x12)
-        return "an entry in udo-build's former JSON format, not a REAPI ActionResult"
-    result = ActionResult()
-    try:
-        result.ParseFromString(data)
-    except (DecodeError, RecursionError, ValueError):
-        return "not a REAPI ActionResult"
-    found = [f for f in result.output_files if f.path == ENTRY_PATH]
-    if len(found) != 1:
-        return f"an ActionResult without one output file {ENTRY_PATH!r} (it has {len(found)})"
-    digest = found[0].digest
-    if not SHA256.fullmatch(digest.hash):
-        return f"the envelope's digest {digest.hash[:70]!r} is not a sha256 in lowercase hex"
-    if not 0 < digest.size_bytes <= limit:
-        return f"the envelope's size {digest.size_bytes} is not within 1..{limit} bytes"
-    return Pointer(digest.hash, digest.size_bytes)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +50,8 @@ from ..errors import Problem
 from .ac import ActionCache, ActionResult, Output
 from .cas import Cas, sha256_bytes
 from .counters import Counters
+from .entries import Pointer, entry_bytes, entry_envelope
 from .pools import LargestFirst, yielding
-from .reapi import Pointer, entry_bytes, entry_envelope
 from .transport import Refused, RemoteError, Transport, Unavailable
 from .trust import CORRUPT_BLOB, MALFORMED, PublicKey, SigningKey, open_entry, sign_entry
 
@@ -62,12 +62,14 @@ THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
 
 
 Fetched = tuple[ActionResult, "cf.Future[bool] | None"]  # a verified result, its blobs
+Linked = Callable[[ActionResult], Collection[str]]  # a result -> its outputs an output folder gets
 
 
 @dataclass(frozen=True)
 class Blob:
     digest: str
     size: int | None  # None: not known before it is read
+    raw: bool = False  # stored uncompressed (see `download`)
 
 
 class Remote:
@@ -111,26 +113,28 @@ class Remote:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def fetch_async(self, key: str, *, store: bool = True) -> cf.Future[Fetched | None] | None:
+    def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None
+                    ) -> cf.Future[Fetched | None] | None:
         """Look `key` up in a background thread. The future gives None on a miss, else the
         verified result at once (so that the build can go on to what depends on it) with a
         future of its blobs: True once every blob, then the entry, is stored locally; False
         when they could not be had (then no entry is written). With `store=False` the entry
-        is only read and verified, and there is no blob future. None when the remote is
+        is only read and verified, and there is no blob future. `linked` names the outputs of
+        a result that go to an output folder (see `download`). None when the remote is
         disabled."""
         if not self.trusted or self.transport.disabled is not None:
             return None
-        return self._pool("lookups").submit(self._guarded, self._lookup, key, store)
+        return self._pool("lookups").submit(self._guarded, self._lookup, key, store, linked)
 
     def fetch(self, key: str, *, store: bool = True) -> ActionResult | None:
         """`fetch_async`, waited for: the result once it is stored locally (or only verified)."""
-        got = self._guarded(self._lookup, key, store)
+        got = self._guarded(self._lookup, key, store, None)
         if got is None:
             return None
         result, blobs = got
         return result if blobs is None or blobs.result() else None
 
-    def _lookup(self, key: str, store: bool) -> Fetched | None:
+    def _lookup(self, key: str, store: bool, linked: Linked | None) -> Fetched | None:
         result = self.entry(key)
         if result is None:
             return None
@@ -142,7 +146,8 @@ class Remote:
                 self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads",
                                                initializer=yielding)
         size = sum(o.size for o in result.outputs.values())
-        return result, self._downloads.submit(size, self._guarded, self.download, result)
+        names = None if linked is None else linked(result)
+        return result, self._downloads.submit(size, self._guarded, self.download, result, names)
 
     def entry(self, key: str) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
@@ -179,9 +184,18 @@ class Remote:
             return None
         return bytes(envelope)
 
-    def download(self, result: ActionResult) -> bool:
-        """Store every blob of a verified result locally (each verified), then the entry."""
-        if not self.fetch_outputs(result.outputs.values()):
+    def download(self, result: ActionResult, linked: Collection[str] | None = None) -> bool:
+        """Store every blob of a verified result locally (each verified), then the entry.
+
+        The blobs of the outputs that go to an output folder (`linked`, by name; default: those
+        the result publishes) are stored raw, not zstd-compressed: the folder gets them as hard
+        links (see `Cas.materialize`), so the machine keeps one copy instead of a compressed
+        one in the store and a raw one in the folder, and a fresh checkout neither compresses
+        nor decompresses them on the way."""
+        published = set(result.publish.values() if linked is None else linked)
+        kept = [o for name, o in result.outputs.items() if name not in published]
+        linked = [o for name, o in result.outputs.items() if name in published]
+        if not (self.fetch_outputs(linked, raw=True) and self.fetch_outputs(kept)):
             self.counters.add(remote_misses=1)
             return False
         self.ac.put(result)
@@ -199,11 +213,12 @@ class Remote:
                                       "locally what it could not fetch")
             return None
 
-    def fetch_outputs(self, outputs: Iterable[Output]) -> bool:
+    def fetch_outputs(self, outputs: Iterable[Output], *, raw: bool = False) -> bool:
         """Download every blob of the outputs the local store lacks; False when one is missing,
-        corrupt or could not be downloaded (those downloaded are stored: they are verified)."""
+        corrupt or could not be downloaded (those downloaded are stored: they are verified).
+        With `raw`, the blobs (a tree's files too) are stored uncompressed."""
         outputs = list(outputs)
-        blobs = [Blob(o.digest, o.size) for o in outputs if o.type == "blob"]
+        blobs = [Blob(o.digest, o.size, raw) for o in outputs if o.type == "blob"]
         trees = [o for o in outputs if o.type == "tree"]
         if not self._download([*blobs, *(Blob(t.digest, t.size) for t in trees)]):
             return False
@@ -212,7 +227,7 @@ class Remote:
             if entries is None:
                 self._reject(CORRUPT_BLOB, f"the tree {tree.digest[:12]} is not a tree manifest")
                 return False
-            if not self._download([Blob(e["digest"], _size(e)) for e in entries]):
+            if not self._download([Blob(e["digest"], _size(e), raw) for e in entries]):
                 return False
         return True
 
@@ -249,12 +264,13 @@ class Remote:
             return self._absent(ok)
         if sha256_bytes(data) != blob.digest or blob.size not in (None, len(data)):
             return self._corrupt(blob, "blob")
-        self.cas.put(data, digest=blob.digest)
+        self.cas.put(data, digest=blob.digest, compress=not blob.raw)
         return self._stored(blob, len(data))
 
     def _stream_one(self, blob: Blob, size: int) -> bool:
         ok, writer = self._call(self.transport.get_into, "cas", blob.digest,
-                                lambda: self.cas.writer(blob.digest, size), limit=size)
+                                lambda: self.cas.writer(blob.digest, size, compress=not blob.raw),
+                                limit=size)
         if writer is None:
             return self._absent(ok)
         if not writer.commit():
