@@ -152,3 +152,12 @@ def test_the_comparison_rule() -> None:
     assert bad.worst is not None and bad.worst.index == (1,)  # the first of the unbounded ones
     worst = _figures([1.0, 10.0, 0.0], [1.5, 10.5, 0.002], tol).worst
     assert worst is not None and worst.index == (0,)  # 0.5 / 0.011 beats 0.5 / 0.101
+
+
+def test_the_kind_keys_the_tolerance_it_reads() -> None:
+    """The kind spells Tolerance's key parameters itself (importing it would import numpy on
+    a no-op build): they must stay the same."""
+    from udo_build.builder.kinds.native_check import NATIVE_CHECK_KEY_PARAMS
+    from udo_build.package.native_check import Tolerance
+
+    assert NATIVE_CHECK_KEY_PARAMS[:len(Tolerance.KEY_PARAMS)] == Tolerance.KEY_PARAMS
