@@ -149,3 +149,20 @@ def test_blas_runs_on_one_thread_inside_and_as_before_after() -> None:
     put(2)
     threads = [r for _, r in _results(Each(lambda i, x: int(get())), range(2), 1)]
     assert threads == [1, 1] and get() == 2
+
+
+def _echo_big(index: int, item: Any) -> Any:
+    return item + 1  # 4 MB back, while the next 4 MB come in
+
+
+def test_big_items_and_big_results_do_not_block_each_other() -> None:
+    import numpy as np
+
+    items = [np.full(1 << 20, i, np.float32) for i in range(8)]
+    done: list[Any] = []
+    runner = threading.Thread(target=lambda: done.extend(
+        _results(Each(_echo_big), items, 2)), daemon=True)
+    runner.start()
+    runner.join(60)
+    assert not runner.is_alive(), "the coordinator and a worker wait on each other"
+    assert [float(r[0]) for _, r in done] == [i + 1.0 for i in range(8)]

@@ -260,7 +260,9 @@ class _Pool(Generic[T, R]):
     def run(self, items: Iterable[T]) -> Iterator[tuple[int, R]]:
         source = iter(items)
         try:
-            self._start()
+            for _ in range(self.size):  # each starts on its items while the next is forked
+                self._start_one()
+                self._hand_out(source)
             while True:
                 while self.returned in self.results:
                     yield self.returned, self.results.pop(self.returned)
@@ -274,25 +276,24 @@ class _Pool(Generic[T, R]):
         finally:
             self._stop()
 
-    def _start(self) -> None:
+    def _start_one(self) -> None:
         import multiprocessing
 
         context = multiprocessing.get_context(self.method)
-        for _ in range(self.size):
-            here, there = context.Pipe()
-            target = (self.job, None) if self.method == "fork" else (None, self.payload)
-            proc = context.Process(target=_serve, args=(*target, there), daemon=True,
-                                   name="udo-build-pool")
-            with _sigint_blocked():
-                proc.start()
-            there.close()
-            self.conns.append(here)
-            self.procs.append(proc)
-            self.held.append(deque())
+        here, there = context.Pipe()
+        target = (self.job, None) if self.method == "fork" else (None, self.payload)
+        proc = context.Process(target=_serve, args=(*target, there), daemon=True,
+                               name="udo-build-pool")
+        with _sigint_blocked():
+            proc.start()
+        there.close()
+        self.conns.append(here)
+        self.procs.append(proc)
+        self.held.append(deque())
 
     def _hand_out(self, source: Iterator[T]) -> None:
-        limit = self.returned + WINDOW * self.size
-        live = [w for w in range(self.size) if self.conns[w] is not None]
+        limit = self.returned + WINDOW * len(self.conns)
+        live = [w for w in range(len(self.conns)) if self.conns[w] is not None]
         while live and not self.exhausted and not self.failed and self.handed < limit:
             worker = min(live, key=lambda w: len(self.held[w]))
             if len(self.held[worker]) >= AHEAD:
@@ -397,37 +398,52 @@ def _sigint_blocked() -> Iterator[None]:
 
 
 def _serve(job: Job[Any, Any] | None, payload: bytes | None, conn: Any) -> None:
-    """A worker: items in, results out, until told to stop or its parent goes."""
+    """A worker: items in, results out, until told to stop or its parent goes. A thread reads
+    what comes in while the worker computes or sends: a big result going out while a big item
+    comes in never blocks both ends."""
+    import queue
+    import threading
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def read() -> None:
+        try:
+            while True:
+                inbox.put(conn.recv())
+        except (EOFError, OSError):
+            inbox.put(("stop",))
+
+    threading.Thread(target=read, name="udo-build-pool-inbox", daemon=True).start()
     with blas_threads(1):
         if job is None:  # spawned: the job comes pickled, and starts here
             job = pickle.loads(payload or b"")
             job.start()
         waiting: deque[Any] = deque()
         while True:
-            try:
-                message = waiting.popleft() if waiting else conn.recv()
-            except (EOFError, OSError):
-                return
+            message = waiting.popleft() if waiting else inbox.get()
             if message[0] != "work":
                 return
-            _serve_one(job, message[1], message[2], conn, waiting)
+            _serve_one(job, message[1], message[2], conn, inbox, waiting)
 
 
-def _serve_one(job: Job[Any, Any], index: int, item: Any, conn: Any, waiting: deque[Any]) -> None:
+def _serve_one(job: Job[Any, Any], index: int, item: Any, conn: Any, inbox: Any,
+               waiting: deque[Any]) -> None:
     def ask(question: Any) -> Any:
         conn.send(("ask", index, question))
         while True:
-            message = conn.recv()
+            message = inbox.get()
             if message[0] == "answer":
                 return message[1]
+            if message[0] == "stop":
+                raise SystemExit(0)
             waiting.append(message)
 
     try:
         result = _drive(job.work(index, item), ask)
         conn.send(("done", index, result))
-    except (EOFError, BrokenPipeError):
+    except (SystemExit, BrokenPipeError):
         raise
     except BaseException as exc:
         conn.send(("failed", index, _portable(exc), traceback.format_exc()))
