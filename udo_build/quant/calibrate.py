@@ -101,8 +101,9 @@ class _Calibration(Job[Mapping[str, np.ndarray], Found]):
     def start(self) -> None:
         from ..runtime.float_session import Session
 
-        if self.session is None:
+        if self.session is None:  # and its plan: forked workers inherit it, built once
             self.session = Session(self.model, self.packages)
+            self.session.plan(tuple(self.request))
 
     def work(self, index: int, feed: Mapping[str, np.ndarray]) -> Generator[Any, Any, Found]:
         with np.errstate(all="ignore"):  # values outside a kernel's domain: NaN, as ONNX says

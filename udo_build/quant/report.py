@@ -128,9 +128,17 @@ class _Measure(Job[Item, list[tuple[float, float]]]):
         from ..runtime.float_session import Session
         from ..runtime.integer import QuantizedSession
 
-        if self.sessions is None:
-            self.sessions = (Session(self.qmodel.model, self.packages),
-                             QuantizedSession(self.qmodel, self.packages))
+        if self.sessions is None:  # and their plans: forked workers inherit them, built once
+            exact = Session(self.qmodel.model, self.packages)
+            quantized = QuantizedSession(self.qmodel, self.packages)
+            quantized.plan(tuple(self.tensors))
+            if self.request:
+                exact.plan(tuple(self.request))
+                known = set(self.request)
+                missing = tuple(name for name in self.tensors if name not in known)
+                if missing:
+                    exact.plan(missing)
+            self.sessions = (exact, quantized)
 
     def work(self, index: int, item: Item) -> list[tuple[float, float]]:
         exact, quantized = self.sessions
