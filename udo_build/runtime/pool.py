@@ -259,6 +259,7 @@ class _Pool(Generic[T, R]):
 
     def run(self, items: Iterable[T]) -> Iterator[tuple[int, R]]:
         source = iter(items)
+        finished = False  # else a failure, Ctrl-C or the caller giving up: no waiting
         try:
             for _ in range(self.size):  # each starts on its items while the next is forked
                 self._start_one()
@@ -270,11 +271,12 @@ class _Pool(Generic[T, R]):
                 if self.returned in self.failed:
                     self._raise(self.returned)
                 if self.exhausted and self.returned >= self.handed:
+                    finished = True
                     return
                 self._hand_out(source)
                 self._receive()
         finally:
-            self._stop()
+            self._stop(finished)
 
     def _start_one(self) -> None:
         import multiprocessing
@@ -364,17 +366,20 @@ class _Pool(Generic[T, R]):
             raise named from _RemoteTraceback(trace)
         raise named
 
-    def _stop(self) -> None:
-        for conn in self.conns:
+    def _stop(self, finished: bool) -> None:
+        """Let idle workers end, or end them at once (mid-inference) when the run did not
+        finish."""
+        for conn in self.conns if finished else ():
             if conn is not None:
                 with contextlib.suppress(OSError, ValueError):
                     conn.send(("stop",))
-        for proc in self.procs:
-            proc.join(0.5)
-        for proc in self.procs:
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(2.0)
+        for proc in self.procs if finished else ():
+            proc.join(2.0)
+        alive = [proc for proc in self.procs if proc.is_alive()]
+        for proc in alive:
+            proc.terminate()
+        for proc in alive:
+            proc.join(2.0)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
