@@ -15,8 +15,8 @@ from udo_build.quant.fold import fold_for_quantization
 from udo_build.quant.pipeline import _calibrated_tensors, quantize_and_measure
 from udo_build.quant.settings import QuantizeSettings
 from udo_build.quant.stats import TensorStats
+from udo_build.runtime.blas import blas_threads
 from udo_build.runtime.float_session import Session
-from udo_build.runtime.pool import blas_threads
 
 from .test_pipeline import EXAMPLES, OPS
 

@@ -142,7 +142,9 @@ def test_spawned_workers_take_a_pickled_job_and_an_unpicklable_one_runs_here(
 
 
 def test_blas_runs_on_one_thread_inside_and_as_before_after() -> None:
-    found = pool._openblas()
+    from udo_build.runtime import blas
+
+    found = blas._openblas()
     if found is None:
         pytest.skip("numpy's BLAS here is not OpenBLAS: nothing to set")  # macOS Accelerate
     get, put = found
