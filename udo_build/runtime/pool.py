@@ -240,12 +240,12 @@ class _Pool(Generic[T, R]):
         target = (self.job, None) if self.method == "fork" else (None, self.payload)
         proc = context.Process(target=_serve, args=(*target, there), daemon=True,
                                name="udo-build-pool")
-        with _sigint_blocked():
+        with _sigint_blocked():  # a Ctrl-C comes after it is known here, to be stopped
             proc.start()
+            self.conns.append(here)
+            self.procs.append(proc)
+            self.held.append(deque())
         there.close()
-        self.conns.append(here)
-        self.procs.append(proc)
-        self.held.append(deque())
 
     def _hand_out(self, source: Iterator[T]) -> None:
         limit = self.returned + WINDOW * len(self.conns)
@@ -304,7 +304,7 @@ class _Pool(Generic[T, R]):
 
     def _lost(self, worker: int) -> None:
         proc = self.procs[worker]
-        proc.join(1.0)
+        proc.join(5.0)  # its pipe closed: it is ending
         held = self.held[worker]
         index = held[0] if held else self.handed
         self.failed.setdefault(index, (WorkerLost(
