@@ -297,7 +297,9 @@ class _Pool(Generic[T, R]):
             k = self.scanned
             if k in self.asked:
                 worker, question = self.asked.pop(k)
-                self.conns[worker].send(("answer", self.job.scan(k, question)))
+                answer = self.job.scan(k, question)
+                if self.conns[worker] is not None:  # else lost since it asked
+                    self.conns[worker].send(("answer", answer))
             elif not (k in self.results or k in self.failed or k < self.returned):
                 return
             self.scanned += 1
