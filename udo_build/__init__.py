@@ -23,7 +23,9 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
                 loads or prepares online; partition: the HTP and CPU subnets, subnets and
                 subnet_run: preparing and running them)
     runtime/    the emulator's float session and integer session; choosing the record a run
-                loads (records.py), the run metrics and checks (metrics.py), writing results
+                loads (records.py), the run metrics and checks (metrics.py), writing results,
+                pool (runs over many inputs spread over worker processes, results in order),
+                blas (numpy's BLAS thread count)
     kernels/    the op package API (OpPackage, Cost, Flags), the default package's numpy
                 kernels, loading the kernels files of a recipe, native (a compiled CPU op
                 package's ops called through ctypes), blas (numpy's own BLAS called directly:

@@ -121,3 +121,20 @@ def test_prepare_defaults_to_the_bundles_precision(built: Path) -> None:
                              "--out", str(built / f"{name}.udr"), "--json", *KERNELS)
         assert code == 0, err
         assert json.loads(out)["key"]["precision"] == precision
+
+
+@pytest.mark.parametrize("soc", [[], ["--soc", "sm8550"]])
+def test_run_gives_the_same_files_on_any_number_of_workers(built: Path, soc: list[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The four inferences in this process, and over two and three workers: the same bytes."""
+    from udo_build.runtime import pool
+
+    quantized = str(built / "out/model/net_quantized.udb")
+    found = []
+    for cores in (1, 2, 3):
+        monkeypatch.setattr(pool, "available_cores", lambda cores=cores: cores)
+        out = built / f"w{cores}{len(soc)}"
+        run_json(quantized, "--input-list", TEST_LIST, "--output-dir", str(out),
+                 "--outputs", "logits", *soc, *KERNELS)
+        found.append(results(out))
+    assert found[0] == found[1] == found[2]

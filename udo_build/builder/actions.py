@@ -226,11 +226,16 @@ Progress = Callable[[int, int], None]  # (done, total), as a stage reports it
 
 class ActionContext:
     """What an action sees: its parameters, its inputs by name (each fetched from the store by
-    its digest), a private work folder, and where it tells its inner progress (`progress`)."""
+    its digest), a private work folder, where it tells its inner progress (`progress`), and
+    `cores`: how many cores it may keep busy at once (its share of the machine while the engine
+    runs other actions beside it: see Engine.cores_for; 1 where nothing says more). A kind
+    passes it to the stages that spread work over cores (udo_build.runtime.pool); it changes
+    no output."""
 
     def __init__(self, params: Mapping[str, Any], inputs: Mapping[str, ActionInput],
-                 cas: Any, steps: StepSink | None = None) -> None:
+                 cas: Any, steps: StepSink | None = None, cores: int = 1) -> None:
         self.params = dict(params)
+        self.cores = max(1, cores)
         self._inputs = dict(inputs)
         self._cas = cas
         self._steps = steps

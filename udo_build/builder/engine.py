@@ -340,7 +340,7 @@ class Engine:
             self._failed([state, *(others or [])], machine_fault(kind.name, exc), 0.0, 0.0)
             return
         spec = ActionSpec(kind.name, state.key or "", state.action.params, inputs,
-                          state.action.label)
+                          state.action.label, self.cores_for())
         self._submitting = state  # an inline executor runs it (and tells its steps) in submit
         try:
             executor = self._executor()
@@ -352,6 +352,21 @@ class Engine:
         self._by_key[state.key or ""] = future
         if future.done():  # ran in this process: record it before starting anything else
             self._collect({future})
+
+    def cores_for(self) -> int:
+        """The cores an action started now may use (ActionContext.cores): this machine's cores
+        shared by the actions that may run at once (those running and those ready to start,
+        this one included, at most -j), at least 1; 1 on a cluster, whose workers' cores are
+        their own. Read when the action starts: an action alone in the build (a quantize) gets
+        every core, ten run steps ready together a tenth each."""
+        if self.options.executor:
+            return 1
+        from ..runtime.pool import available_cores
+
+        running = len(self._running) - len(self._fetching)
+        ready = sum(1 for s in self.states.values() if s.status == "pending"
+                    and all(self.states[d].done for d in s.action.deps))
+        return max(1, available_cores() // max(1, min(self.jobs, running + ready + 1)))
 
     def _spec_inputs(self, state: ActionState) -> dict[str, ActionInput]:
         """The action's inputs by digest; its source files are stored as blobs first."""

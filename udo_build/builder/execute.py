@@ -74,6 +74,7 @@ class ActionSpec(NamedTuple):
     params: dict[str, Any]
     inputs: dict[str, ActionInput]
     description: str
+    cores: int = 1  # the cores it may use (ActionContext.cores); not in its key
 
 
 _stores: dict[str, Store] = {}
@@ -126,7 +127,7 @@ def _execute(store: Store, spec: ActionSpec,
         hit = store.ac.get(spec.key)
         if hit is not None:
             return hit.to_json(), False
-        ctx = ActionContext(spec.params, spec.inputs, store.cas, steps)
+        ctx = ActionContext(spec.params, spec.inputs, store.cas, steps, spec.cores)
         started = time.perf_counter()
         try:
             produced = kind.run(ctx)

@@ -1,5 +1,6 @@
 """`udo-build quant-report BUNDLE --input-list LIST [--png OUT.png]`: per-layer SQNR of a
-quantized bundle's integer path against its float model, as a table and a PNG plot."""
+quantized bundle's integer path against its float model, as a table and a PNG plot. The inputs
+spread over the machine's cores (udo_build.runtime.pool); the figures do not depend on how many."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..model.input_list import feeds, parse_input_list
     from ..model.op_check import load_checked_bundle
     from ..quant.report import layer_sqnr, plot, require_plotting
+    from ..runtime.pool import available_cores, labels
 
     if args.png:
         require_plotting()
@@ -34,7 +36,10 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     qmodel = from_bundle(bundle, args.bundle)
     packages = packages_for(bundle, [Path(f) for f in args.kernels])
     listing = parse_input_list(Path(args.input_list))
-    layers = layer_sqnr(qmodel, packages, feeds(listing, list(qmodel.model.graph.inputs)))
+    lines = [inference[0].line if inference else 0 for inference in listing.inferences]
+    layers = layer_sqnr(qmodel, packages, feeds(listing, list(qmodel.model.graph.inputs)),
+                        cores=available_cores(), count=len(listing.inferences),
+                        label=labels("input", listing.file, lines))
     if args.png:
         plot(layers, Path(args.png), f"{qmodel.model.graph.name}: SQNR per layer")
     if rep.mode == "json":

@@ -8,7 +8,10 @@ Without --soc the float runtime runs the model itself (the reference). With --so
 a recipe's run entry: on the record a deployable bundle holds for that device (chosen by
 udo_build.runtime.records.choose_record), else on one prepared here, in memory, for the device,
 the level, the input dimensions and the precision (default: the bundle's, int8 when it is
-quantized: the integer path; fp16 otherwise)."""
+quantized: the integer path; fp16 otherwise).
+
+The inferences spread over the machine's cores (udo_build.runtime.pool): the files are the same
+bits whatever the worker count."""
 
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..kernels.load import packages_for
     from ..model.input_list import feeds, parse_input_list
     from ..model.op_check import load_checked_bundle
+    from ..runtime.pool import Each, available_cores, labels, ordered
     from ..runtime.results import write_result
 
     if args.soc is None and (args.precision or args.optimization_level):
@@ -63,11 +67,15 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     explicit = bool(args.outputs or listing.output_tensors or listing.output_layers)
     runner, where = _runner(args, bundle, dims, outputs if explicit else None, packages)
     out_dir = Path(args.output_dir)
-    count = 0
+    count = len(listing.inferences)
+    lines = [inference[0].line if inference else 0 for inference in listing.inferences]
     with Confined(out_dir) as folder:  # a link planted in it is refused, never followed
-        for i, feed in enumerate(feeds(listing, list(graph.inputs), dims)):
+        def infer(i: int, feed: dict[str, Any]) -> None:
             write_result(folder, runner(feed, outputs), f"Result_{i}")
-            count += 1
+
+        for _ in ordered(Each(infer), feeds(listing, list(graph.inputs), dims),
+                         available_cores(), count, labels("inference", listing.file, lines)):
+            pass
     if rep.mode == "json":
         rep.emit({"ok": True, "inferences": count, "outputs": outputs, **where,
                   "output_dir": display_path(out_dir)})

@@ -18,12 +18,15 @@ values.
 tensors they name; with float_fallback only they are used, and no calibration runs: every other
 tensor stays float.
 `quantize_and_measure` then measures the SQNR of each layer over the first `report_inputs`
-calibration inputs (udo_build.quant.report), reusing calibration's float tensors.
+calibration inputs (udo_build.quant.report), reusing calibration's float tensors where it ran in
+this process; where it ran over several workers, the measure computes them again (in its
+workers), asking the float model for the very tensors calibration asked for, so that the
+figures are the same bits. `cores`: how many cores both may use (udo_build.runtime.pool).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
@@ -32,7 +35,7 @@ import numpy as np
 from ..ir import DEFAULT_PACKAGE, Graph, Model, Node
 from ..ir.encodings import Encoding
 from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
-from .calibrate import calibrate, observed_tensors
+from .calibrate import calibrate, calibration_request, observed_tensors
 from .fold import fold_for_quantization
 from .quantizers import (
     activation_encoding,
@@ -64,8 +67,9 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
                    feeds: Iterable[Mapping[str, np.ndarray]], settings: Mapping[str, Any],
                    overrides: Overrides | None = None,
                    progress: Callable[[int, int], None] | None = None,
-                   observe: Observer | None = None) -> QuantizedModel:
-    """`observe` (see calibrate) sees each calibration inference's feed and float tensors."""
+                   observe: Observer | None = None, cores: int = 1, count: int | None = None,
+                   label: Callable[[int], str] | None = None) -> QuantizedModel:
+    """`observe`, `cores`, `count` and `label`: see calibrate."""
     config = {**DEFAULTS, **settings}
     prepared = fold_for_quantization(model)
     stats: dict[str, TensorStats] = {}
@@ -73,7 +77,8 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
     if not config["float_fallback"]:
         stats, count = calibrate(prepared, packages, feeds, _calibrated_tensors(prepared),
                                  histograms=config["quantizer"] == "enhanced",
-                                 progress=progress, observe=observe)
+                                 progress=progress, observe=observe, cores=cores,
+                                 count=count, label=label)
     chooser = _Chooser(prepared, stats, config)
     activations, params = chooser.choose()
     if overrides is not None:
@@ -92,18 +97,42 @@ def quantize_and_measure(model: Model, packages: Mapping[str, Any],
                          settings: QuantizeSettings, overrides: Overrides | None = None,
                          progress: Callable[[int, int], None] | None = None,
                          measuring: Callable[[int, int], None] | None = None,
+                         cores: int = 1, count: int | None = None,
+                         label: Callable[[int], str] | None = None,
                          ) -> tuple[QuantizedModel, LayerFigures | None]:
     """The quantized model and, unless `settings.report_inputs` is 0, the SQNR of its layers
-    over that many first inputs (None: not measured). `feeds()` reads the inputs afresh."""
+    over that many first inputs (None: not measured). `feeds()` reads the inputs afresh;
+    `count`: their number, when known (see calibrate)."""
     limit = settings.report_inputs
     kept = KeptInferences(limit)
     qmodel = quantize_model(model, packages, feeds(), settings.quantizer_params(), overrides,
-                            progress, kept if limit > 0 else None)
+                            progress, kept if limit > 0 else None, cores, count, label)
     if limit <= 0:
         return qmodel, None
-    inputs = kept.feeds or list(islice(feeds(), limit))  # float_fallback: no calibration ran
-    layers = layer_sqnr(qmodel, packages, inputs, measuring, kept.tensors)
-    return qmodel, LayerFigures(len(inputs), tuple(layers))
+    measured = min(limit, count) if count is not None else None
+    if kept.feeds:
+        layers = layer_sqnr(qmodel, packages, kept.feeds, measuring, kept.tensors, cores)
+        return qmodel, LayerFigures(len(kept.feeds), tuple(layers))
+    # float_fallback (no calibration ran), or calibration ran in workers: read them again
+    inputs = islice(feeds(), limit)
+    request = None if qmodel.settings["calibration_inputs"] == 0 else \
+        calibration_request(qmodel.model, _calibrated_tensors(qmodel.model))
+    counter = _Counted(inputs)
+    layers = layer_sqnr(qmodel, packages, counter, measuring, cores=cores, count=measured,
+                        request=request, label=label)
+    return qmodel, LayerFigures(counter.count, tuple(layers))
+
+
+class _Counted:
+    """An iterable that counts what it gave."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items, self.count = items, 0
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self.items:
+            self.count += 1
+            yield item
 
 
 class _Chooser:

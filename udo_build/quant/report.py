@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import numpy as np
 
 from ..ir.graph import DEFAULT_PACKAGE
 from ..ir.qmodel import QuantizedModel
+from ..runtime.pool import Job
 
 MAX_LABELS = 60
 
@@ -79,12 +80,17 @@ class KeptInferences:
 def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
                feeds: Iterable[Mapping[str, np.ndarray]],
                progress: Callable[[int, int], None] | None = None,
-               references: Sequence[Mapping[str, np.ndarray]] = ()) -> list[LayerSqnr]:
+               references: Sequence[Mapping[str, np.ndarray]] = (), cores: int = 1,
+               count: int | None = None, request: Sequence[str] | None = None,
+               label: Callable[[int], str] | None = None) -> list[LayerSqnr]:
     """The SQNR of every encoded layer output over `feeds` (`progress(done, 0)` after each).
     `references[i]`, when given, holds float tensors of feed i already computed (calibration's):
-    only the tensors it lacks are run on the float model."""
-    from ..runtime.float_session import Session
-    from ..runtime.integer import QuantizedSession
+    only the tensors it lacks are run on the float model. `request`: the tensors to ask the
+    float model for first, as calibration did (its plan, so its bits), when calibration's are not
+    at hand. `cores`, `count` (else len(feeds)), `label`: as for calibration
+    (udo_build.runtime.pool): the feeds spread over workers, each input's sums come back and are
+    added in input order, as one process adds them."""
+    from ..runtime.pool import labels, ordered
 
     graph = qmodel.model.graph
     layers = [(i, n, out) for i, n in enumerate(graph.nodes) for out in n.outputs
@@ -92,21 +98,64 @@ def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
     tensors = [out for _, _, out in layers]
     signal = dict.fromkeys(tensors, 0.0)
     noise = dict.fromkeys(tensors, 0.0)
-    exact, quantized = Session(qmodel.model, packages), QuantizedSession(qmodel, packages)
-    for done, feed in enumerate(feeds, 1):
-        known = references[done - 1] if done <= len(references) else {}
-        missing = [name for name in tensors if name not in known]
-        reference = {**known, **(exact.run(feed, missing) if missing else {})}
-        approx = quantized.run(feed, tensors)
-        for name in tensors:
-            x, e = _finite_pair(reference[name], approx[name])
-            signal[name] += float(np.sum(x * x))
-            noise[name] += float(np.sum(e * e))
+    total = count if count is not None else (len(feeds) if isinstance(feeds, Sized) else None)
+    job = _Measure(qmodel, packages, tensors, list(request or ()))
+    items = ((feed, references[i] if i < len(references) else {}) for i, feed in enumerate(feeds))
+    for done, (_, sums) in enumerate(ordered(job, items, cores, total,
+                                             label or labels("input")), 1):
+        for name, (s, e) in zip(tensors, sums, strict=True):
+            signal[name] += s
+            noise[name] += e
         if progress is not None:
             progress(done, 0)
     return [LayerSqnr(i, n.name, n.op if n.package == DEFAULT_PACKAGE else f"{n.package}::{n.op}",
                       out, _db(signal[out], noise[out]), n.package != DEFAULT_PACKAGE)
             for i, n, out in layers]
+
+
+Item = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]  # a feed, its known tensors
+
+
+class _Measure(Job[Item, list[tuple[float, float]]]):
+    """One input on the float model and the integer path: (signal, noise) of each tensor."""
+
+    def __init__(self, qmodel: QuantizedModel, packages: Mapping[str, Any],
+                 tensors: list[str], request: list[str]) -> None:
+        self.qmodel, self.packages, self.tensors, self.request = qmodel, packages, tensors, request
+        self.sessions: Any = None
+
+    def start(self) -> None:
+        from ..runtime.float_session import Session
+        from ..runtime.integer import QuantizedSession
+
+        if self.sessions is None:  # and their plans: forked workers inherit them, built once
+            exact = Session(self.qmodel.model, self.packages)
+            quantized = QuantizedSession(self.qmodel, self.packages)
+            quantized.plan(tuple(self.tensors))
+            if self.request:
+                exact.plan(tuple(self.request))
+                known = set(self.request)
+                missing = tuple(name for name in self.tensors if name not in known)
+                if missing:
+                    exact.plan(missing)
+            self.sessions = (exact, quantized)
+
+    def work(self, index: int, item: Item) -> list[tuple[float, float]]:
+        exact, quantized = self.sessions
+        feed, known = item
+        if not known and self.request:
+            known = exact.run(feed, self.request)
+        missing = [name for name in self.tensors if name not in known]
+        reference = {**known, **(exact.run(feed, missing) if missing else {})}
+        approx = quantized.run(feed, self.tensors)
+        sums = []
+        for name in self.tensors:
+            x, e = _finite_pair(reference[name], approx[name])
+            sums.append((float(np.sum(x * x)), float(np.sum(e * e))))
+        return sums
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "sessions": None}  # a spawned worker starts its own
 
 
 def _finite_pair(reference: np.ndarray, approx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,10 @@ A `TensorStats` keeps the running min and max and (unless `histogram=False`: onl
 quantizer reads it) a histogram of fixed size. The histogram's range starts at the first
 batch's range and grows by doubling when later values fall outside it, merging bins pairwise,
 so old counts are never lost and memory never grows (the approach of TensorRT's and
-onnxruntime's histogram calibrators). No activation is kept.
+onnxruntime's histogram calibrators). No activation is kept. `add` is `observe` (the batch's
+span: min, max, count, and the range grown to hold it) then `add_counts` of the batch's
+`counts` at that range: calibration over several workers does the two apart, in input order, for
+the same bits (udo_build.quant.calibrate).
 
 The statistics come from the float runtime, whose last bits may differ between CPU kinds (BLAS
 kernels, vectorized transcendental functions). So that such noise does not reach the encodings,
@@ -31,6 +34,20 @@ RANGE_BITS = 8  # significant bits of the range bounds encodings are computed fr
 GOLDEN = 0.6180339887498949  # the golden ratio - 1: theta_e = frac((e + 1/2) * GOLDEN)
 MIN_WIDTH = 2.0 ** -26  # the narrowest histogram range (an all-zero tensor's)
 _FIRST, _LAST = 2 ** (RANGE_BITS - 1), 2 ** RANGE_BITS - 1  # the indices n of a binade's points
+
+
+def finite_span(values: np.ndarray) -> tuple[np.ndarray, float, float] | None:
+    """(the finite values as float32, flat; their min; their max), None when there is none."""
+    x = np.asarray(values, dtype=np.float32).ravel()
+    if x.size == 0:
+        return None
+    lo, hi = float(x.min()), float(x.max())
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN or an infinity: leave them out
+        x = x[np.isfinite(x)]
+        if x.size == 0:
+            return None
+        lo, hi = float(x.min()), float(x.max())
+    return x, lo, hi
 
 
 def round_down(x: float) -> float:
@@ -106,24 +123,34 @@ class TensorStats:
 
     def add(self, values: np.ndarray) -> None:
         """Count the finite values (NaN and infinities are left out)."""
-        x = np.asarray(values, dtype=np.float32).ravel()
-        if x.size == 0:
+        found = finite_span(values)
+        if found is None:
             return
-        lo, hi = float(x.min()), float(x.max())
-        if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN or an infinity: leave them out
-            x = x[np.isfinite(x)]
-            if x.size == 0:
-                return
-            lo, hi = float(x.min()), float(x.max())
+        x, lo, hi = found
+        self.observe(lo, hi, x.size)
+        if self.histogram:
+            self.add_counts(self.counts(x))
+
+    def observe(self, lo: float, hi: float, size: int) -> None:
+        """Take in a batch of `size` finite values within [lo, hi]: the running min, max and
+        count, and the histogram's range grown to hold them (the batch's counts come apart, at
+        the range this leaves: `counts`, then `add_counts`)."""
         self.min, self.max = min(self.min, lo), max(self.max, hi)
-        self.count += x.size
+        self.count += size
         if not self.histogram:
             return
         if self.hist.size == 0:
             self._start(lo, hi)
         while lo < self.lo or hi >= self.hi:
             self._grow(lo, hi)
-        counts, _ = np.histogram(x, bins=self.bins, range=(self.lo, self.hi))
+
+    def counts(self, x: np.ndarray, span: tuple[float, float] | None = None) -> np.ndarray:
+        """The histogram of finite values `x` over `span` (default: the current range)."""
+        counts, _ = np.histogram(x, bins=self.bins, range=span or (self.lo, self.hi))
+        return counts
+
+    def add_counts(self, counts: np.ndarray) -> None:
+        """Add a batch's counts, taken at the current range."""
         self.hist += counts
 
     def _start(self, lo: float, hi: float) -> None:

@@ -81,6 +81,25 @@ class RunCheck:
         return failures
 
 
+Figures = tuple[tuple[float, float, float, "bool | None"], ...]  # per output, see `figures`
+
+
+def figures(got: Mapping[str, Any], want: Mapping[str, Any]) -> Figures:
+    """One inference's figures, output by output (in `got`'s order): the signal, the noise,
+    the worst absolute error, and whether the argmax agrees (None: one value, not counted).
+    Computed where the inference ran (a worker), merged in input order (`Agreement.merge`)."""
+    import numpy as np
+
+    rows = []
+    for name, value in got.items():
+        a = np.asarray(value, np.float64).reshape(-1)
+        b = np.asarray(want[name], np.float64).reshape(-1)
+        worst = float(np.max(np.abs(a - b))) if a.size else 0.0
+        top1 = bool(np.argmax(a) == np.argmax(b)) if a.size > 1 else None
+        rows.append((float(np.sum(b * b)), float(np.sum((a - b) ** 2)), worst, top1))
+    return tuple(rows)
+
+
 class Agreement:
     """Signal, noise, worst absolute error and top-1 agreement, accumulated over inferences."""
 
@@ -90,16 +109,16 @@ class Agreement:
 
     def add(self, got: Mapping[str, Any], want: Mapping[str, Any]) -> None:
         """One inference: `got` and the float model's `want`, by tensor name."""
-        import numpy as np
+        self.merge(figures(got, want))
 
-        for name, value in got.items():
-            a = np.asarray(value, np.float64).reshape(-1)
-            b = np.asarray(want[name], np.float64).reshape(-1)
-            self.signal += float(np.sum(b * b))
-            self.noise += float(np.sum((a - b) ** 2))
-            self.max_abs = max(self.max_abs, float(np.max(np.abs(a - b))) if a.size else 0.0)
-            if a.size > 1:
-                self.agree += int(np.argmax(a) == np.argmax(b))
+    def merge(self, rows: Figures) -> None:
+        """One inference's `figures` (merged in input order: the sums are floats)."""
+        for signal, noise, worst, top1 in rows:
+            self.signal += signal
+            self.noise += noise
+            self.max_abs = max(self.max_abs, worst)
+            if top1 is not None:
+                self.agree += int(top1)
                 self.total += 1
 
     def metrics(self) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """`quantize`: the float bundle, the calibration list and every file it names (and the kernels
 of the custom ops, which calibration runs) -> the quantized bundle, its AIMET encodings and,
 unless `report_inputs` is 0, where accuracy goes: the SQNR of each quantized layer over the
-first `report_inputs` calibration inputs (udo_build.quant.report).
+first `report_inputs` calibration inputs (udo_build.quant.report). Calibration and the
+measure spread over the action's cores (`ctx.cores`); the outputs are the same bits whatever
+their number (udo_build.quant.calibrate).
 
 Parameters: udo_build.quant.settings.QuantizeSettings. Published by the plan as
 `model/<model>_quantized.udb`, `model/<model>_quantized.encodings.json` (the vendor's
@@ -42,6 +44,7 @@ def quantize(ctx: ActionContext) -> Produced:
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
     from ...quant.pipeline import quantize_and_measure
+    from ...runtime.pool import labels
 
     settings = QuantizeSettings.from_params(ctx.params)
     bundle = read_bundle(ctx.input_bytes("bundle"), "float bundle")
@@ -51,10 +54,13 @@ def quantize(ctx: ActionContext) -> Produced:
     if "override_encodings" in ctx.input_names():
         overrides, unknown = encodings.known_only(encodings.load(ctx.input_path(
             "override_encodings")), encodings.model_tensors(bundle.model))
+    count = len(listing.inferences)
+    lines = [inference[0].line if inference else 0 for inference in listing.inferences]
     qmodel, figures = quantize_and_measure(
         bundle.model, packages, lambda: feeds(listing, list(bundle.model.graph.inputs)),
-        settings, overrides, ctx.progress("calibration", len(listing.inferences)),
-        ctx.progress("layer SQNR", min(settings.report_inputs, len(listing.inferences))))
+        settings, overrides, ctx.progress("calibration", count),
+        ctx.progress("layer SQNR", min(settings.report_inputs, count)), cores=ctx.cores,
+        count=count, label=labels("calibration input", listing.file, lines))
     quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta))
     outputs = {"bundle": quantized.to_bytes(), "encodings": qmodel.encodings_json()}
     measured = ""

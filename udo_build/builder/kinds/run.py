@@ -6,7 +6,8 @@ bundle for the target SoC, the run's input dimensions and outputs, by the compat
 prepares online, as the vendor runtime does, and says so: which records it saw and why each was
 rejected, and what the online prepare cost. Every inference of the run's input list executes on
 the chosen record (int8 on the integer path, fp16 in float), and is compared with the float
-model (udo_build.runtime.metrics). Outputs: `results`, Result_<i>/<tensor>.raw (float32) and .npy
+model (udo_build.runtime.metrics), spread over the action's cores (udo_build.runtime.pool).
+Outputs: `results`, Result_<i>/<tensor>.raw (float32) and .npy
 per inference, and report.json (the record, what was seen, the metrics; no verdict, no time);
 `metrics`, the metrics alone (JSON), which the `check` step reads (kinds/check.py): the run's
 checks are not in its key, so changing a threshold runs only the check, and a run that gives
@@ -88,22 +89,32 @@ def run(ctx: ActionContext) -> Produced:
 def _infer(ctx: ActionContext, listing: Any, model: Any, run: Runner, reference: Reference,
            results: Any) -> tuple[dict[str, Any], int]:
     """Every inference of the input list on the record and the float model: (the metrics,
-    the inferences)."""
+    the inferences). They spread over the action's cores (`ctx.cores`,
+    udo_build.runtime.pool): each worker writes its inferences' results and sends back their
+    figures, merged in input order (the same bits whatever the worker count)."""
     from ...model.input_list import feeds
-    from ...runtime.metrics import Agreement
+    from ...runtime.metrics import Agreement, figures
+    from ...runtime.pool import Each, labels, ordered
     from ...runtime.results import write_result
 
     settings = RunSettings.from_params(ctx.params)
     agreement = Agreement()
-    progress = ctx.progress("inferences", len(listing.inferences))
-    inputs = list(model.graph.inputs)
-    for i, feed in enumerate(feeds(listing, inputs, settings.target.input_dimensions)):
+    count = len(listing.inferences)
+    progress = ctx.progress("inferences", count)
+
+    def infer(i: int, feed: dict[str, Any]) -> Any:
         got = run(feed)
         write_result(results / f"Result_{i}", got)
-        agreement.add(got, reference(feed, list(got)))
+        return figures(got, reference(feed, list(got)))
+
+    lines = [inference[0].line if inference else 0 for inference in listing.inferences]
+    inputs = feeds(listing, list(model.graph.inputs), settings.target.input_dimensions)
+    for i, rows in ordered(Each(infer), inputs, ctx.cores, count,
+                           labels("inference", listing.file, lines)):
+        agreement.merge(rows)
         if progress is not None:
             progress(i + 1, 0)
-    return agreement.metrics(), len(listing.inferences)
+    return agreement.metrics(), count
 
 
 def _reference(float_bundle: Any, settings: RunSettings, packages: Any) -> Reference:

@@ -1,0 +1,170 @@
+"""The worker pool: results in input order, questions answered in input order, small counts in
+this process, failures reported at their input as one process would, workers stopped after."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import pytest
+
+from udo_build.errors import StepFailed, UserError
+from udo_build.runtime import pool
+from udo_build.runtime.pool import Each, Job, WorkerLost, labels, ordered, workers_for
+
+
+class Prefix(Job[int, tuple[int, int, int]]):
+    """Each input asks for the sum of the items before it and its own (a running state that
+    only the coordinator, in input order, can give); later inputs are quicker, so that they
+    finish out of order."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def work(self, index: int, item: int) -> Generator[int, int, tuple[int, int, int]]:
+        time.sleep(0.002 * (8 - index % 8))
+        running = yield item
+        return index, running, os.getpid()
+
+    def scan(self, index: int, question: int) -> int:
+        self.total += question
+        return self.total
+
+
+def _results(job: Job[Any, Any], items: Any, cores: int, count: int | None = None) -> list[Any]:
+    items = list(items)
+    return list(ordered(job, iter(items), cores, len(items) if count is None else count))
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_results_and_answers_come_in_input_order(cores: int) -> None:
+    got = _results(Prefix(), range(10), cores)
+    assert [i for i, _ in got] == list(range(10))
+    assert [r[:2] for _, r in got] == [(i, sum(range(i + 1))) for i in range(10)]
+    pids = {r[2] for _, r in got}
+    assert (pids == {os.getpid()}) == (cores == 1)  # workers are other processes
+    assert len(pids) == (1 if cores == 1 else cores)
+    assert not multiprocessing.active_children()
+
+
+def test_a_small_count_runs_here() -> None:
+    assert workers_for(16, 2) == 1 and workers_for(16, 1) == 1 and workers_for(1, 100) == 1
+    assert workers_for(16, 3) == 3 and workers_for(2, 100) == 2 and workers_for(8, None) == 1
+    got = _results(Prefix(), range(2), 8)
+    assert {r[2] for _, r in got} == {os.getpid()}
+
+
+def _fail_at(index: int, item: int) -> int:
+    if item in (3, 5):
+        time.sleep(0.05 if item == 3 else 0.0)  # 5 fails first in time; 3 is reported
+        raise StepFailed("run", f"kernel raised on item {item}")
+    return item
+
+
+@pytest.mark.parametrize("cores", [1, 3])
+def test_the_first_failing_input_is_reported_after_the_ones_before(cores: int) -> None:
+    seen = []
+    with pytest.raises(StepFailed) as failed:
+        for _, result in ordered(Each(_fail_at), iter(range(8)), cores, 8,
+                                     labels("inference", "list.txt", [10 + i for i in range(8)])):
+            seen.append(result)
+    assert seen == [0, 1, 2]
+    assert failed.value.message == "inference 3 (line 13 of list.txt): kernel raised on item 3"
+    assert not multiprocessing.active_children()
+
+
+def _bad_items() -> Iterator[int]:
+    yield from range(4)
+    raise UserError("no such file", file="data/4.raw")
+
+
+@pytest.mark.parametrize("cores", [1, 3])
+def test_an_input_that_cannot_be_read_is_reported_in_its_turn(cores: int) -> None:
+    seen = []
+    with pytest.raises(StepFailed, match="input 3: kernel raised"):
+        for _, result in ordered(Each(_fail_at), _bad_items(), cores, 8):
+            seen.append(result)
+    assert seen == [0, 1, 2]  # item 3 fails: its turn comes before the unreadable one
+    seen.clear()
+    with pytest.raises(UserError) as unreadable:
+        for _, result in ordered(Each(lambda i, x: x), _bad_items(), cores, 8):
+            seen.append(result)
+    assert seen == [0, 1, 2, 3]
+    assert unreadable.value.problems[0].message == "input 4: no such file"
+
+
+def _die_at_two(index: int, item: int) -> int:
+    if index == 2:
+        os._exit(9)
+    return item
+
+
+def test_a_worker_that_dies_is_reported_at_its_input() -> None:
+    with pytest.raises(WorkerLost, match=r"input 2: the worker running it ended \(exit code 9"):
+        _results(Each(_die_at_two), range(6), 2)
+    assert not multiprocessing.active_children()
+
+
+def _slow(index: int, item: int) -> int:
+    time.sleep(0.2)
+    return item
+
+
+def test_ctrl_c_and_an_abandoned_run_stop_every_worker() -> None:
+    run = ordered(Each(_slow), iter(range(20)), 3, 20)
+    assert next(run) == (0, 0)
+    run.close()  # the caller gave up (its own error, a break)
+    assert not multiprocessing.active_children()
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        _results(Each(_slow), range(20), 3)
+    timer.join()
+    assert not multiprocessing.active_children()
+
+
+class Square(Job[int, int]):
+    def work(self, index: int, item: int) -> int:
+        return item * item
+
+
+def test_spawned_workers_take_a_pickled_job_and_an_unpicklable_one_runs_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool, "start_method", lambda: "spawn")
+    assert [r for _, r in _results(Square(), range(5), 2)] == [0, 1, 4, 9, 16]
+    here = os.getpid()
+    assert {r for _, r in _results(Each(lambda i, x: os.getpid()), range(5), 2)} == {here}
+
+
+def test_blas_runs_on_one_thread_inside_and_as_before_after() -> None:
+    from udo_build.runtime import blas
+
+    found = blas._openblas()
+    if found is None:
+        pytest.skip("numpy's BLAS here is not OpenBLAS: nothing to set")  # macOS Accelerate
+    get, put = found
+    put(2)
+    threads = [r for _, r in _results(Each(lambda i, x: int(get())), range(2), 1)]
+    assert threads == [1, 1] and get() == 2
+
+
+def _echo_big(index: int, item: Any) -> Any:
+    return item + 1  # 4 MB back, while the next 4 MB come in
+
+
+def test_big_items_and_big_results_do_not_block_each_other() -> None:
+    import numpy as np
+
+    items = [np.full(1 << 20, i, np.float32) for i in range(8)]
+    done: list[Any] = []
+    runner = threading.Thread(target=lambda: done.extend(
+        _results(Each(_echo_big), items, 2)), daemon=True)
+    runner.start()
+    runner.join(60)
+    assert not runner.is_alive(), "the coordinator and a worker wait on each other"
+    assert [float(r[0]) for _, r in done] == [i + 1.0 for i in range(8)]
