@@ -24,12 +24,12 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
                 subnet_run: preparing and running them)
     runtime/    the emulator's float session and integer session; choosing the record a run
                 loads (records.py), the run metrics and checks (metrics.py), writing results,
-                pool (runs over many inputs spread over worker processes, results in order),
-                blas (numpy's BLAS thread count)
+                pool (runs over many inputs spread over worker processes, results in order)
     kernels/    the op package API (OpPackage, Cost, Flags), the default package's numpy
                 kernels, loading the kernels files of a recipe, native (a compiled CPU op
                 package's ops called through ctypes), blas (numpy's own BLAS called directly:
-                GEMMs that accumulate into their output and read strided operands in place)
+                GEMMs that accumulate into their output and read strided operands in place;
+                its thread count)
     ir/, rewrite/, soc/, store/
                 ir/: the model graph, the bundle container, encodings and the quantized model;
                 rewrite/: the op graph the rules rewrite, patterns, replacements and the one

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from udo_build.errors import Diagnostics, UserError
+from udo_build.kernels.blas import blas_threads
 from udo_build.kernels.load import load_kernels
 from udo_build.model.onnx_import import import_onnx, load_onnx
 from udo_build.opdef import recipe_package
@@ -15,7 +16,6 @@ from udo_build.quant.fold import fold_for_quantization
 from udo_build.quant.pipeline import _calibrated_tensors, quantize_and_measure
 from udo_build.quant.settings import QuantizeSettings
 from udo_build.quant.stats import TensorStats
-from udo_build.runtime.blas import blas_threads
 from udo_build.runtime.float_session import Session
 
 from .test_pipeline import EXAMPLES, OPS

@@ -142,9 +142,9 @@ def test_spawned_workers_take_a_pickled_job_and_an_unpicklable_one_runs_here(
 
 
 def test_blas_runs_on_one_thread_inside_and_as_before_after() -> None:
-    from udo_build.runtime import blas
+    from udo_build.kernels import blas
 
-    found = blas._openblas()
+    found = blas._thread_count()
     if found is None:
         pytest.skip("numpy's BLAS here is not OpenBLAS: nothing to set")  # macOS Accelerate
     get, put = found

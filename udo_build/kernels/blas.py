@@ -14,13 +14,18 @@ suffix): the same code, the same threads (`openblas_set_num_threads` governs bot
 not found (another BLAS, another OS), `gemm` falls back to np.matmul plus an add; its results
 then differ from the direct call's by float32 rounding only (the bias is added after the
 product instead of before). On one machine the choice never changes: results are deterministic.
+
+The same library's thread count, read and set (`blas_threads(n)`, a context manager; a no-op
+where the library is not found): the worker pool (udo_build.runtime.pool) runs every inference
+of its loops on one BLAS thread, since OpenBLAS's results change with its thread count.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -33,13 +38,13 @@ SYMBOLS = (("scipy_cblas_", "64_", ctypes.c_int64), ("scipy_cblas_", "", ctypes.
 
 
 @cache
-def _library() -> dict[np.dtype, Callable[..., None]]:
-    """{float32: sgemm, float64: dgemm} of numpy's OpenBLAS; empty where it is not found."""
-    maps = Path("/proc/self/maps")
+def _openblas() -> tuple[ctypes.CDLL, str, str, type] | None:
+    """numpy's OpenBLAS among the libraries this process mapped (Linux), by its CBLAS symbols:
+    (the library, the CBLAS prefix, the symbols' suffix, its integer type); None elsewhere."""
     try:
-        text = maps.read_text()
+        text = Path("/proc/self/maps").read_text()
     except OSError:
-        return {}
+        return None
     for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", text))):
         try:
             lib = ctypes.CDLL(path)
@@ -47,11 +52,50 @@ def _library() -> dict[np.dtype, Callable[..., None]]:
             continue
         for prefix, suffix, integer in SYMBOLS:
             if hasattr(lib, f"{prefix}sgemm{suffix}") and hasattr(lib, f"{prefix}dgemm{suffix}"):
-                return {np.dtype(np.float32): _bind(lib, f"{prefix}sgemm{suffix}", integer,
-                                                    ctypes.c_float),
-                        np.dtype(np.float64): _bind(lib, f"{prefix}dgemm{suffix}", integer,
-                                                    ctypes.c_double)}
-    return {}
+                return lib, prefix, suffix, integer
+    return None
+
+
+@cache
+def _library() -> dict[np.dtype, Callable[..., None]]:
+    """{float32: sgemm, float64: dgemm} of numpy's OpenBLAS; empty where it is not found."""
+    found = _openblas()
+    if found is None:
+        return {}
+    lib, prefix, suffix, integer = found
+    return {np.dtype(np.float32): _bind(lib, f"{prefix}sgemm{suffix}", integer, ctypes.c_float),
+            np.dtype(np.float64): _bind(lib, f"{prefix}dgemm{suffix}", integer, ctypes.c_double)}
+
+
+@cache
+def _thread_count() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(get, set) of the library's thread count (`scipy_openblas_set_num_threads64_` beside
+    `scipy_cblas_sgemm64_`, `openblas_set_num_threads` beside `cblas_sgemm`)."""
+    found = _openblas()
+    if found is None:
+        return None
+    lib, prefix, suffix, _ = found
+    base = prefix.replace("cblas_", "openblas_")  # scipy_cblas_ -> scipy_openblas_
+    get, put = f"{base}get_num_threads{suffix}", f"{base}set_num_threads{suffix}"
+    if not (hasattr(lib, get) and hasattr(lib, put)):
+        return None
+    return getattr(lib, get), getattr(lib, put)
+
+
+@contextlib.contextmanager
+def blas_threads(n: int) -> Iterator[None]:
+    """numpy's OpenBLAS on `n` threads inside, as it was after (no-op where it is not found)."""
+    found = _thread_count()
+    if found is None:
+        yield
+        return
+    get, put = found
+    before = int(get())
+    put(n)
+    try:
+        yield
+    finally:
+        put(before)
 
 
 def _bind(lib: ctypes.CDLL, name: str, integer: type, real: type) -> Callable[..., None]:

@@ -47,7 +47,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from ..errors import StepFailed, UserError
-from .blas import blas_threads
+from ..kernels.blas import blas_threads
 
 MIN_INPUTS = 3  # fewer inputs run in this process
 AHEAD = 2  # items a worker holds (the next is there when it finishes one)
