@@ -198,7 +198,9 @@ def test_a_failure_stops_the_build_and_poisons_nothing(project: Project) -> None
     assert status["quantize"] == "failed" and status["convert"] == "built"
     assert status["run:smoke"] == "skipped"
     quantize = next(a for a in failed["actions"] if a["id"] == "quantize")
-    assert quantize["error"] == [{"message": "run: SoftplusPackage::Swish (node swish1) raised "
+    calib = project.root / "ex/data/calib.txt"
+    assert quantize["error"] == [{"message": f"run: calibration input 0 (line 1 of {calib}): "
+                                             "SoftplusPackage::Swish (node swish1) raised "
                                              "ValueError: not tuned yet"}]
     kernels.write_text(good)
     fixed = project.build()
