@@ -33,6 +33,7 @@ class LayerInput:
     node: Node
     index: int  # the node's position in the graph
     groups: int  # output channel o reads group o // (out channels / groups)
+    kernel: tuple[int, ...] = ()  # a Conv's (from its weight: kernel_shape is optional)
     float_sums: np.ndarray | None = None  # [groups, K per group]
     grid_sums: np.ndarray | None = None
     positions: int = 0
@@ -55,7 +56,8 @@ def layers_of(qmodel: QuantizedModel) -> list[LayerInput]:
             continue
         if node.op == "Gemm" and node.attr("transA", 0):
             continue
-        out.append(LayerInput(node, index, int(node.attr("group", 1))))
+        kernel = tuple(int(d) for d in w.shape[2:]) if node.op == "Conv" else ()
+        out.append(LayerInput(node, index, int(node.attr("group", 1)), kernel))
     return out
 
 
@@ -109,8 +111,8 @@ def ordered_sum(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 
 
 def _add_sums(layer: LayerInput, x: np.ndarray, fake: np.ndarray) -> None:
-    f, positions = _patch_sums(layer.node, x)
-    g, _ = _patch_sums(layer.node, fake)
+    f, positions = _patch_sums(layer, x)
+    g, _ = _patch_sums(layer, fake)
     shape = (layer.groups, -1)
     f, g = f.reshape(shape), g.reshape(shape)
     layer.float_sums = f if layer.float_sums is None else layer.float_sums + f
@@ -118,26 +120,25 @@ def _add_sums(layer: LayerInput, x: np.ndarray, fake: np.ndarray) -> None:
     layer.positions += positions
 
 
-def _geometry(node: Node, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...],
-                                                  tuple[int, ...], tuple[int, int]]:
+def _geometry(layer: LayerInput, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...],
+                                                         tuple[int, ...], tuple[int, ...],
+                                                         tuple[int, int]]:
     """(padded input, kernel, strides, dilations, output height and width) of a 2-D Conv."""
-    kernel = tuple(node.attr("kernel_shape") or ())
+    node, kernel = layer.node, layer.kernel
     strides = tuple(node.attr("strides") or (1, 1))
     dil = tuple(node.attr("dilations") or (1, 1))
     pads = tuple(node.attr("pads") or (0, 0, 0, 0))
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    if not kernel:
-        raise ValueError(f"Conv {node.name} has no kernel_shape")
     out = tuple((xp.shape[2 + d] - dil[d] * (kernel[d] - 1) - 1) // strides[d] + 1
                 for d in range(2))
     return xp, kernel, strides, dil, (out[0], out[1])
 
 
-def _patch_sums(node: Node, x: np.ndarray) -> tuple[np.ndarray, int]:
+def _patch_sums(layer: LayerInput, x: np.ndarray) -> tuple[np.ndarray, int]:
     """([C x KH x KW] sums of each patch element over the output positions, positions)."""
-    if node.op == "Gemm":
+    if layer.node.op == "Gemm":
         return ordered_sum(x.reshape(-1, x.shape[-1]), (0,)), int(np.prod(x.shape[:-1]))
-    xp, kernel, strides, dil, (oh, ow) = _geometry(node, x)
+    xp, kernel, strides, dil, (oh, ow) = _geometry(layer, x)
     sums = np.empty((x.shape[1], kernel[0], kernel[1]))
     for i in range(kernel[0]):
         for j in range(kernel[1]):
@@ -155,7 +156,7 @@ def _sample(layer: LayerInput, grid: np.ndarray, count: int,
         rows = grid.reshape(-1, grid.shape[-1])
         picked = rows[rng.integers(0, rows.shape[0], count)]  # [count, K]
         return picked.T[None]
-    xp, kernel, strides, dil, (oh, ow) = _geometry(node, grid)
+    xp, kernel, strides, dil, (oh, ow) = _geometry(layer, grid)
     n = rng.integers(0, xp.shape[0], count)
     h = rng.integers(0, oh, count)
     w = rng.integers(0, ow, count)
