@@ -120,7 +120,24 @@ def test_the_build_measures_every_stage_and_reruns_only_what_changed(tmp_path: P
     assert [s["step"] for s in layers["stages"]] == ["quantize", "adaround", "bias_correction"]
     assert layers["stages"][0]["equalized"] is True
     assert [x["sqnr_db"] for x in layers["layers"]] == layers["stages"][-1]["sqnr_db"]
+    assert "SQNR per layer, stage by stage" in (tmp_path / "out.report.html").read_text()
     recipe.write_text(recipe.read_text().replace("iterations: 20", "iterations: 10"))
     report = build(recipe)
     ran = sorted(a["id"] for a in report["actions"] if a["status"] == "built")
     assert ran == ["adaround", "bias-correct", "run:smoke"]
+
+
+def test_the_report_page_shows_the_stages(tmp_path: Path) -> None:
+    from udo_build.builder.report_chart import layer_rows
+    from udo_build.builder.report_stages import read_stages, stages_section
+
+    (tmp_path / "quant").mkdir()
+    layers = [{"index": 0, "node": "conv1", "op": "Conv", "tensor": "t", "sqnr_db": 31.5}]
+    stages = [{"step": "quantize", "equalized": True, "sqnr_db": [30.0]},
+              {"step": "adaround", "sqnr_db": [31.5]}]
+    (tmp_path / "quant/layers.json").write_text(json.dumps({"inputs": 1, "layers": layers,
+                                                            "stages": stages}))
+    html = stages_section(read_stages(tmp_path) or [], layer_rows(layers))
+    assert "<th>quantize after CLE dB</th><th>adaround dB</th>" in html
+    assert "<td>conv1</td><td>30.00</td><td>31.50</td><td>+1.50</td>" in html
+    assert read_stages(tmp_path / "nowhere") is None

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from .report_chart import LayerRow, decode_section, layer_rows, layer_section
+from .report_stages import Stage, read_stages, stages_section
 
 
 class ActionOutcome(Protocol):
@@ -114,8 +115,9 @@ def write_page(report: BuildReport, out: Path,
     runs = read_runs(report, report.out)
     if layers is None:
         layers = read_layers(report.out)
-    page = render(report, runs, layers).encode("utf-8", "replace")  # a name the locale could not
-    write_atomic(path, page, readonly=False, durable=False)        # decode holds surrogates
+    page = render(report, runs, layers, read_stages(report.out))
+    # encoded with "replace": a name the locale could not decode holds surrogates
+    write_atomic(path, page.encode("utf-8", "replace"), readonly=False, durable=False)
     return path
 
 
@@ -172,10 +174,13 @@ def _verdict(check: ActionOutcome | None) -> str:
 # -- the page -------------------------------------------------------------------------------------
 
 def render(report: BuildReport, runs: Sequence[RunFigures],
-           layers: Sequence[LayerRow] | None = None) -> str:
+           layers: Sequence[LayerRow] | None = None,
+           stages: Sequence[Stage] | None = None) -> str:
     """The whole page (a pure function of its arguments)."""
     sections = [_runs(runs), *_decodes(runs), _matrix(report.actions),
-                layer_section(layers) if layers else "", _fleet(runs), _actions(report.actions)]
+                layer_section(layers) if layers else "",
+                stages_section(stages, layers) if stages and layers else "",
+                _fleet(runs), _actions(report.actions)]
     title = f"{report.recipe}: build report"
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
