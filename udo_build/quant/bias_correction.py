@@ -56,14 +56,12 @@ def mean_shift(layer: LayerInput, qmodel: QuantizedModel) -> np.ndarray:
     node = layer.node
     w = rows_of(node, qmodel.model.weights[node.inputs[1]]).astype(np.float64)
     wq = w_on_grid(w, qmodel.params[node.inputs[1]])
-    enc = qmodel.activations[node.inputs[0]]
     group = np.arange(w.shape[0]) // (w.shape[0] // layer.groups)
     assert layer.float_sums is not None and layer.grid_sums is not None
     mean_f = layer.float_sums[group] / layer.positions
     mean_q = layer.grid_sums[group] / layer.positions
     alpha = float(node.attr("alpha", 1.0)) if node.op == "Gemm" else 1.0
-    return alpha * (ordered_sum(wq * mean_q, (1,)) - ordered_sum(w * mean_f, (1,))) \
-        if enc is not None else np.zeros(w.shape[0])
+    return alpha * (ordered_sum(wq * mean_q, (1,)) - ordered_sum(w * mean_f, (1,)))
 
 
 def w_on_grid(rows: np.ndarray, encs: list[Encoding]) -> np.ndarray:
