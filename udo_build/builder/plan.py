@@ -3,7 +3,10 @@
     opdef                    op configs -> normalized definitions (generic and per backend)
     package:<BACKEND>        definitions of one backend -> op package source tree
     convert                  ONNX model (+ definitions) -> float bundle
+    equalize                 float bundle -> equalized float bundle (quantize.algorithms: cle)
     quantize                 float bundle + calibration list and files (+ kernels) -> int8 bundle
+    adaround, bias-correct   int8 bundle + calibration list and files (+ kernels) -> int8 bundle
+                             (quantize.algorithms: adaround, bias_correction; in that order)
     outputs:<precision>      bundle + the targets' output requests -> each as tensor names
     prepare:<target id>      bundle + SoC arch/VTCM, level, dims, precision + tensor names
                              -> record
