@@ -88,6 +88,7 @@ def round_layer(rows: np.ndarray, encs: list[Encoding], layer: LayerInput,
     v = _initial_v(ratio - low)
     x = np.concatenate(layer.columns, axis=2)  # [groups, K, P]
     x, bits = _exact_range(x)
+    xt = np.ascontiguousarray(np.transpose(x, (0, 2, 1)))  # contiguous: BLAS, not a slow loop
     group_rows = rows.shape[0] // layer.groups
     norm = float(np.mean(x * x)) * x.shape[1] + 1e-12
     moments = (np.zeros_like(v), np.zeros_like(v))
@@ -96,7 +97,7 @@ def round_layer(rows: np.ndarray, encs: list[Encoding], layer: LayerInput,
         e = np.rint((low + h - ratio) * 2.0 ** bits)  # the rounding error, F fraction bits
         e3 = e.reshape(layer.groups, group_rows, -1)
         residual = np.matmul(e3, x)  # exact: integers below 2^53
-        grad_e = np.matmul(residual, np.transpose(x, (0, 2, 1))).reshape(e.shape)
+        grad_e = np.matmul(residual, xt).reshape(e.shape)
         grad_e = grad_e * (2.0 / (x.shape[2] * norm * 2.0 ** bits))
         beta = _beta(step, settings.iterations)
         grad_h = grad_e + settings.reg_weight * _reg_grad(h, beta)
