@@ -144,7 +144,9 @@ def report(rows: Sequence[Row], args: argparse.Namespace) -> bool:
 def _targets(rows: Sequence[Row]) -> bool:
     ok = True
     for row in rows:
-        ours, theirs = row.best("+") or row.best("enhanced"), row.best("ORT")
+        mine = [r for r in row.results if not r.label.startswith("ORT")]
+        ours = max(mine, key=lambda r: r.sqnr) if mine else None
+        theirs = row.best("ORT")
         if ours is None or theirs is None:
             continue
         margin = MARGINS.get(row.model, 0.0)
