@@ -3,7 +3,10 @@
     opdef                    op configs -> normalized definitions (generic and per backend)
     package:<BACKEND>        definitions of one backend -> op package source tree
     convert                  ONNX model (+ definitions) -> float bundle
+    equalize                 float bundle -> equalized float bundle (quantize.algorithms: cle)
     quantize                 float bundle + calibration list and files (+ kernels) -> int8 bundle
+    adaround, bias-correct   int8 bundle + calibration list and files (+ kernels) -> int8 bundle
+                             (quantize.algorithms: adaround, bias_correction; in that order)
     outputs:<precision>      bundle + the targets' output requests -> each as tensor names
     prepare:<target id>      bundle + SoC arch/VTCM, level, dims, precision + tensor names
                              -> record
@@ -209,7 +212,8 @@ def plan_recipe(recipe: Recipe) -> Plan:
     chosen = _plan_runtimes(plan, recipe)
     for target in recipe.targets:
         plan.add(_prepare(target, {**kernels, **chosen},
-                          resolved[target.precision, target.outputs]))
+                          resolved[target.precision, target.outputs],
+                          _bundle(recipe, target.precision)))
     if recipe.targets:  # records by position: a SoC's name enters no key
         records: dict[str, Input] = {f"record[{i}]": Dep(f"prepare:{t.id}", "record")
                                      for i, t in enumerate(recipe.targets)}
@@ -282,11 +286,19 @@ def _plan_package(plan: Plan, recipe: Recipe) -> None:
 
 
 def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> None:
+    """quantize, and the algorithms the recipe lists, in the order the data flow asks for:
+    equalize (CLE: float -> float) before, adaround (needs the encodings) and then bias-correct
+    (after the weights' rounding is final) after; the last one's outputs are published."""
     q = recipe.quantize
     assert q is not None
     count, files = _input_files(q.input_list, recipe.root)
-    inputs: dict[str, Input] = {"bundle": Dep("convert", "bundle"),
-                                "input_list": Source(q.input_list), **files}
+    calibration: dict[str, Input] = {"input_list": Source(q.input_list), **files}
+    source: Input = Dep("convert", "bundle")
+    if "cle" in q.algorithms:
+        plan.add(PlannedAction("equalize", "equalize", {}, {"bundle": source},
+                               "equalize the float model (CLE)"))
+        source = Dep("equalize", "bundle")
+    inputs: dict[str, Input] = {"bundle": source, **calibration}
     if q.override_encodings is not None:
         inputs["override_encodings"] = Source(q.override_encodings)
     inputs.update(kernels)
@@ -297,8 +309,42 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
                f"model/{stem}.encodings.json": "encodings"}
     if q.report_inputs > 0:
         publish["quant/layers.json"] = "layers"
+    steps = _weight_steps(recipe)
     plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
-                           f"quantize with {q.quantizer} over {count} inputs", publish))
+                           f"quantize with {q.quantizer} over {count} inputs",
+                           {} if steps else publish))
+    previous = "quantize"
+    for i, (aid, params, label) in enumerate(steps):
+        step_inputs: dict[str, Input] = {"bundle": Dep(previous, "bundle"), **calibration,
+                                         **kernels}
+        if q.report_inputs > 0:
+            step_inputs["layers"] = Dep(previous, "layers")
+        plan.add(PlannedAction(aid, aid, {**params, "report_inputs": q.report_inputs},
+                               step_inputs, f"{label} over {count} inputs",
+                               publish if i == len(steps) - 1 else {}))
+        previous = aid
+
+
+def _weight_steps(recipe: Recipe) -> list[tuple[str, dict[str, Any], str]]:
+    """(action id = kind, parameters, label) of the algorithms that follow quantize."""
+    from ..quant.adaround import AdaroundSettings
+
+    q = recipe.quantize
+    assert q is not None
+    steps = []
+    if "adaround" in q.algorithms:
+        settings = AdaroundSettings(**dict(q.adaround))
+        steps.append(("adaround", settings.to_params(),
+                      f"AdaRound ({settings.iterations} iterations)"))
+    if "bias_correction" in q.algorithms:
+        steps.append(("bias-correct", {}, "bias correction"))
+    return steps
+
+
+def _quantized(recipe: Recipe) -> str:
+    """The action whose bundle is the recipe's quantized model."""
+    steps = _weight_steps(recipe) if recipe.quantize is not None else []
+    return steps[-1][0] if steps else "quantize"
 
 
 def _plan_native_check(plan: Plan, recipe: Recipe) -> None:
@@ -345,7 +391,7 @@ def _input_files(path: Path, root: Path) -> tuple[int, dict[str, Input]]:
 
 def _bundle(recipe: Recipe, precision: str) -> Dep:
     if precision == "int8" and recipe.quantize is not None:
-        return Dep("quantize", "bundle")
+        return Dep(_quantized(recipe), "bundle")
     return Dep("convert", "bundle")
 
 
@@ -360,7 +406,7 @@ def _plan_outputs(plan: Plan, recipe: Recipe) -> dict[tuple[str, Outputs], Dep]:
         aid = f"outputs:{precision}"
         places = tuple(_place(recipe, t.outputs_at) for t in firsts.values())
         params = OutputRequests(tuple(firsts), places).to_params()
-        plan.add(PlannedAction(aid, "outputs", params, {"bundle": _bundle_for(precision)},
+        plan.add(PlannedAction(aid, "outputs", params, {"bundle": _bundle(recipe, precision)},
                                f"resolve {len(firsts)} output request"
                                f"{'s' * (len(firsts) != 1)} on the {precision} bundle"))
         found.update({(precision, r): Dep(aid, f"tensors[{i}]") for i, r in enumerate(firsts)})
@@ -386,20 +432,16 @@ def _decode_places(recipe: Recipe, i: int, decode: DecodeSettings) -> dict[str, 
     return {".".join(sub): list(_place(recipe, (*base, *sub))) for sub in subs}
 
 
-def _prepare(target: RecordTarget, kernels: dict[str, Input], outputs: Dep) -> PlannedAction:
+def _prepare(target: RecordTarget, kernels: dict[str, Input], outputs: Dep,
+             bundle: Dep) -> PlannedAction:
     """A cache record; the kernels count (their module may add optimization rules, and shapes
     of custom ops at other input dimensions come from running them). Its outputs enter as the
     resolved tensor names (`outputs`); the request stays in the params for messages."""
     params = {"soc": target.soc.name, **target.compile_target().to_params()}
-    inputs: dict[str, Input] = {"bundle": _bundle_for(target.precision), "outputs": outputs,
+    inputs: dict[str, Input] = {"bundle": bundle, "outputs": outputs,
                                 **kernels}
     return PlannedAction(f"prepare:{target.id}", "prepare", params, inputs,
                          f"prepare {target.id}")
-
-
-def _bundle_for(precision: str) -> Dep:
-    """The bundle a target of `precision` prepares from (int8 needs a quantize section)."""
-    return Dep("quantize" if precision == "int8" else "convert", "bundle")
 
 
 def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input]) -> None:
@@ -411,7 +453,7 @@ def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input
     if recipe.targets:
         inputs["deployable"] = Dep("assemble", "bundle")
     elif run.precision == "int8" and recipe.quantize is not None:
-        inputs["bundle"] = Dep("quantize", "bundle")
+        inputs["bundle"] = Dep(_quantized(recipe), "bundle")
     inputs.update(files)
     inputs.update(kernels)
     settings = run.settings()

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple, Protocol
 
 from .report_chart import LayerRow, decode_section, layer_rows, layer_section
 from .report_native import NativeFigures, native_section, read_native
+from .report_stages import Stage, read_stages, stages_section
 
 
 class ActionOutcome(Protocol):
@@ -117,7 +118,7 @@ def write_page(report: BuildReport, out: Path,
     if layers is None:
         layers = read_layers(report.out)
     native = read_native(report.actions, report.out)
-    page = render(report, runs, layers, native)
+    page = render(report, runs, layers, native, read_stages(report.out))
     # a name the locale could not decode holds surrogates: written replaced
     write_atomic(path, page.encode("utf-8", "replace"), readonly=False, durable=False)
     return path
@@ -176,10 +177,13 @@ def _verdict(check: ActionOutcome | None) -> str:
 # -- the page -------------------------------------------------------------------------------------
 
 def render(report: BuildReport, runs: Sequence[RunFigures],
-           layers: Sequence[LayerRow] | None = None, native: NativeFigures | None = None) -> str:
+           layers: Sequence[LayerRow] | None = None, native: NativeFigures | None = None,
+           stages: Sequence[Stage] | None = None) -> str:
     """The whole page (a pure function of its arguments)."""
     sections = [_runs(runs), *_decodes(runs), native_section(native), _matrix(report.actions),
-                layer_section(layers) if layers else "", _fleet(runs), _actions(report.actions)]
+                layer_section(layers) if layers else "",
+                stages_section(stages, layers) if stages and layers else "",
+                _fleet(runs), _actions(report.actions)]
     title = f"{report.recipe}: build report"
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",

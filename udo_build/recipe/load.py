@@ -290,11 +290,18 @@ class _Builder:
         q = self.data.get("quantize")
         if q is None:
             return None
-        plain = {k: v for k, v in q.items() if k not in ("input_list", "override_encodings")}
+        plain = {k: v for k, v in q.items()
+                 if k not in ("input_list", "override_encodings", "algorithms", "adaround")}
         override = (self.file(("quantize", "override_encodings"))
                     if "override_encodings" in q else None)
+        algorithms = tuple(q.get("algorithms") or ())
+        if "adaround" in q and "adaround" not in algorithms:
+            self.error(("quantize", "adaround"), "AdaRound settings, but quantize.algorithms "
+                       "does not list adaround", "add adaround to quantize.algorithms, or "
+                       "remove quantize.adaround")
         return QuantizeSpec(self.file(("quantize", "input_list")),
-                            override_encodings=override, **plain)
+                            override_encodings=override, algorithms=algorithms,
+                            adaround=tuple(sorted((q.get("adaround") or {}).items())), **plain)
 
     def _targets(self, default_precision: str) -> list[Any]:
         prepare = self.data.get("prepare")

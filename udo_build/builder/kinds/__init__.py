@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     outputs,
     package,
     prepare,
+    quant_algorithms,
     quantize,
     run,
     runtimes,

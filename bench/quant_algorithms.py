@@ -1,0 +1,207 @@
+"""Benchmark: what CLE, AdaRound and bias correction add to the enhanced quantizer, against
+onnxruntime's calibrators on the same inputs, and what each costs.
+
+    python bench/quant_algorithms.py [--models resnet50,shufflenet] [--calibration 32]
+        [--held-out 16] [--methods MinMax,Percentile] [--iterations 50] [--samples 256]
+        [--seed 0] [--smoke]
+
+Models, inputs and metrics as bench/quant.py (whose helpers this imports): the onnx wheel's light
+models with random weights by role and calibrated batch norms, N(0, 1) calibration (seed+1) and
+held-out (seed+2) inputs, output SQNR of the logits against the float model over the held-out
+inputs, top-1 agreement. udo-build: 8-bit activations, 8-bit per-channel weights, 32-bit biases,
+the enhanced quantizer, then each algorithm (udo_build.quant.equalize, adaround,
+bias_correction) as the recipe's `quantize.algorithms` runs them (cle before quantize, adaround
+then bias correction after), alone and together; the integer path runs the held-out inputs.
+onnxruntime: `quantize_static` (QDQ, QUInt8 activations, QInt8 per-channel weights) with each
+--methods calibration.
+
+Seconds: the quantize step (fold, calibrate, encodings) and each algorithm's own time, apart.
+Targets (issue 29): the best configuration's SQNR >= onnxruntime's best + 1.5 dB on ResNet-50
+and + 3 dB on ShuffleNet; quantize (calibration) <= onnxruntime MinMax's time on the same inputs
+(each algorithm's cost is stated beside it). Exit 1 when one is missed. --smoke: ShuffleNet, one
+input each, everything at once (cle, adaround, bias correction), 5 AdaRound iterations,
+MinMax only; prints the table and judges no target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _light_models as light  # noqa: E402
+from quant import SETTINGS, Accuracy, inputs, ort_static, sqnr_db, top1, with_logits  # noqa: E402
+
+MARGINS = {"resnet50": 1.5, "shufflenet": 3.0}  # dB over onnxruntime's best
+
+
+@dataclass
+class Row:
+    model: str
+    results: list[Accuracy] = field(default_factory=list)
+    costs: dict[str, float] = field(default_factory=dict)  # step -> seconds
+
+    def best(self, prefix: str) -> Accuracy | None:
+        found = [r for r in self.results if r.label.startswith(prefix)]
+        return max(found, key=lambda r: r.sqnr) if found else None
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - start
+
+
+def bench_model(name: str, args: argparse.Namespace, folder: Path) -> Row:
+    from udo_build.model.onnx_import import import_onnx
+    from udo_build.quant.adaround import AdaroundSettings, adaround
+    from udo_build.quant.bias_correction import correct_biases
+    from udo_build.quant.equalize import equalize_model
+    from udo_build.quant.pipeline import quantize_model
+    from udo_build.runtime.float_session import Session
+    from udo_build.runtime.integer import QuantizedSession
+
+    proto, logits = with_logits(light.randomized(name, args.seed, import_onnx))
+    model = import_onnx(proto)
+    calibration = inputs(model, args.calibration, args.seed + 1)
+    held_out = inputs(model, args.held_out, args.seed + 2)
+    session = Session(model)
+    reference = [session.run(feed, [logits])[logits] for feed in held_out]
+    row = Row(name)
+    settings = {**SETTINGS, "quantizer": "enhanced"}
+    ada = AdaroundSettings(iterations=args.iterations, samples=args.samples, seed=args.seed)
+    count = len(calibration)
+
+    def measure(label: str, qmodel: Any, seconds: float) -> None:
+        run = QuantizedSession(qmodel)
+        outputs = [run.run(feed, [logits])[logits] for feed in held_out]
+        row.results.append(Accuracy(label, sqnr_db(reference, outputs), top1(reference, outputs),
+                                    seconds))
+        print(f"  {name} {label}: {row.results[-1].sqnr:.2f} dB ({seconds:.1f} s)", flush=True)
+
+    plain, row.costs["quantize"] = timed(lambda: quantize_model(model, {}, calibration,
+                                                                settings))
+    measure("enhanced", plain, row.costs["quantize"])
+    chosen = set(args.configs.split(","))
+    if "adaround" in chosen:
+        (rounded, _), row.costs["adaround"] = timed(lambda: adaround(
+            plain, {}, calibration, count, ada))
+        measure("+adaround", rounded, row.costs["quantize"] + row.costs["adaround"])
+    if "bias_correction" in chosen:
+        (corrected, _), row.costs["bias_correction"] = timed(lambda: correct_biases(
+            plain, {}, calibration, count))
+        measure("+bias_correction", corrected,
+                row.costs["quantize"] + row.costs["bias_correction"])
+    if not chosen & {"cle", "all"}:
+        return _ort(row, proto, calibration, held_out, logits, reference, args, folder)
+    equalized, row.costs["cle"] = timed(lambda: equalize_model(model))
+    on_cle, row.costs["quantize after cle"] = timed(lambda: quantize_model(
+        equalized.model, {}, calibration, settings))
+    spent = row.costs["cle"] + row.costs["quantize after cle"]
+    measure("+cle", on_cle, spent)
+    if "all" in chosen:
+        (both, _), seconds = timed(lambda: adaround(on_cle, {}, calibration, count, ada))
+        measure("+cle+adaround", both, spent + seconds)
+        (every, _), more = timed(lambda: correct_biases(both, {}, calibration, count))
+        measure("+cle+adaround+bias_correction", every, spent + seconds + more)
+        row.costs.setdefault("adaround", seconds)
+        row.costs.setdefault("bias_correction", more)
+    return _ort(row, proto, calibration, held_out, logits, reference, args, folder)
+
+
+def _ort(row: Row, proto: Any, calibration: list, held_out: list, logits: str,
+         reference: list, args: argparse.Namespace, folder: Path) -> Row:
+    for method in [m for m in args.methods.split(",") if m]:
+        result, _ = ort_static(proto, calibration, held_out, logits, reference, method,
+                               folder / row.model)
+        row.results.append(result)
+        print(f"  {row.model} {result.label}: {result.sqnr:.2f} dB ({result.seconds:.1f} s)",
+              flush=True)
+    return row
+
+
+def report(rows: Sequence[Row], args: argparse.Namespace) -> bool:
+    print(f"\n{'model':<11} {'quantization':<32} {'SQNR dB':>8} {'top-1':>7} {'seconds':>8}")
+    for row in rows:
+        for r in row.results:
+            print(f"{row.model:<11} {r.label:<32} {r.sqnr:8.2f} {r.top1:7.1%} {r.seconds:8.1f}")
+    for row in rows:
+        print(f"{row.model}: " + ", ".join(f"{k} {v:.1f} s" for k, v in row.costs.items()))
+    print("(each algorithm's own seconds; quantize = fold, calibrate, encodings)")
+    if args.smoke:
+        print("smoke: targets not judged at this size")
+        return True
+    return _targets(rows)
+
+
+def _targets(rows: Sequence[Row]) -> bool:
+    ok = True
+    for row in rows:
+        mine = [r for r in row.results if not r.label.startswith("ORT")]
+        ours = max(mine, key=lambda r: r.sqnr) if mine else None
+        theirs = row.best("ORT")
+        if ours is None or theirs is None:
+            continue
+        margin = MARGINS.get(row.model, 0.0)
+        passed = ours.sqnr >= theirs.sqnr + margin
+        ok &= passed
+        print(f"  {'PASS' if passed else 'FAIL'}  {row.model}: best udo-build ({ours.label}) "
+              f"{ours.sqnr:.2f} dB >= onnxruntime {theirs.label[4:]} {theirs.sqnr:.2f} dB "
+              f"+ {margin:g}")
+        minmax = next((r for r in row.results if r.label == "ORT MinMax"), None)
+        if minmax is not None:
+            fast = row.costs["quantize"] <= minmax.seconds
+            ok &= fast
+            extra = ", ".join(f"{k} {v:.1f} s" for k, v in row.costs.items() if k != "quantize")
+            print(f"  {'PASS' if fast else 'FAIL'}  {row.model}: quantize "
+                  f"{row.costs['quantize']:.1f} s <= onnxruntime MinMax {minmax.seconds:.1f} s "
+                  f"(algorithms on top: {extra})")
+    return ok
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="resnet50,shufflenet")
+    p.add_argument("--calibration", type=int, default=32, help="calibration inputs (32)")
+    p.add_argument("--held-out", type=int, default=16, help="held-out inputs (16)")
+    p.add_argument("--methods", default="MinMax,Percentile",
+                   help="onnxruntime calibration methods")
+    p.add_argument("--iterations", type=int, default=50, help="AdaRound steps per layer (50)")
+    p.add_argument("--samples", type=int, default=256, help="AdaRound patches per layer (256)")
+    p.add_argument("--configs", default="cle,adaround,bias_correction,all",
+                   help="what to run besides the enhanced quantizer: cle, adaround, "
+                        "bias_correction alone, all (cle, adaround and bias correction)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--smoke", action="store_true", help="a small run for CI (~30 s)")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.models, args.calibration, args.held_out = "shufflenet", 1, 1
+        args.methods, args.iterations, args.samples = "MinMax", 5, 64
+        args.configs = "all"
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    unknown = [n for n in args.models.split(",") if n not in light.NAMES]
+    if unknown:
+        print(f"unknown model {unknown[0]!r}; the light models are: {', '.join(light.NAMES)}",
+              file=sys.stderr)
+        return 2
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            (Path(tmp) / name).mkdir()
+            rows.append(bench_model(name, args, Path(tmp)))
+    return 0 if report(rows, args) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
