@@ -327,7 +327,7 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
 
 def _weight_steps(recipe: Recipe) -> list[tuple[str, dict[str, Any], str]]:
     """(action id = kind, parameters, label) of the algorithms that follow quantize."""
-    from ..quant.adaround import AdaroundSettings
+    from ..quant.settings import AdaroundSettings
 
     q = recipe.quantize
     assert q is not None

@@ -24,37 +24,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from ..ir.encodings import Encoding
 from ..ir.qmodel import QuantizedModel
 from .layer_inputs import LayerInput, gather, layers_of, rows_of
+from .settings import AdaroundSettings
 
 ZETA, GAMMA = 1.1, -0.1  # the rectified sigmoid's stretch
 BETA_START, BETA_END, WARMUP = 20, 2, 0.2  # regularizer exponent schedule, warm-up fraction
 LEARNING_RATE = 0.05
 ADAM = (0.9, 0.999, 1e-8)
 EXACT_BITS = 52
-
-
-@dataclass(frozen=True)
-class AdaroundSettings:
-    iterations: int = 200
-    samples: int = 512  # input patches per layer
-    reg_weight: float = 0.01
-    seed: int = 0
-
-    KEY_PARAMS: ClassVar[tuple[str, ...]] = ("iterations", "samples", "reg_weight", "seed")
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> AdaroundSettings:
-        return cls(**{name: params[name] for name in cls.KEY_PARAMS})
-
-    def to_params(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.KEY_PARAMS}
 
 
 def adaround(qmodel: QuantizedModel, packages: Mapping[str, Any],

@@ -42,3 +42,22 @@ class QuantizeSettings:
         """The parameters the quantization itself reads (and the quantized bundle records): all
         but `report_inputs`, which only decides what is measured afterwards."""
         return {k: v for k, v in self.to_params().items() if k != "report_inputs"}
+
+
+# The settings of the `adaround` action (udo_build.quant.adaround), here with the other quantizer
+# settings: the plan and the kind read them, and a no-op build imports no numpy.
+@dataclass(frozen=True)
+class AdaroundSettings:
+    iterations: int = 200
+    samples: int = 512  # input patches per layer
+    reg_weight: float = 0.01
+    seed: int = 0
+
+    KEY_PARAMS: ClassVar[tuple[str, ...]] = ("iterations", "samples", "reg_weight", "seed")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> AdaroundSettings:
+        return cls(**{name: params[name] for name in cls.KEY_PARAMS})
+
+    def to_params(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.KEY_PARAMS}

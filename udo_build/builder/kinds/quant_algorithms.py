@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...quant.adaround import AdaroundSettings
+from ...quant.settings import AdaroundSettings
 from ..actions import ActionContext, Produced, action_kind
 from .inputs import input_list, kernel_files
 
