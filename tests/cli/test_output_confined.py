@@ -86,7 +86,9 @@ def test_run_refuses_a_planted_entry(bundle: tuple[Path, Path], tmp_path: Path,
     before = snapshot(outside)
     code, _, err = run(bundle, out)
     what = "a symbolic link" if kind == "link" else "a named pipe"
-    refused(code, err, f"{planted}: {what} is where udo-build writes a")
+    # the run writes each inference's results in its turn: the refusal names the inference
+    refused(code, err, f"{planted}: inference 0 (line 1 of {bundle[1]}): {what} is where "
+                       "udo-build writes a")
     assert snapshot(outside) == before
 
 

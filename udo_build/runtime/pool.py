@@ -47,7 +47,6 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from ..errors import StepFailed, UserError
-from ..kernels.blas import blas_threads
 
 MIN_INPUTS = 3  # fewer inputs run in this process
 AHEAD = 2  # items a worker holds (the next is there when it finishes one)
@@ -140,6 +139,8 @@ def ordered(job: Job[T, R], items: Iterable[T], cores: int, count: int | None,
             payload = pickle.dumps(job)
         except Exception:  # closures, user kernels loaded from a file: this process runs it
             workers = 1
+    from ..kernels.blas import blas_threads  # numpy's: imported where a job runs, not before
+
     with blas_threads(1):
         if workers == 1:
             yield from _here(job, items, label)
@@ -377,6 +378,8 @@ def _serve(job: Job[Any, Any] | None, payload: bytes | None, conn: Any) -> None:
             inbox.put(("stop",))
 
     threading.Thread(target=read, name="udo-build-pool-inbox", daemon=True).start()
+    from ..kernels.blas import blas_threads
+
     with blas_threads(1):
         if job is None:  # spawned: the job comes pickled, and starts here
             job = pickle.loads(payload or b"")
