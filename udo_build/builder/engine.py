@@ -25,7 +25,6 @@ producer run again (`_rebuild_producer`): nothing is built from bad bytes.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -526,17 +525,14 @@ def workers_deaf_to_ctrl_c(executor: Executor) -> Iterator[None]:
     group, and only this process must answer it (it stops the workers, see `_abort`), else
     each worker prints its own KeyboardInterrupt traceback. A Ctrl-C meanwhile waits until the
     submit returns."""
+    from ..runtime.pool import sigint_blocked
     from .executors import PoolExecutor
 
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None or not isinstance(executor, PoolExecutor):
+    if not isinstance(executor, PoolExecutor):
         yield
         return
-    old = mask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    with sigint_blocked():
         yield
-    finally:
-        mask(signal.SIG_SETMASK, old)
 
 
 def lost_input(kind: str, exc: MissingInput) -> StepFailed:

@@ -60,16 +60,11 @@ class RecipeGraph:
 def recipe_graph(recipe: str, targets: Sequence[str], store: str | None,
                  events: Any) -> RecipeGraph:
     """The graph of one recipe (or of the actions matching `targets` and what they need)."""
-    from .engine import Options
-    from .explain import explain
-    from .history import load_history
-    from .session import load, opened_store, plan, run_plan
+    from .session import BuildRequest, explained_plan
 
-    with opened_store(store) as opened, opened.build_lock():
-        loaded = load(opened, recipe, events)
-        selected = plan(loaded, tuple(targets))[1]
-        states = run_plan(opened, selected, Options(dry_run=True))
-        found = {e.id: e for e in explain(states, load_history(opened, loaded.path))}
+    loaded, selected, explanations = explained_plan(
+        BuildRequest(recipe, tuple(targets), store=store), events)
+    found = {e.id: e for e in explanations}
     actions = []
     for aid, action in selected.actions.items():
         why = found[aid]

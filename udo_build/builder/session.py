@@ -461,6 +461,14 @@ def _tell_healed(states: dict[str, ActionState], events: Events) -> None:
 
 def explain_build(request: BuildRequest, events: Events) -> ExplainReport:
     """Why each action of the request would run (or is up to date), against its last build."""
+    recipe, _, found = explained_plan(request, events)
+    return ExplainReport(recipe.name, tuple(found))
+
+
+def explained_plan(request: BuildRequest,
+                   events: Events) -> tuple[Recipe, Plan, list[Explanation]]:
+    """A dry run of the request: the recipe, the actions it selects and why each would run
+    (`explain` and `graph` both read it)."""
     from .engine import Options
     from .explain import explain
     from .history import load_history
@@ -469,5 +477,4 @@ def explain_build(request: BuildRequest, events: Events) -> ExplainReport:
         recipe = load(store, request.recipe, events)
         selected = plan(recipe, request.targets)[1]
         states = run_plan(store, selected, Options(dry_run=True))
-        found = explain(states, load_history(store, recipe.path))
-    return ExplainReport(recipe.name, tuple(found))
+        return recipe, selected, explain(states, load_history(store, recipe.path))

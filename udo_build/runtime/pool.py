@@ -241,7 +241,7 @@ class _Pool(Generic[T, R]):
         target = (self.job, None) if self.method == "fork" else (None, self.payload)
         proc = context.Process(target=_serve, args=(*target, there), daemon=True,
                                name="udo-build-pool")
-        with _sigint_blocked():  # a Ctrl-C comes after it is known here, to be stopped
+        with sigint_blocked():  # a Ctrl-C comes after it is known here, to be stopped
             proc.start()
             self.conns.append(here)
             self.procs.append(proc)
@@ -346,8 +346,10 @@ class _Pool(Generic[T, R]):
 
 
 @contextlib.contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """A worker starts with Ctrl-C blocked (it then ignores it): only the coordinator answers."""
+def sigint_blocked() -> Iterator[None]:
+    """Ctrl-C (SIGINT) blocked in here, and in every process started in here (the mask is
+    inherited through fork and exec): a worker starts with it blocked (it then ignores it), and
+    only the coordinator answers. A Ctrl-C meanwhile waits until the block ends."""
     mask = getattr(signal, "pthread_sigmask", None)
     if mask is None:
         yield
