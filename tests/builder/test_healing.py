@@ -158,3 +158,51 @@ def test_a_signed_entry_with_an_unsafe_publish_path_is_refused() -> None:
                                trust.trusted_set([signer.public()]))
     assert verdict.result is None and verdict.rejected == trust.MALFORMED
     assert "unsafe path" in verdict.detail
+
+
+def test_a_shared_part_removed_before_its_output_is_stored_is_a_missing_input(
+        tmp_path: Path) -> None:
+    """A file-of-parts output shares its input's blob; removed between the read and the store
+    (another process removing the store), it is that input missing (its producer runs again),
+    never a bug of udo-build; a part the action never read stays one."""
+    from udo_build.builder.actions import (
+        ActionInput,
+        FileOfParts,
+        MissingInput,
+        Produced,
+        action_kind,
+        unregister,
+    )
+    from udo_build.builder.execute import ActionSpec, Failed, InternalActionError, execute
+    from udo_build.store.parts import Part
+
+    store = Store(tmp_path / "store")
+    shared = store.cas.put(b"record bytes" * 100)
+    stranger = store.cas.put(b"never read" * 100)
+
+    @action_kind("test-shares-a-part", version=1)
+    def shares(ctx):  # type: ignore[no-untyped-def]
+        part, data = ctx.input_part("record")
+        other = Part(0, stranger.digest, stranger.size)
+        for digest in ctx.params["remove"]:
+            path = store.cas.path_of(digest)
+            path.chmod(0o644)
+            path.unlink()
+        first = ctx.params["remove"] == [shared.digest]
+        return Produced({"bundle": FileOfParts([(0, b"head"), (4, part if first else other)],
+                                               4 + (part.size if first else other.size))})
+
+    try:
+        inputs = {"record": ActionInput(shared.digest)}
+        for key, removed, expected in (("a" * 64, shared.digest, MissingInput),
+                                       ("b" * 64, stranger.digest, InternalActionError)):
+            store.cas.put(b"record bytes" * 100)  # the first round removed it
+            spec = ActionSpec("test-shares-a-part", key, {"remove": [removed]}, inputs, "shares")
+            with pytest.raises(Failed) as failed:
+                execute(str(store.root), spec)
+            assert type(failed.value.error) is expected, failed.value.error
+            if expected is MissingInput:
+                assert failed.value.error.name == "record"
+            assert store.ac.get(key) is None
+    finally:
+        unregister("test-shares-a-part")

@@ -238,6 +238,7 @@ class ActionContext:
         self.cores = max(1, cores)
         self._inputs = dict(inputs)
         self._cas = cas
+        self._part_of: dict[str, str] = {}  # a stored blob this action shares -> its input
         self._steps = steps
         self.workdir = Path(tempfile.mkdtemp(prefix="udo-build-action-"))
 
@@ -284,7 +285,9 @@ class ActionContext:
         from ..store.parts import Part
 
         data = self.input_bytes(name)
-        return Part(0, self._input(name).digest, len(data)), data
+        digest = self._input(name).digest
+        self._part_of[digest] = name
+        return Part(0, digest, len(data)), data
 
     def input_reader(self, name: str) -> Any:
         """Byte ranges of an input (`.size`, `.read(offset, size)`): a FileOfParts output is
@@ -297,10 +300,19 @@ class ActionContext:
             if kind == "tree":
                 layout = parse_layout(self.input_bytes(name))
                 if layout is not None:
+                    for part in layout.parts:
+                        self._part_of.setdefault(part.digest, name)
                     return _Guarded(PartsReader(self._cas, layout), name, digest, MissingPart)
         from ..ir.bundle import MemoryReader
 
         return MemoryReader(self.input_bytes(name))
+
+    def lost_part(self, digest: str) -> MissingInput | None:
+        """A shared part of an output (a blob this action read through `input_part` or
+        `input_reader`) that went missing before its output was stored, as the input it came
+        from (its producer runs again); None for a blob the action never read."""
+        name = self._part_of.get(digest)
+        return None if name is None else MissingInput(name, self._input(name).digest)
 
     def input_path(self, name: str) -> Path:
         """A file holding the input, written to the workdir: a source under its own file

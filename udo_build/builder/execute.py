@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from ..errors import StepFailed, UserError, environment_problem
 from ..store import ActionResult, Output, Store
 from ..store.ac import now
+from ..store.parts import MissingPart
 from .actions import (
     ActionContext,
     ActionInput,
@@ -140,6 +141,10 @@ def _execute(store: Store, spec: ActionSpec,
             raise Failed(_as_sources(exc, ctx), time.perf_counter() - started) from None
         except MissingInput as exc:
             raise Failed(exc, time.perf_counter() - started) from None
+        except MissingPart as exc:  # a shared part went missing after the action read it
+            lost = ctx.lost_part(str(exc))
+            raise Failed(lost or InternalActionError(spec.kind, f"MissingPart: {exc}", ""),
+                         time.perf_counter() - started) from None
         except Exception as exc:
             if during_interrupt(exc):  # an error a Ctrl-C caused on its way out (a file
                 raise KeyboardInterrupt from exc  # closed under a write) is the interrupt
