@@ -54,7 +54,10 @@ from .record_read import (
 MAGIC = b"UDOHTPR\x00"
 FORMAT = "udo-build/htp-record"
 # 2: constants as the device holds them (quantized with their encodings, fp16 in fp16 records)
-VERSION = 2
+VERSION = 2  # a record of one graph
+# 3: several graphs of one model, their constants stored once (record_graphs.py); a record of
+# one graph is still written as version 2 (its bytes, and so every key after it, unchanged)
+GRAPHS_VERSION = 3
 EXTENSION = ".udr"
 LEVEL = 3
 _PREFIX = struct.Struct("<8sII")
@@ -95,13 +98,20 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
                  sizes: dict[str, Any]) -> bytes:
     """The record's bytes. `body` holds what else the payload says (choices, memory, log) by
     value id / op id of `graph`; they are renumbered with the graph."""
+    doc, arrays = _payload(graph, body, str(key["precision"]))
+    return pack_record({"key": key, "sizes": sizes}, canonical_json(doc), arrays, VERSION)
+
+
+def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
+                version: int) -> bytes:
+    """A record's bytes: `header` (its key and sizes) completed with the payload's sizes and
+    digest; the payload is the JSON `text` and then the `arrays` (uint8 or little-endian), each
+    at the next 64-byte aligned offset, as the JSON's offsets say."""
     import zstandard
 
-    doc, arrays = _payload(graph, body, str(key["precision"]))
-    text = canonical_json(doc)
     chunks: list[Any] = [struct.pack("<Q", len(text)), text]
     length = 8 + len(text)
-    for array in arrays:  # each at a 64-byte aligned offset, as `_payload` numbered them
+    for array in arrays:
         chunks += [b"\0" * (align(length) - length), memoryview(array).cast("B")]
         length = align(length) + array.nbytes
     digest = hashlib.sha256()
@@ -114,14 +124,14 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
     parts.append(compressor.flush())
     compressed = b"".join(parts)
     constants = length - align(8 + len(text)) if arrays else 0
-    header = canonical_json({
-        "format": FORMAT, "version": VERSION, "key": key,
-        "sizes": {**sizes, "graph_json": len(text), "constants": constants,
+    head = canonical_json({
+        **header, "format": FORMAT, "version": version,
+        "sizes": {**header["sizes"], "graph_json": len(text), "constants": constants,
                   "constant_bytes": sum(a.nbytes for a in arrays),
                   "payload": length, "compressed": len(compressed)},
         "payload": {"sha256": digest.hexdigest(), "codec": "zstd"},
     })
-    return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + compressed
+    return _PREFIX.pack(MAGIC, version, len(head)) + head + compressed
 
 
 def _numbering(graph: OpGraph) -> tuple[list[Op], dict[int, int], dict[int, int]]:
@@ -204,25 +214,31 @@ def read_header(data: bytes, file: str = "record") -> tuple[dict[str, Any], int]
         raise UserError("not a udo-build cache record (wrong magic bytes)", file=file,
                         hint=f"records ({EXTENSION}) are written by the prepare step")
     _, version, length = _PREFIX.unpack_from(data)
-    if version != VERSION:
+    if version not in (VERSION, GRAPHS_VERSION):
         raise UserError(f"cache record format version {version} is not supported (this "
-                        f"udo-build reads version {VERSION})", file=file)
+                        f"udo-build reads versions {VERSION} and {GRAPHS_VERSION})", file=file)
     end = _PREFIX.size + length
     try:
         header = json.loads(data[_PREFIX.size:end]) if end <= len(data) else None
     except (ValueError, UnicodeDecodeError, RecursionError):
         header = None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
+    if not isinstance(header, dict) or header.get("format") != FORMAT \
+            or header.get("version") != version:
         raise UserError("the cache record's header is truncated or corrupt", file=file)
     check_header(header, file)
+    if version == GRAPHS_VERSION:
+        from .record_graphs import check_graphs
+
+        check_graphs(header, file)
     return header, end
 
 
-def read_record(data: bytes, file: str = "record") -> Record:
-    """Parse and verify a record (see the module docstring). Memory stays bounded whatever the
-    file declares: the payload is decompressed in chunks, never past its declared size, its
-    JSON is checked before any constant is read, and constants over `KEEP` bytes in all are
-    read again (verified) when the graph is first asked for."""
+def read_record(data: bytes, file: str = "record", graph: str | None = None) -> Record:
+    """Parse and verify a record (see the module docstring); of a multi-graph record
+    (record_graphs.py), its graph `graph`. Memory stays bounded whatever the file declares:
+    the payload is decompressed in chunks, never past its declared size, its JSON is checked
+    before any constant is read, and constants over `KEEP` bytes in all are read again
+    (verified) when the graph is first asked for."""
     header, end = read_header(data, file)
     sizes = header["sizes"]
     if len(data) - end != sizes["compressed"]:
@@ -230,6 +246,13 @@ def read_record(data: bytes, file: str = "record") -> Record:
                         file=file, field="sizes.compressed")
     compressed = memoryview(data)[end:]
     stream = PayloadStream(compressed, sizes["payload"], file)
+    if header["version"] == GRAPHS_VERSION:
+        from .record_graphs import read_graph
+
+        return read_graph(header, stream, compressed, file, graph, len(data))
+    if graph is not None:
+        raise UserError(f"the cache record holds one graph, it has no graph {graph!r}",
+                        file=file, hint="a record of several graphs is made by prepare.graphs")
     body, layout = read_body(stream, sizes, file)
     kept = stream.read_rest(keep=layout.total <= KEEP)
     if stream.digest() != header["payload"]["sha256"]:
@@ -237,6 +260,14 @@ def read_record(data: bytes, file: str = "record") -> Record:
                         field="payload.sha256")
     constants = Constants(layout, kept, compressed, sizes["payload"], file)
     return Record(header["key"], sizes, body, constants, len(data))
+
+
+def summaries(header: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    """A record's rows of the "Cache Info" table: one, or one per graph of a multi-graph
+    record (each with its `graph` name; `size` is the record's, shared)."""
+    if header.get("version") != GRAPHS_VERSION:
+        return [summary(header, size)]
+    return [{**summary(graph, size), "graph": graph["name"]} for graph in header["graphs"]]
 
 
 def summary(header: dict[str, Any], size: int) -> dict[str, Any]:

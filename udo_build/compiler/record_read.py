@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,15 +47,7 @@ def align(n: int) -> int:
 def check_header(header: dict[str, Any], file: str) -> None:
     """The fields of a record header that readers use, with their types and limits."""
     c = Check(file, "the cache record's header")
-    key = c.obj(header.get("key"), "key")
-    c.text(key.get("precision"), "key.precision")
-    for name in ("name", "identifier", "arch", "compiler"):
-        if name in key:
-            c.text(key[name], f"key.{name}")
-    for name, dims in c.obj(key.get("input_dimensions") or {}, "key.input_dimensions").items():
-        c.wholes(dims, f"key.input_dimensions.{name}", 0)
-    for i, name in enumerate(c.seq(key.get("output_tensors", []), "key.output_tensors")):
-        c.text(name, f"key.output_tensors[{i}]")
+    check_key(c, header.get("key"), "key")
     sizes = c.obj(header.get("sizes"), "sizes")
     c.whole(sizes.get("payload"), "sizes.payload", 8, MAX_PAYLOAD)
     c.whole(sizes.get("compressed"), "sizes.compressed", 0)
@@ -67,6 +60,20 @@ def check_header(header: dict[str, Any], file: str) -> None:
         raise c.fail("payload.codec", f"codec {payload.get('codec')!r} is not zstd")
     if not _SHA256.match(c.text(payload.get("sha256"), "payload.sha256")):
         raise c.fail("payload.sha256", "not a sha256 digest (64 lowercase hex digits)")
+
+
+def check_key(c: Check, key: Any, field: str) -> None:
+    """A record's key: the fields readers use, with their types."""
+    key = c.obj(key, field)
+    c.text(key.get("precision"), f"{field}.precision")
+    for name in ("name", "identifier", "arch", "compiler"):
+        if name in key:
+            c.text(key[name], f"{field}.{name}")
+    dims = c.obj(key.get("input_dimensions") or {}, f"{field}.input_dimensions")
+    for name, shape in dims.items():
+        c.wholes(shape, f"{field}.input_dimensions.{name}", 0)
+    for i, name in enumerate(c.seq(key.get("output_tensors", []), f"{field}.output_tensors")):
+        c.text(name, f"{field}.output_tensors[{i}]")
 
 
 class PayloadStream:
@@ -116,6 +123,11 @@ class PayloadStream:
         out = bytearray(n)
         self.readinto(memoryview(out))
         return bytes(out)
+
+    def skip(self, n: int) -> None:
+        """Read past `n` bytes (hashed, never held at once)."""
+        while n > 0:
+            n -= len(self.read(min(CHUNK, n)))
 
     def read_rest(self, *, keep: bool) -> bytes | None:
         """The rest of the payload (or None when not `keep`: then only hashed)."""
@@ -185,14 +197,7 @@ def read_body(stream: PayloadStream, sizes: dict[str, Any], file: str
               ) -> tuple[dict[str, Any], Layout]:
     """The payload's JSON, checked, and the layout of the constants that follow it."""
     c = Check(file, "the cache record's payload")
-    (n,) = struct.unpack("<Q", stream.read(8))
-    if n != sizes["graph_json"] or 8 + n > sizes["payload"]:
-        raise c.fail("sizes.graph_json", f"the payload's JSON is {n} bytes, the header says "
-                     f"{sizes['graph_json']} of a {sizes['payload']}-byte payload")
-    try:
-        body = json.loads(stream.read(n))
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise c.fail("payload", f"its JSON cannot be read ({str(exc)[:80]})") from None
+    body, n = read_json(c, stream, sizes)
     consts = check_body(c, body)
     layout = Layout(align(8 + n), consts)
     expected = layout.start + layout.total if consts else 8 + n
@@ -200,6 +205,18 @@ def read_body(stream: PayloadStream, sizes: dict[str, Any], file: str
         raise c.fail("sizes.payload", f"the constants end at byte {expected}, the header "
                      f"says the payload is {sizes['payload']} bytes")
     return body, layout
+
+
+def read_json(c: Check, stream: PayloadStream, sizes: dict[str, Any]) -> tuple[Any, int]:
+    """The payload's JSON (unchecked) and its length in bytes."""
+    (n,) = struct.unpack("<Q", stream.read(8))
+    if n != sizes["graph_json"] or 8 + n > sizes["payload"]:
+        raise c.fail("sizes.graph_json", f"the payload's JSON is {n} bytes, the header says "
+                     f"{sizes['graph_json']} of a {sizes['payload']}-byte payload")
+    try:
+        return json.loads(stream.read(n)), n
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise c.fail("payload", f"its JSON cannot be read ({str(exc)[:80]})") from None
 
 
 def check_body(c: Check, body: Any) -> tuple[Const, ...]:
@@ -326,13 +343,16 @@ def _check_io(c: Check, body: dict[str, Any]) -> None:
 
 
 def _layout(c: Check, consts: list[Const]) -> tuple[Const, ...]:
+    """The constants by offset; two may share their bytes (a multi-graph record stores equal
+    constants once: record_graphs.py) only when they span the same bytes, else none overlap."""
     ordered = sorted(consts, key=lambda k: k.offset)
-    end = 0
+    start, end = -1, 0
     for k in ordered:
-        if k.offset < end:
+        shared = k.offset == start and k.offset + k.nbytes == end
+        if k.offset < end and not shared:
             raise c.fail(f"values[{k.value}].const.offset",
                          f"this constant overlaps the one before it (ending at {end})")
-        end = k.offset + k.nbytes
+        start, end = k.offset, k.offset + k.nbytes
     return tuple(ordered)
 
 
@@ -347,23 +367,30 @@ class Constants:
     def arrays(self) -> dict[int, np.ndarray]:
         """Value index -> array (native byte order)."""
         out: dict[int, np.ndarray] = {}
+        for k, raw in self.stored():
+            array = k.array(raw.view(k.stored))
+            out[k.value] = array.copy() if self.kept is not None else array
+        return out
+
+    def stored(self) -> Iterator[tuple[Const, np.ndarray]]:
+        """Each constant with its stored bytes (uint8), by offset; constants that share their
+        bytes (a multi-graph record's) are read once."""
         if self.kept is not None:
             skip = self.layout.start - (self.declared - len(self.kept))
             blob = memoryview(self.kept)[skip:]
             for k in self.layout.consts:
-                raw = np.frombuffer(blob, k.stored, k.nbytes // k.stored.itemsize, k.offset)
-                out[k.value] = k.array(raw).copy()
-            return out
+                yield k, np.frombuffer(blob, np.uint8, k.nbytes, k.offset)
+            return
         stream = PayloadStream(self.compressed, self.declared, self.file)
         stream.read(self.layout.start)  # the JSON, checked already
-        position = 0
+        start, end, raw = -1, 0, np.empty(0, np.uint8)
         for k in self.layout.consts:
-            stream.read(k.offset - position)  # alignment padding
-            raw = np.empty(k.nbytes // k.stored.itemsize, k.stored)
-            stream.readinto(memoryview(raw.view(np.uint8)))
-            out[k.value] = k.array(raw)
-            position = k.offset + k.nbytes
-        return out
+            if k.offset != start:
+                stream.skip(k.offset - end)  # alignment padding, or another graph's constants
+                raw = np.empty(k.nbytes, np.uint8)
+                stream.readinto(memoryview(raw))
+                start, end = k.offset, k.offset + k.nbytes
+            yield k, raw
 
 
 def build_graph(body: dict[str, Any], arrays: dict[int, np.ndarray]) -> OpGraph:
