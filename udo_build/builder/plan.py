@@ -10,6 +10,8 @@
     outputs:<precision>      bundle + the targets' output requests -> each as tensor names
     prepare:<target id>      bundle + SoC arch/VTCM, level, dims, precision + tensor names
                              -> record
+    combine:<record id>      the records of the graphs of one weight-shared record
+                             (prepare.matrix.graphs) -> one multi-graph record (plan_graphs.py)
     assemble                 bundle + every record -> deployable bundle
     run:<name>               deployable bundle + inputs (+ kernels) -> outputs, metrics
     runtimes                 the recipe's runtime choices (only when it states any) -> the
@@ -215,8 +217,9 @@ def plan_recipe(recipe: Recipe) -> Plan:
                           resolved[target.precision, target.outputs],
                           _bundle(recipe, target.precision)))
     if recipe.targets:  # records by position: a SoC's name enters no key
-        records: dict[str, Input] = {f"record[{i}]": Dep(f"prepare:{t.id}", "record")
-                                     for i, t in enumerate(recipe.targets)}
+        from .plan_graphs import plan_records
+
+        records = plan_records(plan, recipe)  # prepare.matrix.graphs: their combine
         stem = recipe.model.onnx.stem if recipe.model else "model"
         plan.add(PlannedAction("assemble", "assemble", {},
                                {"bundle": _bundle(recipe, "int8"), **records, **chosen},

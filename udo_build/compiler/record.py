@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -40,6 +41,7 @@ import numpy as np
 from ..canonical import canonical_json
 from ..errors import UserError
 from ..rewrite.graph import NONE, Op, OpGraph
+from .record_graphs import check_graphs, pool, read_graphs
 from .record_read import (
     KEEP,
     Constants,
@@ -227,8 +229,6 @@ def read_header(data: bytes, file: str = "record") -> tuple[dict[str, Any], int]
         raise UserError("the cache record's header is truncated or corrupt", file=file)
     check_header(header, file)
     if version == GRAPHS_VERSION:
-        from .record_graphs import check_graphs
-
         check_graphs(header, file)
     return header, end
 
@@ -247,9 +247,10 @@ def read_record(data: bytes, file: str = "record", graph: str | None = None) -> 
     compressed = memoryview(data)[end:]
     stream = PayloadStream(compressed, sizes["payload"], file)
     if header["version"] == GRAPHS_VERSION:
-        from .record_graphs import read_graph
-
-        return read_graph(header, stream, compressed, file, graph, len(data))
+        entry, layout, kept = read_graphs(header, stream, file, graph)
+        constants = Constants(layout, kept, compressed, sizes["payload"], file)
+        return Record({**entry["key"], "graph": graph}, {**sizes, **entry["sizes"]},
+                      entry["body"], constants, len(data))
     if graph is not None:
         raise UserError(f"the cache record holds one graph, it has no graph {graph!r}",
                         file=file, hint="a record of several graphs is made by prepare.graphs")
@@ -262,12 +263,27 @@ def read_record(data: bytes, file: str = "record", graph: str | None = None) -> 
     return Record(header["key"], sizes, body, constants, len(data))
 
 
+def combine_records(named: Sequence[tuple[str, bytes]], file: str = "graphs") -> bytes:
+    """One multi-graph record (record_graphs.py) of these one-graph records (graph name,
+    bytes), each distinct constant stored once."""
+    records = [(name, read_record(data, f"{file}: graph {name}")) for name, data in named]
+    header, doc, arrays = pool(records, file)
+    return pack_record(header, canonical_json(doc), arrays, GRAPHS_VERSION)
+
+
+def record_keys(header: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    """(graph name, key) of each graph of a checked record: (None, its key) for a one-graph
+    record, each graph's name and own key for a multi-graph one."""
+    if header.get("version") != GRAPHS_VERSION:
+        return [(None, header["key"])]
+    return [(graph["name"], graph["key"]) for graph in header["graphs"]]
+
+
 def summaries(header: dict[str, Any], size: int) -> list[dict[str, Any]]:
     """A record's rows of the "Cache Info" table: one, or one per graph of a multi-graph
     record (each with its `graph` name; `size` is the record's, shared)."""
-    if header.get("version") != GRAPHS_VERSION:
-        return [summary(header, size)]
-    return [{**summary(graph, size), "graph": graph["name"]} for graph in header["graphs"]]
+    return [{**summary({"key": key}, size), **({"graph": graph} if graph else {})}
+            for graph, key in record_keys(header)]
 
 
 def summary(header: dict[str, Any], size: int) -> dict[str, Any]:

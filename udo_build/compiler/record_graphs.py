@@ -3,8 +3,8 @@
 An LLM ships a prompt graph (e.g. AR-128) and a token graph (AR-1) of the same weights; the
 vendor's weight sharing puts both in one context binary holding one copy of the weights. Here:
 
-    data = combine_records([("ar128", record_1), ("ar1", record_2)])  # each a one-graph record
-    read_record(data, file, graph="ar1")                               # record.read_record
+    data = combine_records([("ar128", record_1), ("ar1", record_2)])  # record.py; each a
+    read_record(data, file, graph="ar1")                               # one-graph record
 
 Each graph is prepared on its own, as any record (its own cached prepare step); combining them
 re-reads their payloads (checked) and writes record format version 3 (record.GRAPHS_VERSION):
@@ -36,7 +36,6 @@ from ..errors import UserError
 from ..schema_problems import Check
 from .record_read import (
     KEEP,
-    Constants,
     Layout,
     PayloadStream,
     align,
@@ -45,7 +44,7 @@ from .record_read import (
     read_json,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the records are record.py's (which reads and writes through this module)
     from .record import Record
 
 # what the graphs of one record share: all of their keys but the input dimensions and name
@@ -64,22 +63,20 @@ class _Within(Check):
         return super().fail(self.prefix + field, message)
 
 
-def combine_records(named: Sequence[tuple[str, bytes]], file: str = "graphs") -> bytes:
-    """One record holding the graphs of these one-graph records (name, bytes), their equal
-    constants stored once. The records must share their key but for the input dimensions."""
-    from ..canonical import canonical_json
-    from .record import GRAPHS_VERSION, pack_record, read_record
-
-    names = [name for name, _ in named]
+def pool(records: Sequence[tuple[str, Record]], file: str = "graphs"
+         ) -> tuple[dict[str, Any], dict[str, Any], list[np.ndarray]]:
+    """The header fields (key, graphs, sizes), payload JSON and constants of a multi-graph
+    record of these one-graph records (name, record), in the order of their names. They must
+    share their key but for the input dimensions, each their own."""
+    names = [name for name, _ in records]
     if len(set(names)) != len(names) or not names:
         raise ValueError(f"graph names must be distinct and at least one: {names}")
-    pool: dict[str, int] = {}  # sha256 of stored bytes -> offset in the pool
+    offsets_of: dict[str, int] = {}  # sha256 of stored bytes -> offset in the pool
     arrays: list[np.ndarray] = []
     end = 0  # of the pool
     bodies, entries = [], []
     shared: dict[str, Any] | None = None
-    for name, data in sorted(named, key=lambda pair: pair[0]):
-        record = read_record(data, f"{file}: graph {name}")
+    for name, record in sorted(records, key=lambda pair: pair[0]):
         own = {k: record.key.get(k) for k in SHARED}
         if shared is not None and own != shared:
             raise ValueError(f"graph {name} is not prepared like the others: {own} != {shared}")
@@ -87,11 +84,11 @@ def combine_records(named: Sequence[tuple[str, bytes]], file: str = "graphs") ->
         offsets, stored = {}, 0
         for const, raw in record.constants.stored():
             digest = hashlib.sha256(raw).hexdigest()
-            if digest not in pool:
-                pool[digest] = align(end)
+            if digest not in offsets_of:
+                offsets_of[digest] = align(end)
                 end = align(end) + raw.nbytes
                 arrays.append(raw)
-            offsets[const.value] = pool[digest]
+            offsets[const.value] = offsets_of[digest]
             stored += const.nbytes
         values = [{**v, "const": {**v["const"], "offset": offsets[i]}} if "const" in v else v
                   for i, v in enumerate(record.body["values"])]
@@ -104,7 +101,7 @@ def combine_records(named: Sequence[tuple[str, bytes]], file: str = "graphs") ->
     key = {**shared, "name": _name(shared, [e["name"] for e in entries]),
            "graphs": [e["name"] for e in entries]}
     header = {"key": key, "graphs": entries, "sizes": {"graphs": len(entries)}}
-    return pack_record(header, canonical_json({"graphs": bodies}), arrays, GRAPHS_VERSION)
+    return header, {"graphs": bodies}, arrays
 
 
 def _name(shared: dict[str, Any], graphs: list[str]) -> str:
@@ -148,18 +145,17 @@ def graph_names(header: dict[str, Any]) -> list[str]:
     return [graph["name"] for graph in header["graphs"]]
 
 
-def read_graph(header: dict[str, Any], stream: PayloadStream, compressed: memoryview,
-               file: str, graph: str | None, size: int) -> Record:
-    """Graph `graph` of a multi-graph record (every graph's JSON is checked, and the payload's
-    digest); a missing or unknown name is a UserError naming the graphs there are."""
-    from .record import Record
-
+def read_graphs(header: dict[str, Any], stream: PayloadStream, file: str, graph: str | None
+                ) -> tuple[dict[str, Any], Layout, bytes | None]:
+    """Of a multi-graph record whose payload `stream` reads: graph `graph`'s header entry,
+    checked JSON and constants' layout, and the constants kept (record_read.KEEP). Every
+    graph's JSON is checked, and the payload's digest; a missing or unknown name is a
+    UserError naming the graphs there are."""
     names = graph_names(header)
     if graph not in names:
         what = "name the graph to load" if graph is None else f"it has no graph {graph!r}"
         raise UserError(f"the cache record holds {len(names)} graphs ({', '.join(names)}): "
                         f"{what}", file=file)
-    sizes = header["sizes"]
     layouts, bodies = _read_bodies(stream, header, file)
     total = max((layout.total for layout in layouts), default=0)
     kept = stream.read_rest(keep=total <= KEEP)
@@ -167,10 +163,7 @@ def read_graph(header: dict[str, Any], stream: PayloadStream, compressed: memory
         raise UserError("the cache record's payload is corrupt (digest mismatch)", file=file,
                         field="payload.sha256")
     i = names.index(graph)
-    entry = header["graphs"][i]
-    constants = Constants(layouts[i], kept, compressed, sizes["payload"], file)
-    return Record({**entry["key"], "graph": graph}, {**sizes, **entry["sizes"]}, bodies[i],
-                  constants, size)
+    return {**header["graphs"][i], "body": bodies[i]}, layouts[i], kept
 
 
 def _read_bodies(stream: PayloadStream, header: dict[str, Any], file: str

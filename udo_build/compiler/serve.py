@@ -52,7 +52,7 @@ def record_for_run(bundle: Any, settings: RunSettings, packages: Any, *, choose:
     if choose:
         choice = choose_record(bundle.meta, settings, native_dims(bundle.model), outputs)
         if choice.part is not None:
-            record = read_record(bundle.parts[choice.part], choice.part)
+            record = read_record(bundle.parts[choice.part], choice.part, choice.graph)
             return record, choice.loaded(record.key.get("name")), None
     started = time.perf_counter()
     record = read_record(compile_bundle(bundle, settings.target, packages).record(), "online")

@@ -27,7 +27,7 @@ from ..source import (
     read_limited,
     tensor_problem,
 )
-from .matrix import expand
+from .matrix import expand, graph_problems
 from .model import (
     DEFAULT_BACKENDS,
     DEFAULT_LEVEL,
@@ -310,6 +310,8 @@ class _Builder:
         targets, warnings = expand(prepare["matrix"], self.soc, default_precision)
         for path, message in warnings:
             self.warn(path, message)
+        for path, message, hint in graph_problems(prepare["matrix"]):
+            self.error(path, message, hint)
         if not targets and not self.problems:
             self.error(("prepare", "matrix"), "the matrix yields no target",
                        "list SoCs under soc:, or check the exclude entries")
@@ -392,6 +394,8 @@ def _dims_fields(data: dict[str, Any]) -> list[tuple[FieldPath, list[int]]]:
     found: list[tuple[FieldPath, Any]] = [
         (("prepare", "matrix", "input_dimensions", i), v)
         for i, v in enumerate(matrix.get("input_dimensions") or [])]
+    found += [(("prepare", "matrix", "graphs", i, "input_dimensions"), g.get("input_dimensions"))
+              for i, g in enumerate(matrix.get("graphs") or []) if isinstance(g, dict)]
     for section in ("include", "exclude"):
         found += [(("prepare", "matrix", section, i, "input_dimensions"), e["input_dimensions"])
                   for i, e in enumerate(matrix.get(section) or []) if "input_dimensions" in e]

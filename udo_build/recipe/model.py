@@ -92,14 +92,28 @@ class RecordTarget:
     precision: str
     # where the recipe writes this target's outputs (for messages; not part of the target)
     outputs_at: FieldPath = field(default=(), compare=False)
+    # of prepare.matrix.graphs: the graph's name in the weight-shared record of its SoC,
+    # level, outputs and precision ("": a record of its own)
+    graph: str = ""
 
     @property
     def id(self) -> str:
-        return "/".join([self.soc.name, f"O{self.optimization_level}",
-                         self.input_dimensions.label, self.outputs.label, self.precision])
+        dims = f"graph:{self.graph}" if self.graph else self.input_dimensions.label
+        return "/".join([self.soc.name, f"O{self.optimization_level}", dims,
+                         self.outputs.label, self.precision])
+
+    @property
+    def record_id(self) -> str:
+        """The record that holds this target's graph: its own (the id), or the weight-shared
+        one of its graphs (the id without the dimensions)."""
+        if not self.graph:
+            return self.id
+        return "/".join([self.soc.name, f"O{self.optimization_level}", self.outputs.label,
+                         self.precision])
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "soc": self.soc.name, **self.compile_target().to_params()}
+        return {"id": self.id, "soc": self.soc.name, **self.compile_target().to_params(),
+                **({"graph": self.graph} if self.graph else {})}
 
     def compile_target(self) -> CompileTarget:
         return _compile_target(self.soc, self.optimization_level, self.input_dimensions,

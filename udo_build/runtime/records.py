@@ -10,6 +10,7 @@ precision and mode decide, by the compatibility rules of udo_build.soc.compat:
     outputs = resolve_outputs(bundle.model, settings.target.outputs)   # udo_build.compiler
     choice = choose_record(bundle.meta, settings, native_dims(bundle.model), outputs)
     choice.part            # the bundle part holding the record to load, or None: none fits
+    choice.graph           # of a multi-graph record (one row per graph), the graph to load
     choice.seen            # every other record with why it was not taken
     choice.note            # permissive mode took a record of another level: says so
 
@@ -81,16 +82,18 @@ class RunSettings:
 @dataclass(frozen=True)
 class RecordChoice:
     part: str | None  # the bundle part of the record to load; None: none fits
-    seen: tuple[tuple[str, str], ...]  # (part, why it was not taken), in the bundle's order
-    available: int  # how many records the bundle holds
+    seen: tuple[tuple[str, str], ...]  # (record, why it was not taken), in the bundle's order
+    available: int  # how many records (graphs of a multi-graph record each) the bundle holds
     note: str | None = None  # permissive mode loads a record of another level: why
+    graph: str | None = None  # of a multi-graph record, the graph to load
 
     def _seen(self) -> list[dict[str, str]]:
         return [{"record": part, "rejected": why} for part, why in self.seen]
 
     def loaded(self, name: str | None) -> dict[str, Any]:
         """The run report's fields for the chosen record, named as its key names it."""
-        fields = {"record": name, "online_prepare": False, "seen": self._seen()}
+        fields = {"record": name, "online_prepare": False, "seen": self._seen(),
+                  **({"graph": self.graph} if self.graph is not None else {})}
         return {**fields, "note": self.note} if self.note else fields
 
     def online(self) -> dict[str, Any]:
@@ -113,19 +116,23 @@ def choose_record(meta: Mapping[str, Any], settings: RunSettings,
     rows = [row for row in meta.get("records") or []
             if (row.get("identifier") == subnet if subnet is not None else "subnet" not in row)]
     records = [_prepared(row) for row in rows]
+    by_name = {record.name: row for record, row in zip(records, rows, strict=True)}
     want = replace(Prepared.of(settings.target, dict(native)), outputs=tuple(sorted(outputs)))
     best, rejected = choose(records, settings.device, settings.mode, want)
-    return RecordChoice(best.name if best is not None else None,
-                        tuple((r.name, why) for r, why in rejected), len(rows),
-                        level_note(best, want) if best is not None else None)
+    row = by_name[best.name] if best is not None else {}
+    return RecordChoice(row.get("part"), tuple((r.name, why) for r, why in rejected), len(rows),
+                        level_note(best, want) if best is not None else None, row.get("graph"))
 
 
 def _prepared(row: Mapping[str, Any]) -> Prepared:
-    """What a record row of the bundle's meta says its record was prepared for."""
+    """What a record row of the bundle's meta says its record was prepared for; a graph of a
+    multi-graph record (a row with `graph`, one per graph, sharing the part) is named
+    `<part>#<graph>`."""
     from ..soc.compat import Prepared
 
+    name = row["part"] + (f"#{row['graph']}" if "graph" in row else "")
     return Prepared(row["arch"], row["vtcm_mb"], row.get("input_dimensions") or {},
-                    row_outputs(row), row["part"], row.get("precision", ""), row.get("level"))
+                    row_outputs(row), name, row.get("precision", ""), row.get("level"))
 
 
 def row_outputs(row: Mapping[str, Any]) -> tuple[str, ...]:

@@ -6,6 +6,9 @@ identifier and other input dimensions or outputs coexist. The bundle's meta `rec
 them as the vendor's "Cache Info" rows (name, identifier, size, level, arch, VTCM, dims,
 outputs) plus the part that holds each, its precision, input dimensions and output tensors,
 so `udo-build info` shows them and the runtime chooses among them without decompressing any.
+A multi-graph record (prepare.graphs: the combine step's, udo_build.compiler.record_graphs) is
+one part with a row per graph, each naming its `graph`: the runtime picks a graph as it picks a
+record, and loads that graph of the part.
 
 A partitioned target's prepare step gives a record set (udo_build.compiler.subnets): each of
 its records is a record of the bundle like any other, its row naming its subnet (`subnet`: the
@@ -34,7 +37,7 @@ from .inputs import numbered
 # same)
 @action_kind("assemble", version=2, params=(), set_inputs=("record",))
 def assemble(ctx: ActionContext) -> Produced:
-    from ...compiler.record import read_header, summary
+    from ...compiler.record import read_header, record_keys, summary
     from ...ir.bundle import External, read_bundle, split_bundle
 
     bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
@@ -50,12 +53,15 @@ def assemble(ctx: ActionContext) -> Produced:
             header, _ = read_header(data, name)
             external[key] = External(part.size, part.digest)
             blobs[key] = part
-            rows.append({**summary(header, part.size), "part": key,
-                         "precision": header["key"].get("precision"),
-                         "input_dimensions": header["key"].get("input_dimensions") or {},
-                         "output_tensors": sorted(header["key"].get("output_tensors") or []),
-                         **({"subnet": subnet} if subnet is not None else {})})
-    rows.sort(key=lambda r: (r["arch"], r["vtcm_mb"], r["level"], r["name"], r["part"]))
+            for graph, own in record_keys(header):  # a multi-graph record: a row per graph
+                rows.append({**summary({"key": own}, part.size), "part": key,
+                             "precision": own.get("precision"),
+                             "input_dimensions": own.get("input_dimensions") or {},
+                             "output_tensors": sorted(own.get("output_tensors") or []),
+                             **({"graph": graph} if graph is not None else {}),
+                             **({"subnet": subnet} if subnet is not None else {})})
+    rows.sort(key=lambda r: (r["arch"], r["vtcm_mb"], r["level"], r["name"], r["part"],
+                             r.get("graph", "")))
     meta = {**bundle.meta, "records": rows}
     if "runtimes" in ctx.input_names():
         meta["runtimes"] = json.loads(ctx.input_bytes("runtimes"))
@@ -63,8 +69,8 @@ def assemble(ctx: ActionContext) -> Produced:
     head, placed, size = split_bundle(deployable, external)
     segments = ((0, head), *((offset, blobs[name]) for offset, name in placed))
     return Produced({"bundle": FileOfParts(segments, size)}, description=(
-        f"assemble {bundle.model.graph.name}: {len(rows)} distinct records from "
-        f"{len(names)} targets"))
+        f"assemble {bundle.model.graph.name}: {len(blobs)} distinct records "
+        f"({len(rows)} graphs) from {len(names)} targets"))
 
 
 def _records(ctx: ActionContext, name: str) -> Iterator[tuple[Any, bytes, int | None]]:

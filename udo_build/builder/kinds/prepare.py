@@ -21,6 +21,13 @@ later subnet reads; stored as a file of parts, each record its own blob.
 
 The record is not published in the output folder on its own: the assemble step packs every
 record into the deployable bundle.
+
+`combine`: the records of the graphs of one weight-shared record (the recipe's prepare.graphs:
+one `prepare` per graph, at its input dimensions, keyed as any prepare) -> one multi-graph
+record (output `record`, udo_build.compiler.record_graphs) holding each distinct constant once.
+Parameter `graphs`: the graphs' names, inputs `graph[i]` their records in that order. It only
+re-reads and re-packs: changing one graph's dimensions re-runs that graph's prepare and this,
+and a SoC of the same arch and VTCM as another keys both the same.
 """
 
 from __future__ import annotations
@@ -101,3 +108,30 @@ def _packages(ctx: ActionContext, bundle: Any) -> dict[str, Any]:
     from ...kernels.load import packages_for
 
     return packages_for(bundle, kernels)
+
+
+@action_kind("combine", version=1, params=("graphs",))
+def combine(ctx: ActionContext) -> Produced:
+    from ...compiler.record import combine_records, read_header
+    from ...errors import UserError
+    from ...store.parts import parse_layout
+
+    named = []
+    for i, name in enumerate(ctx.params["graphs"]):
+        data = ctx.input_bytes(f"graph[{i}]")
+        if data.startswith(b"{") and parse_layout(data) is not None:  # a record set's parts
+            raise UserError(f"graph {name}: the model is split into subnets (a custom op or an "
+                            "op the HTP cannot run), and weight-shared graphs of a split model "
+                            "are not supported yet", field="prepare.graphs",
+                            hint="remove prepare.graphs (list the dimensions under "
+                                 "prepare.matrix.input_dimensions: a record each)")
+        named.append((name, data))
+    data = combine_records(named, "combine")
+    header, _ = read_header(data, "combine")
+    key, sizes = header["key"], header["sizes"]
+    apart = sum(g["sizes"]["constant_bytes"] for g in header["graphs"])
+    return Produced({"record": data}, description=(
+        f"combine {len(named)} graphs ({', '.join(key['graphs'])}) for {key['arch']} "
+        f"({key['vtcm_mb']} MB VTCM) O{key['optimization_level']} {key['precision']}: "
+        f"{len(data):,} bytes, constants {sizes['constant_bytes']:,} bytes shared "
+        f"({apart:,} apart)"))
