@@ -11,7 +11,7 @@
     prepare:<target id>      bundle + SoC arch/VTCM, level, dims, precision + tensor names
                              -> record
     combine:<record id>      the records of the graphs of one weight-shared record
-                             (prepare.matrix.graphs) -> one multi-graph record (plan_graphs.py)
+                             (prepare.matrix.graphs) -> one multi-graph record
     assemble                 bundle + every record -> deployable bundle
     run:<name>               deployable bundle + inputs (+ kernels) -> outputs, metrics
     runtimes                 the recipe's runtime choices (only when it states any) -> the
@@ -217,9 +217,7 @@ def plan_recipe(recipe: Recipe) -> Plan:
                           resolved[target.precision, target.outputs],
                           _bundle(recipe, target.precision)))
     if recipe.targets:  # records by position: a SoC's name enters no key
-        from .plan_graphs import plan_records
-
-        records = plan_records(plan, recipe)  # prepare.matrix.graphs: their combine
+        records = _plan_records(plan, recipe)
         stem = recipe.model.onnx.stem if recipe.model else "model"
         plan.add(PlannedAction("assemble", "assemble", {},
                                {"bundle": _bundle(recipe, "int8"), **records, **chosen},
@@ -228,6 +226,32 @@ def plan_recipe(recipe: Recipe) -> Plan:
     for run in recipe.runs:
         _plan_run(plan, recipe, run, {**kernels, **chosen})
     return plan
+
+
+def _plan_records(plan: Plan, recipe: Recipe) -> dict[str, Input]:
+    """The assemble step's inputs `record[i]`: a target's prepare, or the `combine` of the
+    graphs of its weight-shared record (prepare.matrix.graphs: RecordTarget.graph), each once,
+    in the order the targets first name them. Each graph is its own prepare, keyed as any:
+    changing one graph's dimensions re-runs its prepare and the combine only, and SoCs of equal
+    arch and VTCM key both alike. The combine's inputs and `graphs` are in the order of the
+    graphs' names: the recipe's order of them enters no key."""
+    groups: dict[str, dict[str, str]] = {}  # record id -> graph name -> its prepare
+    for target in recipe.targets:
+        if target.graph:
+            groups.setdefault(target.record_id, {})[target.graph] = f"prepare:{target.id}"
+    records: dict[str, Input] = {}
+    for target in recipe.targets:
+        aid = f"combine:{target.record_id}" if target.graph else f"prepare:{target.id}"
+        if target.graph and aid not in plan.actions:
+            graphs = sorted(groups[target.record_id].items())
+            plan.add(PlannedAction(
+                aid, "combine", {"graphs": [name for name, _ in graphs]},
+                {f"graph[{i}]": Dep(prepare, "record") for i, (_, prepare) in enumerate(graphs)},
+                f"combine {len(graphs)} graphs ({', '.join(n for n, _ in graphs)}) for "
+                f"{target.soc.name}"))
+        if Dep(aid, "record") not in records.values():
+            records[f"record[{len(records)}]"] = Dep(aid, "record")
+    return records
 
 
 def _plan_runtimes(plan: Plan, recipe: Recipe) -> dict[str, Input]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -43,9 +43,6 @@ from .record_read import (
     check_key,
     read_json,
 )
-
-if TYPE_CHECKING:  # the records are record.py's (which reads and writes through this module)
-    from .record import Record
 
 # what the graphs of one record share: all of their keys but the input dimensions and name
 SHARED = ("identifier", "arch", "vtcm_mb", "optimization_level", "outputs", "output_tensors",
@@ -63,10 +60,10 @@ class _Within(Check):
         return super().fail(self.prefix + field, message)
 
 
-def pool(records: Sequence[tuple[str, Record]], file: str = "graphs"
+def pool(records: Sequence[tuple[str, Any]], file: str = "graphs"
          ) -> tuple[dict[str, Any], dict[str, Any], list[np.ndarray]]:
     """The header fields (key, graphs, sizes), payload JSON and constants of a multi-graph
-    record of these one-graph records (name, record), in the order of their names. They must
+    record of these one-graph records (name, record.Record), in the order of their names. They must
     share their key but for the input dimensions, each their own."""
     names = [name for name, _ in records]
     if len(set(names)) != len(names) or not names:

@@ -9,9 +9,9 @@ name. Duplicates keep their first place.
 `graphs` (in place of input_dimensions: [{name, input_dimensions}, ...]) are the input
 dimensions of one weight-shared record: the input_dimensions axis takes their dimensions, and
 each target at a graph's dimensions is that graph (RecordTarget.graph), prepared on its own and
-combined with the other graphs of its SoC, level, outputs and precision into one record
-(builder/plan_graphs.py). An include or exclude entry's input_dimensions equal to a graph's
-add or remove that graph; other dimensions are a record of their own.
+combined with the other graphs of its SoC, level, outputs and precision into one record (the
+combine step, builder/plan.py). An include or exclude entry's input_dimensions equal to a
+graph's add or remove that graph; other dimensions are a record of their own.
 """
 
 from __future__ import annotations
