@@ -142,3 +142,17 @@ def test_mistakes_about_graphs_are_errors_at_their_field(tmp_path: Path) -> None
     field, message = _problems(project, same)[0]
     assert field == "prepare.matrix.graphs[1].input_dimensions"
     assert "could not tell the two graphs apart" in message
+
+
+def test_graphs_of_a_model_split_into_subnets_are_refused_as_not_supported(
+        built: tuple[Project, dict[str, Any]], tmp_path: Path) -> None:
+    project = Project(tmp_path)
+    shutil.copytree(built[0].root / "store", tmp_path / "store")  # converted and quantized
+    project.write(text=RECIPE.replace("model: {onnx: ex/model/net.onnx}",
+                                      "model: {onnx: ex/model/net.onnx, "
+                                      "runtimes: {conv2: [CPU]}}"))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["build", str(project.recipe), "--store", str(tmp_path / "store"), "--out",
+                 str(tmp_path / "out"), "-j", "1"], stdout=out, stderr=err, env={})
+    assert code == 2, err.getvalue()
+    assert "weight-shared graphs of a split model are not supported yet" in err.getvalue()

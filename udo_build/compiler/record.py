@@ -24,6 +24,12 @@ Values and ops are numbered in topological order, JSON is canonical, the compres
 fixed: equal content, equal bytes. `read_record` checks magic, version, header, sizes, every
 field of the payload and its digest in bounded memory (record_read.py), and refuses a bad file
 with a UserError naming the field that is wrong.
+
+Format versions: 2 holds one graph (as above); 3 holds several graphs of one model, each
+prepared as a record of its own, their constants stored once (record_graphs.py:
+`combine_records` writes it, `read_record(data, file, graph)` reads one graph of it). A record
+of one graph is still written as version 2 (its bytes, and every key after it, unchanged);
+this reader reads both.
 """
 
 from __future__ import annotations
@@ -253,7 +259,7 @@ def read_record(data: bytes, file: str = "record", graph: str | None = None) -> 
                       entry["body"], constants, len(data))
     if graph is not None:
         raise UserError(f"the cache record holds one graph, it has no graph {graph!r}",
-                        file=file, hint="a record of several graphs is made by prepare.graphs")
+                        file=file, hint="records of several graphs come of prepare.matrix.graphs")
     body, layout = read_body(stream, sizes, file)
     kept = stream.read_rest(keep=layout.total <= KEEP)
     if stream.digest() != header["payload"]["sha256"]:

@@ -115,7 +115,7 @@ def _check_dims(entries: list[dict[str, Any]], file: str) -> None:
         if dims in seen:
             raise UserError(f"graphs {seen[dims]} and {entry['name']} have the same input "
                             "dimensions: a run could not tell them apart", file=file,
-                            hint="give each graph of prepare.graphs its own input dimensions")
+                            hint="give each graph of prepare.matrix.graphs its own dimensions")
         seen[dims] = entry["name"]
 
 

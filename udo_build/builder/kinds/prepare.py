@@ -22,9 +22,10 @@ later subnet reads; stored as a file of parts, each record its own blob.
 The record is not published in the output folder on its own: the assemble step packs every
 record into the deployable bundle.
 
-`combine`: the records of the graphs of one weight-shared record (the recipe's prepare.graphs:
-one `prepare` per graph, at its input dimensions, keyed as any prepare) -> one multi-graph
-record (output `record`, udo_build.compiler.record_graphs) holding each distinct constant once.
+`combine`: the records of the graphs of one weight-shared record (the recipe's
+prepare.matrix.graphs: one `prepare` per graph, at its input dimensions, keyed as any prepare)
+-> one multi-graph record (output `record`, udo_build.compiler.record_graphs) holding each
+distinct constant once.
 Parameter `graphs`: the graphs' names, inputs `graph[i]` their records in that order. It only
 re-reads and re-packs: changing one graph's dimensions re-runs that graph's prepare and this,
 and a SoC of the same arch and VTCM as another keys both the same.
@@ -122,8 +123,8 @@ def combine(ctx: ActionContext) -> Produced:
         if data.startswith(b"{") and parse_layout(data) is not None:  # a record set's parts
             raise UserError(f"graph {name}: the model is split into subnets (a custom op or an "
                             "op the HTP cannot run), and weight-shared graphs of a split model "
-                            "are not supported yet", field="prepare.graphs",
-                            hint="remove prepare.graphs (list the dimensions under "
+                            "are not supported yet", field="prepare.matrix.graphs",
+                            hint="remove prepare.matrix.graphs (list the dimensions under "
                                  "prepare.matrix.input_dimensions: a record each)")
         named.append((name, data))
     data = combine_records(named, "combine")
