@@ -156,3 +156,13 @@ def test_graphs_of_a_model_split_into_subnets_are_refused_as_not_supported(
                  str(tmp_path / "out"), "-j", "1"], stdout=out, stderr=err, env={})
     assert code == 2, err.getvalue()
     assert "weight-shared graphs of a split model are not supported yet" in err.getvalue()
+
+
+def test_validate_checks_each_graphs_dimensions_against_the_model(tmp_path: Path) -> None:
+    project = Project(tmp_path)
+    project.write(text=RECIPE.replace("{name: two, input_dimensions: {input:",
+                                      "{name: two, input_dimensions: {image:"))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["validate", str(project.recipe)], stdout=out, stderr=err, env={}) == 2
+    assert "prepare.matrix.graphs[1].input_dimensions.image: 'image' is not an input of the " \
+           "model" in err.getvalue()

@@ -75,6 +75,9 @@ def _fields(data: dict[str, Any], axis: str) -> Iterator[tuple[FieldPath, Any]]:
     matrix = (data.get("prepare") or {}).get("matrix") or {}
     for i, value in enumerate(matrix.get(axis) or []):
         yield (*MATRIX, axis, i), value
+    for i, graph in enumerate(matrix.get("graphs") or []):  # a weight-shared record's graphs
+        if axis in graph:
+            yield (*MATRIX, "graphs", i, axis), graph[axis]
     for section in ("include", "exclude"):
         for i, entry in enumerate(matrix.get(section) or []):
             if axis in entry:
@@ -139,7 +142,10 @@ class _Checker:
             return
         matrix = (data.get("prepare") or {}).get("matrix")
         entries: list[tuple[FieldPath, Any]] = []
-        if matrix is not None:
+        if matrix is not None and "graphs" in matrix:
+            entries += [((*MATRIX, "graphs", i, "input_dimensions"), g.get("input_dimensions"))
+                        for i, g in enumerate(matrix["graphs"])]
+        elif matrix is not None:
             entries += [((*MATRIX, "input_dimensions", i), v)
                         for i, v in enumerate(matrix.get("input_dimensions") or [{}])]
         entries += [(("run", i), r.get("input_dimensions") or {})
