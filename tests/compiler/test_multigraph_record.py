@@ -5,8 +5,12 @@ by its dimensions, and damaged or mislabelled records are refused with the field
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import struct
+import subprocess
+import sys
 from functools import cache
 from typing import Any
 
@@ -27,7 +31,7 @@ from udo_build.errors import UserError
 from udo_build.runtime.records import RunSettings, choose_record
 from udo_build.soc.target import CompileTarget
 
-from .helpers import G, feeds, prepare, quantized
+from .helpers import REPO, G, feeds, prepare, quantized
 
 ONE = {"input": [1, 16, 8, 8]}
 TWO = {"input": [2, 16, 12, 8]}
@@ -54,6 +58,25 @@ def test_two_graphs_take_at_most_1_05_times_the_bytes_of_one() -> None:
     assert sizes["constant_bytes"] == read_header(one)[0]["sizes"]["constant_bytes"]
     assert len(both) <= 1.05 * len(one), (len(both), len(one))
     assert len(both) < 0.6 * (len(one) + len(two))  # the weights are not there twice
+
+
+SCRIPT = """
+import hashlib, sys
+sys.path.insert(0, {repo!r})
+from tests.compiler.test_multigraph_record import records
+from udo_build.compiler.record import combine_records
+_, one, two = records()
+print(hashlib.sha256(combine_records([("one", one), ("two", two)])).hexdigest())
+"""
+
+
+def test_the_combined_bytes_are_the_same_under_another_hash_seed() -> None:
+    _, one, two = records()
+    here = hashlib.sha256(combine_records([("one", one), ("two", two)])).hexdigest()
+    env = {**os.environ, "PYTHONHASHSEED": "7"}
+    out = subprocess.run([sys.executable, "-c", SCRIPT.format(repo=str(REPO))], env=env,
+                         capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == here
 
 
 def test_each_graph_reads_back_as_its_own_record_and_runs_bit_exact() -> None:
