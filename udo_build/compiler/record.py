@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -269,11 +269,21 @@ def read_record(data: bytes, file: str = "record", graph: str | None = None) -> 
     return Record(header["key"], sizes, body, constants, len(data))
 
 
-def combine_records(named: Sequence[tuple[str, bytes]], file: str = "graphs") -> bytes:
-    """One multi-graph record (record_graphs.py) of these one-graph records (graph name,
-    bytes), each distinct constant stored once."""
-    records = [(name, read_record(data, f"{file}: graph {name}")) for name, data in named]
-    header, doc, arrays = pool(records, file)
+def combine_records(named: Sequence[tuple[str, bytes | Callable[[], bytes]]],
+                    file: str = "graphs") -> bytes:
+    """One multi-graph record (record_graphs.py) of these one-graph records (graph name, its
+    bytes or what reads them), each distinct constant stored once. The records are read one at
+    a time, in the order of their names: what stays is their JSON and the distinct constants."""
+    names = [name for name, _ in named]
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"graph names must be distinct and at least one: {names}")
+
+    def records() -> Iterator[tuple[str, Record]]:
+        for name, data in sorted(named, key=lambda pair: pair[0]):
+            yield name, read_record(data if isinstance(data, bytes) else data(),
+                                    f"{file}: graph {name}")
+
+    header, doc, arrays = pool(records(), file)
     return pack_record(header, canonical_json(doc), arrays, GRAPHS_VERSION)
 
 

@@ -27,7 +27,7 @@ that the constants of all graphs either span the same bytes or do not overlap.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -60,20 +60,17 @@ class _Within(Check):
         return super().fail(self.prefix + field, message)
 
 
-def pool(records: Sequence[tuple[str, Any]], file: str = "graphs"
+def pool(records: Iterable[tuple[str, Any]], file: str = "graphs"
          ) -> tuple[dict[str, Any], dict[str, Any], list[np.ndarray]]:
     """The header fields (key, graphs, sizes), payload JSON and constants of a multi-graph
-    record of these one-graph records (name, record.Record), in the order of their names. They must
-    share their key but for the input dimensions, each their own."""
-    names = [name for name, _ in records]
-    if len(set(names)) != len(names) or not names:
-        raise ValueError(f"graph names must be distinct and at least one: {names}")
+    record of these one-graph records (name, record.Record; in the order of their names,
+    each dropped once read). They must share their key but for the input dimensions."""
     offsets_of: dict[str, int] = {}  # sha256 of stored bytes -> offset in the pool
     arrays: list[np.ndarray] = []
     end = 0  # of the pool
     bodies, entries = [], []
     shared: dict[str, Any] | None = None
-    for name, record in sorted(records, key=lambda pair: pair[0]):
+    for name, record in records:
         own = {k: record.key.get(k) for k in SHARED}
         if shared is not None and own != shared:
             raise ValueError(f"graph {name} is not prepared like the others: {own} != {shared}")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from ...soc.target import CompileTarget
@@ -114,25 +115,31 @@ def _packages(ctx: ActionContext, bundle: Any) -> dict[str, Any]:
 @action_kind("combine", version=1, params=("graphs",))
 def combine(ctx: ActionContext) -> Produced:
     from ...compiler.record import combine_records, read_header
-    from ...errors import UserError
-    from ...store.parts import parse_layout
 
-    named = []
-    for i, name in enumerate(ctx.params["graphs"]):
-        data = ctx.input_bytes(f"graph[{i}]")
-        if data.startswith(b"{") and parse_layout(data) is not None:  # a record set's parts
-            raise UserError(f"graph {name}: the model is split into subnets (a custom op or an "
-                            "op the HTP cannot run), and weight-shared graphs of a split model "
-                            "are not supported yet", field="prepare.matrix.graphs",
-                            hint="remove prepare.matrix.graphs (list the dimensions under "
-                                 "prepare.matrix.input_dimensions: a record each)")
-        named.append((name, data))
-    data = combine_records(named, "combine")
+    names = ctx.params["graphs"]
+    loaders = [(name, partial(_graph_record, ctx, i, name)) for i, name in enumerate(names)]
+    data = combine_records(loaders, "combine")  # reads the records one at a time
     header, _ = read_header(data, "combine")
     key, sizes = header["key"], header["sizes"]
     apart = sum(g["sizes"]["constant_bytes"] for g in header["graphs"])
     return Produced({"record": data}, description=(
-        f"combine {len(named)} graphs ({', '.join(key['graphs'])}) for {key['arch']} "
+        f"combine {len(names)} graphs ({', '.join(key['graphs'])}) for {key['arch']} "
         f"({key['vtcm_mb']} MB VTCM) O{key['optimization_level']} {key['precision']}: "
         f"{len(data):,} bytes, constants {sizes['constant_bytes']:,} bytes shared "
         f"({apart:,} apart)"))
+
+
+def _graph_record(ctx: ActionContext, i: int, name: str) -> bytes:
+    """The record of graph `name` (input `graph[i]`); a record set (its layout: a model split
+    into subnets) is refused as not supported."""
+    from ...errors import UserError
+    from ...store.parts import parse_layout
+
+    data = ctx.input_bytes(f"graph[{i}]")
+    if data.startswith(b"{") and parse_layout(data) is not None:
+        raise UserError(f"graph {name}: the model is split into subnets (a custom op or an op "
+                        "the HTP cannot run), and weight-shared graphs of a split model are "
+                        "not supported yet", field="prepare.matrix.graphs",
+                        hint="remove prepare.matrix.graphs (list the dimensions under "
+                             "prepare.matrix.input_dimensions: a record each)")
+    return data
