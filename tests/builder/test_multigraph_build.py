@@ -166,3 +166,27 @@ def test_validate_checks_each_graphs_dimensions_against_the_model(tmp_path: Path
     assert main(["validate", str(project.recipe)], stdout=out, stderr=err, env={}) == 2
     assert "prepare.matrix.graphs[1].input_dimensions.image: 'image' is not an input of the " \
            "model" in err.getvalue()
+
+
+def test_the_plan_combines_each_socs_graphs_and_an_exclude_drops_one(tmp_path: Path) -> None:
+    from udo_build.builder.plan import Dep, plan_recipe
+
+    project = Project(tmp_path)
+    exclude = "    exclude: [{soc: sm8650, input_dimensions: {input: [2, 3, 32, 32]}}]\nrun:"
+    project.write(socs="sm8550, sm8650", text=RECIPE.replace("run:", exclude, 1))
+    plan = plan_recipe(load_recipe(project.recipe))
+    combines = {aid: a for aid, a in plan.actions.items() if a.kind == "combine"}
+    assert {aid: a.params["graphs"] for aid, a in combines.items()} == {
+        COMBINE: ["one", "two"], "combine:sm8650/O2/default/int8": ["one"]}
+    assert combines[COMBINE].inputs == {
+        "graph[0]": Dep(PREPARE.format("one"), "record"),
+        "graph[1]": Dep(PREPARE.format("two"), "record")}
+    assert sorted(d.action for d in plan.actions["assemble"].inputs.values()
+                  if isinstance(d, Dep) and d.output == "record") == sorted(combines)
+    one = "      - {name: one, input_dimensions: {input: [1, 3, 32, 32]}}\n"
+    two = "      - {name: two, input_dimensions: {input: [TWO, 3, 32, 32]}}\n"
+    assert one + two in RECIPE
+    project.write(text=RECIPE.replace(one + two, two + one))  # the graphs in another order
+    again = plan_recipe(load_recipe(project.recipe))
+    assert (again.actions[COMBINE].params, again.actions[COMBINE].inputs) == (
+        combines[COMBINE].params, combines[COMBINE].inputs)
