@@ -110,6 +110,10 @@ def _check_version(data: Any, positions: Positions) -> None:
                         hint="start with 'recipe: 1' and 'name: ...'")
     if not isinstance(data, dict):
         raise positions.error((), "a recipe is a mapping of sections (recipe:, name:, ...)")
+    if "recipe" not in data and "workspace" in data:
+        raise positions.error(("workspace",), "this is a workspace file, not a recipe",
+                              "udo-build build, explain and graph take it; name one of its "
+                              "recipes here")
     if "recipe" not in data:
         raise positions.error((), "missing required field 'recipe'",
                               "start the recipe with 'recipe: 1' (the format version)")
