@@ -351,8 +351,9 @@ def _run(listing: Listing, request: BuildRequest,
         seconds = time.perf_counter() - started
         remote = remote_summary(store)
     first = members[0]
+    published = not request.dry_run and request.shard is None  # a shard writes no folder
     report = BuildReport(first.recipe.name, first.recipe.path, store.root,
-                         None if request.dry_run else first.out, request.dry_run,
+                         first.out if published else None, request.dry_run,
                          tuple(ActionOutcome.of(s) for s in states.values()), seconds, remote,
                          None if request.shard is None else str(request.shard), where,
                          unpublished=unpublished)

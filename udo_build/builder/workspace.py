@@ -173,9 +173,9 @@ def workspace_report(listing: Listing, members: list[Member], total: BuildReport
     for m in members:
         outcomes = tuple(a._replace(id=m.local(a.id)) for a in total.actions if m.own(a.id))
         parts.append(total._replace(recipe=m.recipe.name, file=m.recipe.path, actions=outcomes,
-                                    out=None if total.dry_run else m.out, remote=None,
+                                    out=None if total.out is None else m.out, remote=None,
                                     unpublished=0))
-    whole = total._replace(recipe=listing.name, out=None if total.dry_run else root,
+    whole = total._replace(recipe=listing.name, out=None if total.out is None else root,
                            file=listing.workspace.path if listing.workspace else
                            members[0].recipe.path)
     return WorkspaceReport(listing.name, listing.workspace.path if listing.workspace else None,
