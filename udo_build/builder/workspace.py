@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import UserError, display_path
 from .plan import Dep, Plan
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from ..recipe.workspace import Listing
     from ..store import Store
     from .engine import ActionState
-    from .session import BuildReport
 
 SEPARATOR = "/"  # between a recipe's name and its action ids (a name holds no '/')
 
@@ -125,6 +124,26 @@ def save_histories(store: Store, members: list[Member], states: dict[str, Action
         mine = {m.local(aid): s for aid, s in m.states(states).items()}
         save_history(store, m.recipe.path, m.recipe.name, mine,
                      [m.local(aid) for aid in full.actions if m.own(aid)])
+
+
+class BuildReport(Protocol):
+    """What a workspace's report reads of a build's (session.BuildReport, whose module
+    imports this one)."""
+
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def stale(self) -> int: ...
+    @property
+    def unpublished(self) -> int: ...
+    @property
+    def exit_code(self) -> int: ...
+    @property
+    def out(self) -> Path | None: ...
+    @property
+    def actions(self) -> tuple[Any, ...]: ...
+    def to_json(self) -> dict[str, Any]: ...
+    def _replace(self, **changes: Any) -> Any: ...
 
 
 class WorkspaceReport(NamedTuple):
