@@ -20,7 +20,7 @@ from udo_build.builder import actions
 from udo_build.builder.actions import ActionContext, Produced, action_kind
 from udo_build.cli import main
 
-from .fakes import fake_kinds
+from .fakes import FAIL, fake_kinds
 from .test_engine import Project
 
 COUNTED = ("opdef", "package", "convert", "quantize", "outputs", "prepare", "assemble", "run")
@@ -173,3 +173,16 @@ def test_check_and_dry_run_count_a_shared_key_once(ws: Workspace) -> None:
     code, out, err = cli("graph", str(ws.a), str(c), "--store", str(ws.project.store))
     assert code == 0, err
     assert '"0/opdef" -> "1/opdef" [label="same key"' in out
+
+
+def test_a_step_failing_in_one_recipe_exits_1_and_keep_going_builds_the_other(
+        ws: Workspace) -> None:
+    FAIL.add("prepare:soc=sm8650")  # b's record
+    report = ws.build(str(ws.file), "-k", code=1)
+    a, b = report["recipes"]
+    assert (a["ok"], a["failed"], b["failed"], report["ok"]) == (True, 0, 1, False)
+    assert {x["id"]: x["status"] for x in b["actions"]}["assemble"] == "skipped"
+    assert (ws.project.out / "a" / "model" / "net_deploy.udb").is_file()
+    code, _, err = cli("build", str(ws.file), "--store", str(ws.project.store), "--out",
+                       str(ws.project.out), "-j", "1")
+    assert code == 1 and "b/prepare:sm8650/O2/native/default/int8 (prepare sm8650" in err
