@@ -13,6 +13,11 @@ report_chart.py) when the output folder holds the quantize step's figures (`quan
 or they are given, and the fleet (each run's device, the record it loads and the records it
 rejected, with why).
 
+A workspace's build (several recipes, see builder.workspace) has one page,
+`<out root>/<workspace name>.report.html` (`write_workspace_page`): its totals, a table of the
+recipes, then each recipe's sections as above under its name (headings one level down, table
+ids its own).
+
 The page lives BESIDE the output folder (`<out>.report.html`), never in it: the output folder
 is a function of the build's keys (byte-identical across machines and shards) and the page
 holds times. Every string from the user or the build is escaped. Imports nothing heavy (a no-op

@@ -3,11 +3,12 @@
 `run_build` loads the recipe, plans it, opens the store (and the remote tier the options,
 environment and config files name), runs the engine, records the build's history, updates the
 output folder and returns a `BuildReport`; `explain_build` runs the same plan dry and says why
-each action would run. The commands `cache push|pull` (see `transfer`) and `package` (see
-`generate`) go through the same pieces. Nothing here prints: warnings and progress go to the
-caller's `Events` (the CLI's reporter), results come back as values. The values are
-NamedTuples: immutable and typed like frozen dataclasses, and much cheaper to define (a no-op
-build imports this module).
+each action would run. `run_workspace` builds several recipes as one graph (see workspace.py),
+`explained_workspace` explains them. The commands `cache push|pull` (see `transfer`) and
+`package` (see `generate`) go through the same pieces. Nothing here prints: warnings and
+progress go to the caller's `Events` (the CLI's reporter), results come back as values. The
+values are NamedTuples: immutable and typed like frozen dataclasses, and much cheaper to define
+(a no-op build imports this module).
 """
 
 from __future__ import annotations
