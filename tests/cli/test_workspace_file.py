@@ -89,3 +89,26 @@ def test_the_command_line_lists_recipes_once_and_one_workspace(root: Path) -> No
         list_recipes([str(ws), str(root / "recipes" / ".." / "recipes" / "a.yaml")])
     with pytest.raises(UserError, match="more than one workspace file"):
         list_recipes([str(ws), str(ws)])
+
+
+def test_a_workspace_file_that_passed_its_schema_is_read_from_the_store_s_memo(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = root / "ws.yaml"
+    ws.write_text("workspace: 1\nrecipes: [recipes/a.yaml]\n")
+    checked = root / "store" / "checked"
+    first = load_workspace(ws, checked)
+    assert len(list(checked.iterdir())) == 1
+
+    def no_yaml(*_: object) -> None:
+        raise AssertionError("parsed again")
+    monkeypatch.setattr("udo_build.recipe.workspace.load_yaml", no_yaml)
+    assert load_workspace(ws, checked) == first  # no YAML parsing, no schema: the memo
+    (root / "recipes" / "a.yaml").unlink()  # its entries are checked every time
+    assert [m for _, _, m in problems_in(ws, checked)] == [
+        f"recipe not found: 'recipes/a.yaml' (looked for {root.resolve()}/recipes/a.yaml)"]
+
+
+def problems_in(path: Path, checked: Path) -> list[tuple[int | None, str | None, str]]:
+    with pytest.raises(UserError) as caught:
+        load_workspace(path, checked)
+    return [(p.line, p.field, p.message) for p in caught.value.problems]

@@ -117,10 +117,10 @@ def _shard(text: str) -> Shard:
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..builder.session import BuildRequest, run_build, run_workspace
-    from ..recipe.workspace import list_recipes, recipe_words
+    from ..recipe.workspace import checked_memo, list_recipes, recipe_words
 
     files, args.targets = recipe_words(args.recipe, args.targets)
-    listing = list_recipes(files)
+    listing = list_recipes(files, checked_memo(args.store))
     request = BuildRequest(args.recipe, tuple(args.targets), store=args.store, out=args.out,
                            jobs=args.jobs, keep_going=args.keep_going,
                            dry_run=args.dry_run or args.check, remote=remote_request(args),

@@ -28,10 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     from ..builder.session import BuildRequest, explain_build
-    from ..recipe.workspace import list_recipes, recipe_words
+    from ..recipe.workspace import checked_memo, list_recipes, recipe_words
 
     files, targets = recipe_words(args.recipe, args.targets)
-    listing = list_recipes(files)
+    listing = list_recipes(files, checked_memo(args.store))
     if listing.combined:
         return _workspace(args, rep, listing, tuple(targets))
     report = explain_build(BuildRequest(args.recipe, tuple(targets), store=args.store), rep)

@@ -42,9 +42,10 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 
     from ..atomic import write_atomic
     from ..builder.graph import to_dot, to_json, workspace_graphs
-    from ..recipe.workspace import list_recipes
+    from ..recipe.workspace import checked_memo, list_recipes
 
-    graphs = workspace_graphs(list_recipes(args.recipes), args.actions, args.store, rep)
+    graphs = workspace_graphs(list_recipes(args.recipes, checked_memo(args.store)),
+                              args.actions, args.store, rep)
     if rep.mode == "json" and args.out is None:
         rep.emit({"ok": True, **to_json(graphs)})
         return 0

@@ -74,11 +74,11 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
     return recipe
 
 
-def _schema_digest(raw: bytes) -> str:
+def _schema_digest(raw: bytes, schema_path: Path = SCHEMA_PATH) -> str:
     from .. import __version__
     from ..canonical import sha256_hex
 
-    schema = SCHEMA_PATH.read_bytes()
+    schema = schema_path.read_bytes()
     return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + raw)
 
 

@@ -67,6 +67,15 @@ class Listing:
         return first.absolute().parent
 
 
+def checked_memo(store: str | None) -> Path | None:
+    """The memo of checked files in the store at `store` (as the build opens it), when that
+    store has one (a fresh store gets it from its first build)."""
+    from ..store import default_store_path
+
+    memo = default_store_path(store) / "checked"
+    return memo if memo.is_dir() else None
+
+
 def recipe_words(first: str, words: Sequence[str]) -> tuple[list[str], list[str]]:
     """(the recipe or workspace files, the action-id patterns) among a command's positional
     words after its first (a file): a file is a word ending .yaml or .yml, or naming a file
@@ -89,9 +98,10 @@ def is_workspace(path: str | Path) -> bool:
     return HEAD.search(raw) is not None
 
 
-def list_recipes(files: Sequence[str | Path]) -> Listing:
+def list_recipes(files: Sequence[str | Path], checked: Path | None = None) -> Listing:
     """The recipes `files` name (recipe or workspace files), in order; a recipe named twice is
-    a user error."""
+    a user error. `checked`: the store's memo of files that passed their schema (see
+    load.load_recipe), when it exists."""
     recipes: list[Path] = []
     workspace: Workspace | None = None
     seen: dict[Path, str] = {}
@@ -101,7 +111,7 @@ def list_recipes(files: Sequence[str | Path]) -> Listing:
                 raise UserError("more than one workspace file", file=str(file),
                                 hint=f"build one workspace at a time ({workspace.path} is "
                                      "the first), or list these recipes in one")
-            workspace = load_workspace(file)
+            workspace = load_workspace(file, checked)
             found, where = list(workspace.recipes), f"listed by {file}"
         else:
             found, where = [Path(file)], "named on the command line"
@@ -115,14 +125,25 @@ def list_recipes(files: Sequence[str | Path]) -> Listing:
     return Listing(tuple(recipes), workspace)
 
 
-def load_workspace(path: str | Path) -> Workspace:
-    """Load and check a workspace file; one UserError listing every problem found."""
+def load_workspace(path: str | Path, checked: Path | None = None) -> Workspace:
+    """Load and check a workspace file; one UserError listing every problem found. With
+    `checked` (as load_recipe's), a file that passed the schema before is read from there
+    (neither yaml nor jsonschema imported); its entries are checked every time."""
+    from .load import _recall, _remember, _schema_digest
+
     path = Path(path)
     file = str(path)
-    data, positions = load_yaml(decode_text(read_limited(path, MAX_YAML_BYTES, "workspace"),
-                                            file), file)
-    _check_version(data, positions)
-    _check_schema(data, positions)
+    raw = read_limited(path, MAX_YAML_BYTES, "workspace")
+    memo = checked / f"{_schema_digest(raw, SCHEMA_PATH)}.json" if checked is not None else None
+    found = _recall(memo, file) if memo is not None else None
+    if found is None:
+        data, positions = load_yaml(decode_text(raw, file), file)
+        _check_version(data, positions)
+        _check_schema(data, positions)
+        if memo is not None:
+            _remember(memo, data, positions)
+    else:
+        data, positions = found
     recipes = _Entries(path, positions).resolve(data["recipes"])
     return Workspace(path, data.get("name") or path.stem, tuple(recipes))
 
