@@ -87,6 +87,8 @@ def test_the_command_line_lists_recipes_once_and_one_workspace(root: Path) -> No
     assert not alone.combined and alone.name == "workspace"
     with pytest.raises(UserError, match="is named on the command line and listed by .*ws.yaml"):
         list_recipes([str(ws), str(root / "recipes" / ".." / "recipes" / "a.yaml")])
+    with pytest.raises(UserError, match="a.yaml is named on the command line twice"):
+        list_recipes([str(root / "recipes/a.yaml"), str(root / "recipes/./a.yaml")])
     with pytest.raises(UserError, match="more than one workspace file"):
         list_recipes([str(ws), str(ws)])
 

@@ -118,8 +118,10 @@ def list_recipes(files: Sequence[str | Path], checked: Path | None = None) -> Li
         for path in found:
             resolved = path.resolve()
             if resolved in seen:
-                raise UserError(f"the recipe {path} is {where} and {seen[resolved]}",
-                                file=str(path), hint="name each recipe once")
+                both = f"{where} twice" if where == seen[resolved] \
+                    else f"{where} and {seen[resolved]}"
+                raise UserError(f"the recipe {path} is {both}", file=str(path),
+                                hint="name each recipe once")
             seen[resolved] = where
             recipes.append(path)
     return Listing(tuple(recipes), workspace)
