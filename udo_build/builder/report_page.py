@@ -13,10 +13,8 @@ report_chart.py) when the output folder holds the quantize step's figures (`quan
 or they are given, and the fleet (each run's device, the record it loads and the records it
 rejected, with why).
 
-A workspace's build (several recipes, see builder.workspace) has one page,
-`<out root>/<workspace name>.report.html` (`write_workspace_page`): its totals, a table of the
-recipes, then each recipe's sections as above under its name (headings one level down, table
-ids its own).
+A workspace's build (several recipes) has one page with a section per recipe: see
+report_workspace.py.
 
 The page lives BESIDE the output folder (`<out>.report.html`), never in it: the output folder
 is a function of the build's keys (byte-identical across machines and shards) and the page
@@ -27,7 +25,6 @@ build writes it too).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
@@ -186,103 +183,26 @@ def render(report: BuildReport, runs: Sequence[RunFigures],
            layers: Sequence[LayerRow] | None = None, native: NativeFigures | None = None,
            stages: Sequence[Stage] | None = None) -> str:
     """The whole page (a pure function of its arguments)."""
-    return _document(f"{report.recipe}: build report",
-                     [_summary(report), *_sections(report, runs, layers, native, stages)])
+    return document(f"{report.recipe}: build report",
+                    [_summary(report), *sections(report, runs, layers, native, stages)])
 
 
-def _sections(report: BuildReport, runs: Sequence[RunFigures], layers: Sequence[LayerRow] | None,
-              native: NativeFigures | None, stages: Sequence[Stage] | None) -> list[str]:
+def sections(report: BuildReport, runs: Sequence[RunFigures], layers: Sequence[LayerRow] | None,
+             native: NativeFigures | None, stages: Sequence[Stage] | None) -> list[str]:
+    """A build's sections, below its summary (a workspace's page has them per recipe)."""
     return [_runs(runs), *_decodes(runs), native_section(native), _matrix(report.actions),
             layer_section(layers) if layers else "",
             stages_section(stages, layers) if stages and layers else "",
             _fleet(runs), _actions(report.actions)]
 
 
-def _document(title: str, body: Sequence[str]) -> str:
+def document(title: str, body: Sequence[str]) -> str:
+    """A whole page: its head (styles, the error hook), `title`, `body`, its script."""
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
         f"<title>{escape(title)}</title>", ERROR_HOOK, f"<style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>", *body, f"<script>{SCRIPT}</script></body></html>\n"])
-
-
-# -- a workspace's page: the totals, then a section per recipe ------------------------------------
-
-class WorkspaceReport(Protocol):
-    """What the page reads of a workspace's build (builder.workspace.WorkspaceReport)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def total(self) -> BuildReport: ...
-    @property
-    def recipes(self) -> Sequence[BuildReport]: ...
-
-
-def write_workspace_page(report: WorkspaceReport, root: Path) -> Path:
-    """Write the page of a workspace's build in `root` (the folder of its recipes' output
-    folders, beside them) as <workspace name>.report.html, atomically; its path."""
-    from ..atomic import write_atomic
-
-    path = root / f"{report.name}{SUFFIX}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, render_workspace(report).encode("utf-8", "replace"), readonly=False,
-                 durable=False)
-    return path
-
-
-def render_workspace(report: WorkspaceReport) -> str:
-    """The whole page of a workspace's build: its summary, a table of the recipes, then each
-    recipe's sections (as a build of that recipe alone shows them) under its name."""
-    parts = []
-    for n, part in enumerate(report.recipes):
-        runs = read_runs(part, part.out)
-        layers = read_layers(part.out)
-        inner = _sections(part, runs, layers, read_native(part.actions, part.out),
-                          read_stages(part.out))
-        parts.append(f"<section class=\"recipe\" id=\"recipe-{n}\"><h2>Recipe "
-                     f"{escape(part.recipe)}</h2>" + _facts(_part_facts(part))
-                     + _scoped("".join(inner), n) + "</section>")
-    return _document(f"{report.name}: build report",
-                     [_summary(report.total), _recipes(report.recipes), *parts])
-
-
-def _recipes(parts: Sequence[BuildReport]) -> str:
-    rows = []
-    for n, part in enumerate(parts):
-        c = part.counts
-        rows.append([f"<a href=\"#recipe-{n}\">{escape(part.recipe)}</a>",
-                     escape(str(part.file)), str(c["built"]), str(c["cached"]),
-                     str(c["shared"]), str(c["failed"]), str(c["skipped"]),
-                     escape("-" if part.out is None else str(part.out))])
-    return "<section><h2>Recipes</h2>" + _table(
-        f"{len(parts)} recipes in one build graph (an action key runs once: 'shared' counts "
-        "the actions whose key an action of another recipe, or the same, ran)",
-        ["recipe", "file", "built", "cached", "shared", "failed", "skipped", "outputs"],
-        rows, "recipes") + "</section>"
-
-
-def _part_facts(part: BuildReport) -> list[tuple[str, str]]:
-    c = part.counts
-    return [("recipe file", str(part.file)),
-            ("outputs", "-" if part.out is None else str(part.out)),
-            ("actions", f"{c['built']} built, {c['cached']} cached ({c['shared']} sharing a "
-                        f"key built now), {c['failed']} failed, {c['skipped']} skipped")]
-
-
-SCOPED = re.compile(r"<(/?)h2>| id=\"| href=\"#|url\(#")
-
-
-def _scoped(html: str, n: int) -> str:
-    """A recipe's sections inside a workspace's page: headings one level down, and the ids
-    they declare and refer to made the recipe's own (`r<n>-...`). Only markup this module
-    and its siblings write matches: every user string is escaped (no raw quote or '<')."""
-    def scope(match: re.Match[str]) -> str:
-        found = match.group(0)
-        if found.startswith("<"):
-            return f"<{match.group(1)}h3>"
-        return f"{found}r{n}-"
-    return SCOPED.sub(scope, html)
 
 
 def _summary(report: BuildReport) -> str:
@@ -299,10 +219,10 @@ def _summary(report: BuildReport) -> str:
         facts.append(("shard", report.shard))
     status = "failed" if counts["failed"] else "ok"
     return (f"<p class=\"verdict {status}\">{'FAILED' if counts['failed'] else 'OK'}</p>"
-            + _facts(facts))
+            + facts_table(facts))
 
 
-def _facts(facts: Sequence[tuple[str, str]]) -> str:
+def facts_table(facts: Sequence[tuple[str, str]]) -> str:
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
     return f"<table class=\"facts\">{rows}</table>"
 

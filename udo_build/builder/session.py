@@ -319,7 +319,7 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
 def run_workspace(listing: Listing, request: BuildRequest, events: Events) -> WorkspaceReport:
     """Build the recipes of `listing` as one graph (the request says how; its `recipe` and
     `out` are not read as a recipe's: see builder.workspace); one report page for them all."""
-    from .report_page import write_workspace_page
+    from .report_workspace import write_workspace_page
     from .workspace import workspace_report
 
     total, members = _run(listing, request, events)
