@@ -62,9 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML), or a workspace "
                         "file; more may follow (every word ending .yaml or .yml, or naming a "
                         "file, is one)")
-    parser.add_argument("targets", metavar="ACTION-ID", nargs="*",
-                        help="build only these actions (and what they need); shell-style "
-                             "patterns work, e.g. 'prepare:sm8550/*'")
+    parser.add_argument("targets", metavar="RECIPE|ACTION-ID", nargs="*",
+                        help="more recipe files (built with the first as one graph), and "
+                             "action ids: build only these actions (and what they need); "
+                             "shell-style patterns work, e.g. 'prepare:sm8550/*'")
     add_store_arguments(parser)
     parser.add_argument("--out", metavar="DIR",
                         help="the output folder (default: ./out/<recipe name>); for several "

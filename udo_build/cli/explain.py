@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML), or a workspace "
                         "file; more may follow (words ending .yaml or .yml, or naming a file)")
-    parser.add_argument("targets", metavar="ACTION-ID", nargs="*",
-                        help="explain only these actions (patterns work)")
+    parser.add_argument("targets", metavar="RECIPE|ACTION-ID", nargs="*",
+                        help="more recipe files (explained with the first as one graph), and "
+                             "action ids: explain only these actions (patterns work)")
     add_store_arguments(parser)
     parser.add_argument("--all", action="store_true",
                         help="also list the actions that are up to date")
