@@ -3,7 +3,9 @@
 For each action of a recipe that is not cached: no entry for its key, and which input digest,
 parameter or kind version differs from the last build of the same action id on this store (or
 that it was never built here, or that its entry was removed). Inputs are named as keyed: the
-members of a set (see `set_inputs` in builder.actions) by their rank among its digests.
+members of a set (see `set_inputs` in builder.actions) by their rank among its digests. An
+action whose key another action of the same build would run (two targets spelled alike, or
+two recipes of a workspace over one model) is `shared`: it runs once, as the other.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .plan import Source
 class Explanation:
     id: str
     kind: str
-    status: str  # cached | would run | not available
+    status: str  # cached | would run | shared | not available
     key: str | None
     reasons: list[str] = field(default_factory=list)
 
@@ -41,6 +43,9 @@ def _explain(state: ActionState, last: dict[str, Any] | None) -> Explanation:
     if state.status == "cached":
         return Explanation(action.id, action.kind, "cached", state.key,
                            ["up to date: the cache holds its key"])
+    if state.sharing and not state.would_run:  # another action of the build has its key
+        return Explanation(action.id, action.kind, "shared", state.key,
+                           [f"{state.reason}: one run serves both"])
     if kind is None or not state.would_run:
         return Explanation(action.id, action.kind, "not available", None, [state.reason])
     out = Explanation(action.id, action.kind, "would run", state.key)

@@ -1,16 +1,18 @@
 """The action graph of recipes with what a build would do to each action: `udo-build graph`.
 
 For each recipe: every planned action (id, kind, key, status: cached, would run (with why, as
-`explain` says it) or not available yet), the actions it reads outputs of (with the output's
-name) and the project files it reads. A dry run computes it: nothing runs, nothing is written
-but the store's lock while it reads. Two renderings:
+`explain` says it), shared (another action of the graph has its key and would run: the recipes
+are planned as one graph, as a workspace builds them) or not available yet), the actions it
+reads outputs of (with the output's name) and the project files it reads. A dry run computes
+it: nothing runs, nothing is written but the store's lock while it reads. Two renderings:
 
 - `to_json`: {"recipes": [{"name", "path", "actions": [{"id", "kind", "key", "status",
   "reasons", "deps": [{"action", "output", "input"}], "sources": [{"input", "path"}]}]}]}, in
   the plan's dependency order (each action after everything it needs), files relative to the
   project folder;
 - `to_dot`: a Graphviz digraph, one cluster per recipe, actions coloured by status, project files
-  as notes, edges labelled with the output they carry (`dot -Tsvg graph.dot > graph.svg`).
+  as notes, edges labelled with the output they carry, a dashed "same key" edge from the action
+  that would run a key to each one sharing it (`dot -Tsvg graph.dot > graph.svg`).
 """
 
 from __future__ import annotations
@@ -20,16 +22,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import display_path
 from .plan import Dep, Source
+
+if TYPE_CHECKING:
+    from ..recipe.workspace import Listing
 
 LISTED = re.compile(r"^(?P<list>.+)\.files\[\d+\]$")  # the files an input list names
 STATUS_STYLE = {  # dot node attributes per status
     "cached": 'style=filled, fillcolor="#c8e6c9", color="#2e7d32"',
     "would run": 'style=filled, fillcolor="#ffe0b2", color="#e65100"',
     "not available": 'style="filled,dashed", fillcolor="#eeeeee", color="#757575"',
+    "shared": 'style="filled,dashed", fillcolor="#e1bee7", color="#6a1b9a"',
 }
 
 
@@ -60,21 +66,37 @@ class RecipeGraph:
 def recipe_graph(recipe: str, targets: Sequence[str], store: str | None,
                  events: Any) -> RecipeGraph:
     """The graph of one recipe (or of the actions matching `targets` and what they need)."""
-    from .session import BuildRequest, explained_plan
+    from ..recipe.workspace import Listing
 
-    loaded, selected, explanations = explained_plan(
-        BuildRequest(recipe, tuple(targets), store=store), events)
+    return workspace_graphs(Listing((Path(recipe),)), targets, store, events)[0]
+
+
+def workspace_graphs(listing: Listing, targets: Sequence[str], store: str | None,
+                     events: Any) -> list[RecipeGraph]:
+    """The graphs of several recipes planned as one (a workspace: an action whose key an
+    action of another recipe would run is `shared`), one per recipe, by its own ids."""
+    from .session import BuildRequest, explained_workspace
+
+    members, selected, explanations = explained_workspace(
+        listing, BuildRequest(str(listing.recipes[0]), tuple(targets), store=store), events)
     found = {e.id: e for e in explanations}
-    actions = []
-    for aid, action in selected.actions.items():
-        why = found[aid]
-        deps = tuple(sorted((i.action, i.output, name) for name, i in action.inputs.items()
-                            if isinstance(i, Dep)))
-        sources = tuple(sorted((name, _within(i.path, loaded.root))
-                               for name, i in action.inputs.items() if isinstance(i, Source)))
-        actions.append(GraphAction(aid, action.kind, why.key, why.status, tuple(why.reasons),
-                                   deps, sources))
-    return RecipeGraph(loaded.name, display_path(loaded.path), tuple(actions))
+    graphs = []
+    for member in members:
+        actions = []
+        for aid, action in selected.actions.items():
+            if not member.own(aid):
+                continue
+            why = found[aid]
+            deps = tuple(sorted((member.local(i.action), i.output, name)
+                                for name, i in action.inputs.items() if isinstance(i, Dep)))
+            sources = tuple(sorted((name, _within(i.path, member.recipe.root))
+                                   for name, i in action.inputs.items()
+                                   if isinstance(i, Source)))
+            actions.append(GraphAction(member.local(aid), action.kind, why.key, why.status,
+                                       tuple(why.reasons), deps, sources))
+        graphs.append(RecipeGraph(member.recipe.name, display_path(member.recipe.path),
+                                  tuple(actions)))
+    return graphs
 
 
 def _within(path: Path, root: Path) -> str:
@@ -110,8 +132,21 @@ def to_dot(graphs: Sequence[RecipeGraph]) -> str:
         lines += [f"    {_q(node)} [label={_q(label)}, shape=note];"
                   for node, label in sorted(files.items())]
         lines.append("  }")
+    lines += _same_keys(graphs)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _same_keys(graphs: Sequence[RecipeGraph]) -> list[str]:
+    """A dashed edge from the action that runs a key to each action sharing it."""
+    runs: dict[str, str] = {}
+    for n, graph in enumerate(graphs):
+        for action in graph.actions:
+            if action.key and action.status != "shared":
+                runs.setdefault(action.key, f"{n}/{action.id}")
+    return [f"  {_q(runs[a.key])} -> {_q(f'{n}/{a.id}')} [label=\"same key\", style=dashed, "
+            "constraint=false];" for n, graph in enumerate(graphs) for a in graph.actions
+            if a.status == "shared" and a.key in runs]
 
 
 def _file_nodes(n: int, action: GraphAction, files: dict[str, str]) -> list[tuple[str, str]]:

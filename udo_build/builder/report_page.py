@@ -13,6 +13,9 @@ report_chart.py) when the output folder holds the quantize step's figures (`quan
 or they are given, and the fleet (each run's device, the record it loads and the records it
 rejected, with why).
 
+A workspace's build (several recipes) has one page with a section per recipe: see
+report_workspace.py.
+
 The page lives BESIDE the output folder (`<out>.report.html`), never in it: the output folder
 is a function of the build's keys (byte-identical across machines and shards) and the page
 holds times. Every string from the user or the build is escaped. Imports nothing heavy (a no-op
@@ -180,17 +183,26 @@ def render(report: BuildReport, runs: Sequence[RunFigures],
            layers: Sequence[LayerRow] | None = None, native: NativeFigures | None = None,
            stages: Sequence[Stage] | None = None) -> str:
     """The whole page (a pure function of its arguments)."""
-    sections = [_runs(runs), *_decodes(runs), native_section(native), _matrix(report.actions),
-                layer_section(layers) if layers else "",
-                stages_section(stages, layers) if stages and layers else "",
-                _fleet(runs), _actions(report.actions)]
-    title = f"{report.recipe}: build report"
+    return document(f"{report.recipe}: build report",
+                    [_summary(report), *sections(report, runs, layers, native, stages)])
+
+
+def sections(report: BuildReport, runs: Sequence[RunFigures], layers: Sequence[LayerRow] | None,
+             native: NativeFigures | None, stages: Sequence[Stage] | None) -> list[str]:
+    """A build's sections, below its summary (a workspace's page has them per recipe)."""
+    return [_runs(runs), *_decodes(runs), native_section(native), _matrix(report.actions),
+            layer_section(layers) if layers else "",
+            stages_section(stages, layers) if stages and layers else "",
+            _fleet(runs), _actions(report.actions)]
+
+
+def document(title: str, body: Sequence[str]) -> str:
+    """A whole page: its head (styles, the error hook), `title`, `body`, its script."""
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
         f"<title>{escape(title)}</title>", ERROR_HOOK, f"<style>{CSS}</style></head><body>",
-        f"<h1>{escape(title)}</h1>", _summary(report), *sections,
-        f"<script>{SCRIPT}</script></body></html>\n"])
+        f"<h1>{escape(title)}</h1>", *body, f"<script>{SCRIPT}</script></body></html>\n"])
 
 
 def _summary(report: BuildReport) -> str:
@@ -206,9 +218,13 @@ def _summary(report: BuildReport) -> str:
     if report.shard:
         facts.append(("shard", report.shard))
     status = "failed" if counts["failed"] else "ok"
-    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
     return (f"<p class=\"verdict {status}\">{'FAILED' if counts['failed'] else 'OK'}</p>"
-            f"<table class=\"facts\">{rows}</table>")
+            + facts_table(facts))
+
+
+def facts_table(facts: Sequence[tuple[str, str]]) -> str:
+    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
+    return f"<table class=\"facts\">{rows}</table>"
 
 
 def _table(caption: str, heads: Sequence[str], rows: Iterable[Sequence[str]],

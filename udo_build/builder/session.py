@@ -3,18 +3,19 @@
 `run_build` loads the recipe, plans it, opens the store (and the remote tier the options,
 environment and config files name), runs the engine, records the build's history, updates the
 output folder and returns a `BuildReport`; `explain_build` runs the same plan dry and says why
-each action would run. The commands `cache push|pull` (see `transfer`) and `package` (see
-`generate`) go through the same pieces. Nothing here prints: warnings and progress go to the
-caller's `Events` (the CLI's reporter), results come back as values. The values are
-NamedTuples: immutable and typed like frozen dataclasses, and much cheaper to define (a no-op
-build imports this module).
+each action would run. `run_workspace` builds several recipes as one graph (see workspace.py),
+`explained_workspace` explains them. The commands `cache push|pull` (see `transfer`) and
+`package` (see `generate`) go through the same pieces. Nothing here prints: warnings and
+progress go to the caller's `Events` (the CLI's reporter), results come back as values. The
+values are NamedTuples: immutable and typed like frozen dataclasses, and much cheaper to define
+(a no-op build imports this module).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -38,12 +39,14 @@ from .settings import (
 
 if TYPE_CHECKING:
     from ..recipe import Recipe
+    from ..recipe.workspace import Listing
     from ..store import Store
     from .engine import ActionState, Options
     from .executors import Executor
     from .explain import Explanation
     from .outputs import Owner
     from .plan import Plan, Shard
+    from .workspace import Member, WorkspaceReport
 
 STATUSES = ("built", "cached", "failed", "skipped")
 
@@ -304,10 +307,43 @@ def cluster_executor(store: Store, options: Options) -> Iterator[Executor | None
 
 def run_build(request: BuildRequest, events: Events) -> BuildReport:
     """Build what is stale, reuse what is cached, update the output folder."""
+    from ..recipe.workspace import Listing
+
+    listing = Listing((Path(request.recipe),))
+    report, members = _run(listing, request, events)
+    if request.dry_run:
+        return report
+    return _with_page(report, members[0].out, events)
+
+
+def run_workspace(listing: Listing, request: BuildRequest, events: Events) -> WorkspaceReport:
+    """Build the recipes of `listing` as one graph (the request says how; its `recipe` and
+    `out` are not read as a recipe's: see builder.workspace); one report page for them all."""
+    from .report_workspace import write_workspace_page
+    from .workspace import workspace_report
+
+    total, members = _run(listing, request, events)
+    report = workspace_report(listing, members, total, Path(request.out or "out"))
+    if request.dry_run:
+        return report
+    try:
+        page = write_workspace_page(report, Path(request.out or "out"))
+    except OSError as exc:
+        events.warning(Problem(f"the build report page cannot be written: {exc}",
+                               file=str(request.out or "out")))
+        return report
+    return report._replace(total=report.total._replace(page=page), recipes=tuple(
+        r._replace(page=page) for r in report.recipes))
+
+
+def _run(listing: Listing, request: BuildRequest,
+         events: Events) -> tuple[BuildReport, list[Member]]:
+    """The build of every recipe of `listing` (the report of them all, with a recipe alone's
+    name, file and output folder) and its members."""
     started = time.perf_counter()
     with opened_store(request.store) as store:
         with store.build_lock():
-            recipe, states, out, where = _build(store, request, events)
+            members, states, where = _build(store, listing, request, events)
             store.finish(count=not request.dry_run)
         unpublished = _unpublished(store, request)
         note = store.unrecorded()  # a read-only or full store: what it could not keep
@@ -315,15 +351,14 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
             events.warning(note)
         seconds = time.perf_counter() - started
         remote = remote_summary(store)
-    report = BuildReport(recipe.name, recipe.path, store.root,
-                         None if request.dry_run else out, request.dry_run,
+    first = members[0]
+    published = not request.dry_run and request.shard is None  # a shard writes no folder
+    report = BuildReport(first.recipe.name, first.recipe.path, store.root,
+                         first.out if published else None, request.dry_run,
                          tuple(ActionOutcome.of(s) for s in states.values()), seconds, remote,
                          None if request.shard is None else str(request.shard), where,
                          unpublished=unpublished)
-    if request.dry_run:
-        return report
-    return _with_page(report, Path(request.out) if request.out else Path("out") / recipe.name,
-                      events)
+    return report, members
 
 
 def _unpublished(store: Store, request: BuildRequest) -> int:
@@ -348,69 +383,86 @@ def _with_page(report: BuildReport, out: Path, events: Events) -> BuildReport:
         return report
 
 
-def _build(store: Store, request: BuildRequest,
-           events: Events) -> tuple[Recipe, dict[str, ActionState], Path | None, str]:
-    """(the recipe, its actions' states, the output folder or None, where actions ran)."""
+def _build(store: Store, listing: Listing, request: BuildRequest,
+           events: Events) -> tuple[list[Member], dict[str, ActionState], str]:
+    """(the recipes, their actions' states, where actions ran)."""
     from .engine import Options
-    from .history import save_history
     from .outputs import check_outside_store, owned
+    from .workspace import members as members_of
+    from .workspace import merged_plan, save_histories
 
-    recipe = load(store, request.recipe, events)
+    members = members_of([load(store, str(p), events) for p in listing.recipes], request.out,
+                         listing.combined)
     sharded = request.shard is not None and not request.dry_run  # it must upload its work
-    open_remote(store, recipe.path.parent, request.remote, events.warning, need_upload=sharded)
-    full, selected = plan(recipe, request.targets)
+    open_remote(store, listing.folder, request.remote, events.warning, need_upload=sharded)
+    full, selected = merged_plan(members, request.targets)
     options = Options(jobs=request.jobs, keep_going=request.keep_going,
                       dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch",
-                      executor=executor_setting(recipe.path.parent, request.executor))
+                      executor=executor_setting(listing.folder, request.executor))
     where = _where(options)
-    out = Path(request.out) if request.out else Path("out") / recipe.name
     if request.dry_run:  # a dry shard: what the whole selection would run
-        return recipe, run_plan(store, selected, options, events), out, where
+        return members, run_plan(store, selected, options, events), where
     if not sharded:
-        check_outside_store(out, store.root)
+        for member in members:
+            check_outside_store(member.out, store.root)
     with cluster_executor(store, options) as executor:
         def run(part: Plan, opts: Options = options, quiet: bool = False
                 ) -> dict[str, ActionState]:
             return run_plan(store, part, opts, None if quiet else events, executor)
 
-        if sharded:  # a shard fills the remote; the join build writes the output folder
-            states = _shard(store, recipe, selected, request, options, events, run)
+        if sharded:  # a shard fills the remote; the join build writes the output folders
+            states = _shard(store, members, selected, request, options, events, run)
             with store.recording("the build's history"):
-                save_history(store, recipe.path, recipe.name, states, list(full.actions))
-            return recipe, states, None, where
-        with owned(out, lambda text: events.warning(Problem(text, file=str(out)))) as owner:
+                save_histories(store, members, states, full)
+            return members, states, where
+        with ExitStack() as stack:
+            owners = [stack.enter_context(owned(m.out, _waiting(m.out, events)))
+                      for m in members]
             states = run(selected)
-            _tell_overrides(store, recipe, states, events, request.strict)
-            states = _publish(store, out, selected, run, states, events, owner,
-                              prune=not request.targets)
+            _tell_overrides(store, members, states, events, request.strict)
+            for member, owner in zip(members, owners, strict=True):
+                states.update(_publish(store, member.out, selected, run,
+                                       member.states(states), events, owner,
+                                       prune=not request.targets))
             _tell_healed(states, events)
             with store.recording("the build's history"):
-                save_history(store, recipe.path, recipe.name, states, list(full.actions))
-    return recipe, states, out, where
+                save_histories(store, members, states, full)
+    return members, states, where
 
 
-def _tell_overrides(store: Store, recipe: Recipe, states: dict[str, ActionState],
+def _waiting(out: Path, events: Events) -> Callable[[str], None]:
+    return lambda text: events.warning(Problem(text, file=str(out)))
+
+
+def _tell_overrides(store: Store, members: list[Member], states: dict[str, ActionState],
                     events: Events, strict: bool) -> None:
-    """Override encodings naming tensors the model lacks: warnings, or under --strict a user
-    error before anything is published; and the op definitions' warnings."""
+    """Override encodings naming tensors a model lacks: warnings, or under --strict a user
+    error before anything is published; and the op definitions' warnings (once each, when
+    recipes share their op definitions)."""
     from .kinds.opdef import opdef_problems
     from .kinds.quantize import override_problems
 
-    problems = override_problems(store, recipe, states)
+    problems: list[Problem] = []
+    told: list[Problem] = []
+    for member in members:
+        mine = member.states(states)
+        problems += override_problems(store, member.recipe, mine)
+        told += opdef_problems(store, member.recipe, mine)
+    problems = list(dict.fromkeys(problems))
     if problems and strict:
         raise UserError(problems=problems)
-    for problem in [*opdef_problems(store, recipe, states), *problems]:
+    for problem in dict.fromkeys([*told, *problems]):
         events.warning(problem)
 
 
-def _shard(store: Store, recipe: Recipe, selected: Plan, request: BuildRequest,
+def _shard(store: Store, members: list[Member], selected: Plan, request: BuildRequest,
            options: Options, events: Events, run: Any) -> dict[str, ActionState]:
-    from .history import load_history
     from .shards import ShardBuild, build_shard
+    from .workspace import merged_history
 
     assert request.shard is not None
     return build_shard(ShardBuild(store, selected, request.shard, options, events, run,
-                                  request.shard_wait, load_history(store, recipe.path)))
+                                  request.shard_wait, merged_history(store, members)))
 
 
 def _where(options: Options) -> str:
@@ -469,12 +521,26 @@ def explained_plan(request: BuildRequest,
                    events: Events) -> tuple[Recipe, Plan, list[Explanation]]:
     """A dry run of the request: the recipe, the actions it selects and why each would run
     (`explain` and `graph` both read it)."""
+    from ..recipe.workspace import Listing
+
+    members, selected, found = explained_workspace(Listing((Path(request.recipe),)), request,
+                                                   events)
+    return members[0].recipe, selected, found
+
+
+def explained_workspace(listing: Listing, request: BuildRequest,
+                        events: Events) -> tuple[list[Member], Plan, list[Explanation]]:
+    """A dry run of the recipes of `listing` as one graph: the recipes, the actions the
+    request selects (by the merged plan's ids, see builder.workspace) and why each would run,
+    against each recipe's last build."""
     from .engine import Options
     from .explain import explain
-    from .history import load_history
+    from .workspace import members as members_of
+    from .workspace import merged_history, merged_plan
 
     with opened_store(request.store) as store, store.build_lock():  # it reads like a build
-        recipe = load(store, request.recipe, events)
-        selected = plan(recipe, request.targets)[1]
+        members = members_of([load(store, str(p), events) for p in listing.recipes],
+                             request.out, listing.combined)
+        selected = merged_plan(members, request.targets)[1]
         states = run_plan(store, selected, Options(dry_run=True))
-        return recipe, selected, explain(states, load_history(store, recipe.path))
+        return members, selected, explain(states, merged_history(store, members))

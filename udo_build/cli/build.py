@@ -1,11 +1,16 @@
-"""`udo-build [build] RECIPE [ACTION-ID ...]`: build what is stale, reuse what is cached.
+"""`udo-build [build] RECIPE [RECIPE ...] [ACTION-ID ...]`: build what is stale, reuse what is
+cached.
 
-Prints a summary (built / cached / failed / skipped, hit rate, time); with --json exactly one
-JSON object. --dry-run plans and says what would run and why, running nothing; --check does the
-same and exits 1 when anything would run (0 when everything is cached). With a remote
-cache (--remote, or configured: see udo_build/builder/settings.py) local misses are looked up
-there, and with --remote-upload or --ci what this build makes is uploaded. The build itself is
-`udo_build.builder.session.run_build`; this module parses and prints.
+Several recipes, or a workspace file listing them (see udo_build.recipe.workspace), build as one
+graph: an action key runs once for them all, each recipe publishes to its own output folder,
+one summary (per recipe and in total) and one report page. Prints a summary (built / cached /
+failed / skipped, hit rate, time); with --json exactly one JSON object (a workspace's: a
+report per recipe and the totals). --dry-run plans and says what would run and why,
+running nothing; --check does the same and exits 1 when anything would run (0 when everything
+is cached). With a remote cache (--remote, or configured: see udo_build/builder/settings.py)
+local misses are looked up there, and with --remote-upload or --ci what this build makes is
+uploaded. The build itself is `udo_build.builder.session.run_build` (`run_workspace`); this
+module parses and prints.
 """
 
 from __future__ import annotations
@@ -28,16 +33,44 @@ EXIT_STALE = 1  # --check: some action would run
 if TYPE_CHECKING:
     from ..builder.plan import Shard
     from ..builder.session import BuildReport
+    from ..builder.workspace import WorkspaceReport
+
+
+DESCRIPTION = """\
+Build what is stale, reuse what is cached (a dry run with -n or --check).
+
+Several recipes build as ONE graph: 'udo-build build a.yaml b.yaml', or a workspace file
+(workspace: 1, recipes: [paths or shell patterns, relative to the file]). An action with the
+same key in several recipes (two recipes over the same model and ops: convert, quantize) runs
+once; each recipe publishes to its own output folder (out/<recipe name>, under --out DIR
+when given), and two recipes with one name are an error. One summary: each recipe's counts and
+the total; one report page (out/<workspace name>.report.html); --shard K/N splits the whole
+workspace; with --json: {"recipes": [one report per recipe], "totals": {...}} (one recipe alone
+keeps its own JSON shape). Action ids are <recipe name>/<id> in a workspace; an ACTION-ID
+pattern matches those or a recipe's own ids ('convert': in every recipe)."""
+
+EPILOG = """\
+examples:
+  udo-build recipes/softplus.yaml
+  udo-build build recipes/a.yaml recipes/b.yaml --json
+  udo-build build ci.yaml --shard 2/4 --remote URL     # ci.yaml: workspace: 1, recipes: [...]"""
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.add_argument("recipe", metavar="RECIPE", help="the recipe file (YAML)")
-    parser.add_argument("targets", metavar="ACTION-ID", nargs="*",
-                        help="build only these actions (and what they need); shell-style "
-                             "patterns work, e.g. 'prepare:sm8550/*'")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description, parser.epilog = DESCRIPTION, EPILOG
+    parser.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML), or a workspace "
+                        "file; more may follow (every word ending .yaml or .yml, or naming a "
+                        "file, is one)")
+    parser.add_argument("targets", metavar="RECIPE|ACTION-ID", nargs="*",
+                        help="more recipe files (built with the first as one graph), and "
+                             "action ids: build only these actions (and what they need); "
+                             "shell-style patterns work, e.g. 'prepare:sm8550/*'")
     add_store_arguments(parser)
     parser.add_argument("--out", metavar="DIR",
-                        help="the output folder (default: ./out/<recipe name>)")
+                        help="the output folder (default: ./out/<recipe name>); for several "
+                             "recipes, the folder their output folders go in, each named after "
+                             "its recipe (default: ./out)")
     parser.add_argument("-j", "--jobs", type=_jobs, default=0, metavar="N",
                         help="run N actions at once (default: the number of cores)")
     parser.add_argument("-k", "--keep-going", action="store_true",
@@ -84,14 +117,19 @@ def _shard(text: str) -> Shard:
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..builder.session import BuildRequest, run_build
+    from ..builder.session import BuildRequest, run_build, run_workspace
+    from ..recipe.workspace import checked_memo, list_recipes, recipe_words
 
+    files, args.targets = recipe_words(args.recipe, args.targets)
+    listing = list_recipes(files, checked_memo(args.store))
     request = BuildRequest(args.recipe, tuple(args.targets), store=args.store, out=args.out,
                            jobs=args.jobs, keep_going=args.keep_going,
                            dry_run=args.dry_run or args.check, remote=remote_request(args),
                            shard=args.shard, shard_wait=args.shard_wait,
                            remote_optional=args.remote_optional, executor=args.executor,
                            strict=args.strict)
+    if listing.combined:
+        return _workspace(rep, run_workspace(listing, request, rep), args)
     report = run_build(request, rep)
     _failures(rep, report, args.debug)
     if report.unpublished:
@@ -124,8 +162,8 @@ def _failures(rep: Reporter, report: BuildReport, debug: bool) -> None:
             rep.note("rerun with --debug for the traceback")
 
 
-def _summary(rep: Reporter, report: BuildReport) -> None:
-    for line in _run_lines(report):
+def _summary(rep: Reporter, report: BuildReport, *, runs: bool = True) -> None:
+    for line in _run_lines(report) if runs else []:
         rep.line(line)
     counts = report.counts
     shared = (f" ({counts['shared']} of them the same key as an action built now)"
@@ -207,3 +245,43 @@ def _details(rep: Reporter, report: BuildReport) -> None:
         rep.line(f"  report page {display_path(report.page)}")
     elif report.shard and not report.dry_run:
         rep.line("  a shard writes no output folder: the build without --shard does (the join)")
+
+
+# -- a workspace ----------------------------------------------------------------------------------
+
+def _workspace(rep: Reporter, report: WorkspaceReport, args: argparse.Namespace) -> int:
+    """Print a workspace's build: each recipe's lines and counts, then the totals."""
+    total = report.total
+    _failures(rep, total, args.debug)
+    if report.unpublished:
+        rep.failure(f"{report.unpublished} result{'s' * (report.unpublished != 1)} of this "
+                    "shard could not be uploaded to the remote cache", [])
+    if rep.mode == "json":
+        rep.emit(report.to_json())
+    else:
+        for part in report.recipes:
+            _recipe_lines(rep, part)
+        total = total._replace(recipe=f"{total.recipe} ({len(report.recipes)} recipes)")
+        if report.dry_run:
+            _dry_summary(rep, total, check=args.check)
+        else:
+            _summary(rep, total, runs=False)
+    if args.check and report.exit_code == 0 and report.stale:
+        return EXIT_STALE
+    return report.exit_code
+
+
+def _recipe_lines(rep: Reporter, part: BuildReport) -> None:
+    """One recipe of a workspace: what its runs found, its counts, its output folder."""
+    counts = part.counts
+    if part.dry_run:
+        shown = [f"would run {counts['would_run']}", f"cached {counts['cached']}"]
+    else:
+        for line in _run_lines(part):
+            rep.line(line)
+        shown = [f"{counts['built']} built", f"{counts['cached']} cached"]
+    if counts["shared"]:
+        shown.append(f"{counts['shared']} sharing the key of an action of the workspace")
+    shown += [f"{counts[s]} {s}" for s in ("failed", "skipped") if counts[s]]
+    rep.line(f"{part.recipe}: {', '.join(shown)}"
+             + (f"; outputs in {display_path(part.out)}" if part.out is not None else ""))

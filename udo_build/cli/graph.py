@@ -1,6 +1,7 @@
 """`udo-build graph RECIPE [RECIPE ...] [--format dot|json] [--action PATTERN] [--out FILE]`:
-the action graph with each action's kind, key and status (cached, would run and why, not
-available yet), for people (Graphviz dot) and CI dashboards (JSON). Nothing is built.
+the action graph of recipes planned as one (a workspace file works too) with each action's
+kind, key and status (cached, would run and why, shared, not available yet), for people
+(Graphviz dot) and CI dashboards (JSON). Nothing is built.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ FORMATS = ("dot", "json")
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description = (
-        "Print the action graph of one or more recipes: each action's kind, key and status\n"
-        "(cached, would run and why, not available yet), the outputs it reads from other\n"
-        "actions and the project files it reads. A dry run: nothing is built.")
+        "Print the action graph of one or more recipes (or a workspace file's): each action's\n"
+        "kind, key and status (cached, would run and why, shared: the recipes are one graph,\n"
+        "and another action with its key would run; not available yet), the outputs it reads\n"
+        "from other actions and the project files it reads. A dry run: nothing is built.")
     parser.epilog = ("examples:\n"
                      "  udo-build graph recipes/softplus.yaml | dot -Tsvg > graph.svg\n"
                      "  udo-build graph recipes/softplus.yaml --format json --action 'run:*'")
-    parser.add_argument("recipes", metavar="RECIPE", nargs="+", help="recipe files (YAML)")
+    parser.add_argument("recipes", metavar="RECIPE", nargs="+",
+                        help="recipe files (YAML), or a workspace file")
     parser.add_argument("--format", choices=FORMATS, default="dot",
                         help="dot (Graphviz, default) or json")
     parser.add_argument("--action", dest="actions", metavar="PATTERN", action="append",
@@ -38,9 +41,11 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     import json
 
     from ..atomic import write_atomic
-    from ..builder.graph import recipe_graph, to_dot, to_json
+    from ..builder.graph import to_dot, to_json, workspace_graphs
+    from ..recipe.workspace import checked_memo, list_recipes
 
-    graphs = [recipe_graph(r, args.actions, args.store, rep) for r in args.recipes]
+    graphs = workspace_graphs(list_recipes(args.recipes, checked_memo(args.store)),
+                              args.actions, args.store, rep)
     if rep.mode == "json" and args.out is None:
         rep.emit({"ok": True, **to_json(graphs)})
         return 0

@@ -74,11 +74,11 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
     return recipe
 
 
-def _schema_digest(raw: bytes) -> str:
+def _schema_digest(raw: bytes, schema_path: Path = SCHEMA_PATH) -> str:
     from .. import __version__
     from ..canonical import sha256_hex
 
-    schema = SCHEMA_PATH.read_bytes()
+    schema = schema_path.read_bytes()
     return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + raw)
 
 
@@ -110,6 +110,10 @@ def _check_version(data: Any, positions: Positions) -> None:
                         hint="start with 'recipe: 1' and 'name: ...'")
     if not isinstance(data, dict):
         raise positions.error((), "a recipe is a mapping of sections (recipe:, name:, ...)")
+    if "recipe" not in data and "workspace" in data:
+        raise positions.error(("workspace",), "this is a workspace file, not a recipe",
+                              "udo-build build, explain and graph take it; name one of its "
+                              "recipes here")
     if "recipe" not in data:
         raise positions.error((), "missing required field 'recipe'",
                               "start the recipe with 'recipe: 1' (the format version)")
