@@ -239,3 +239,26 @@ def test_a_bundle_without_graphs_chooses_as_before() -> None:
     assert (choice.part, choice.graph) == ("records/1.udr", None)
     assert "graph" not in choice.loaded("n")
 
+
+
+def test_info_shows_each_graph_of_a_multi_graph_record(tmp_path: Any) -> None:
+    import io
+
+    from udo_build.cli import main
+
+    _, one, two = records()
+    path = tmp_path / "both.udr"
+    path.write_bytes(combine_records([("one", one), ("two", two)]))
+    out = io.StringIO()
+    assert main(["info", str(path), "--json"], stdout=out, stderr=io.StringIO(), env={}) == 0
+    shown = json.loads(out.getvalue())["graphs"]
+    assert [(g["record"]["graph"], g["record"]["dims"]) for g in shown] == [
+        ("one", "input=1x16x8x8"), ("two", "input=2x16x12x8")]
+    text = io.StringIO()
+    assert main(["info", str(path)], stdout=text, stderr=io.StringIO(), env={}) == 0
+    assert "graph one" in text.getvalue() and "graph two" in text.getvalue()
+    single = tmp_path / "one.udr"
+    single.write_bytes(one)
+    out = io.StringIO()
+    assert main(["info", str(single), "--json"], stdout=out, stderr=io.StringIO(), env={}) == 0
+    assert json.loads(out.getvalue())["record"]["dims"] == "input=1x16x8x8"

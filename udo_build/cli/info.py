@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from .reporter import Reporter
 
@@ -92,36 +93,53 @@ def is_record(path: str) -> bool:
 
 
 def show_record(path: str, rep: Reporter) -> int:
-    from ..compiler import read_record, summary
+    """A record's facts; of a multi-graph record (prepare.matrix.graphs), each graph's."""
+    from ..compiler.record import read_header, record_keys
     from ..source import read_limited
 
     data = read_limited(path, 16 << 30, "cache record")
-    record = read_record(data, path)
-    row = summary({"key": record.key}, len(data))
-    body = record.body
+    graphs = [graph for graph, _ in record_keys(read_header(data, path)[0])]
+    shown = [_record_facts(data, path, graph) for graph in graphs]
     if rep.mode == "json":
-        rep.emit({"ok": True, "record": row, "key": record.key, "sizes": record.sizes,
-                  "memory": body.get("memory"), "log": body.get("log"),
-                  "notes": body.get("notes", [])})
+        rep.emit({"ok": True, **shown[0]} if graphs == [None] else
+                 {"ok": True, "graphs": shown})
         return 0
     rep.heading(f"cache record {path}")
-    rep.table("Cache Info", ["name", "identifier", "size", "level", "arch", "VTCM MB", "dims",
-                             "outputs"], [[row[k] for k in COLUMNS]])
-    memory = body.get("memory") or {}
-    rep.facts([("precision", str(record.key.get("precision"))),
-               ("compiler", str(record.key.get("compiler"))),
-               ("ops", str(record.sizes.get("ops"))),
-               ("constants", f"{record.sizes.get('constant_bytes', 0):,} bytes"),
+    for facts in shown:
+        _show_graph(facts, rep)
+    return 0
+
+
+def _record_facts(data: bytes, path: str, graph: str | None) -> dict[str, Any]:
+    from ..compiler import read_record, summary
+
+    record = read_record(data, path, graph)
+    body = record.body
+    row = {**summary({"key": record.key}, len(data)), **({"graph": graph} if graph else {})}
+    return {"record": row, "key": record.key, "sizes": record.sizes,
+            "memory": body.get("memory"), "log": body.get("log"),
+            "notes": body.get("notes", [])}
+
+
+def _show_graph(facts: dict[str, Any], rep: Reporter) -> None:
+    row, key, sizes = facts["record"], facts["key"], facts["sizes"]
+    title = f"Cache Info (graph {row['graph']})" if "graph" in row else "Cache Info"
+    rep.table(title, ["name", "identifier", "size", "level", "arch", "VTCM MB", "dims",
+                      "outputs"], [[row[k] for k in COLUMNS]])
+    memory = facts["memory"] or {}
+    rep.facts([("precision", str(key.get("precision"))),
+               ("compiler", str(key.get("compiler"))),
+               ("ops", str(sizes.get("ops"))),
+               ("constants", f"{sizes.get('constant_bytes', 0):,} bytes"),
                ("peak VTCM", f"{memory.get('peak_vtcm_bytes', 0):,} bytes"),
                ("tensors in TCM / DDR", f"{memory.get('tcm_tensors')} / "
                                         f"{memory.get('ddr_tensors')}")])
-    rules = (body.get("log") or {}).get("rules", [])
+    rules = (facts["log"] or {}).get("rules", [])
     if rules:
         rep.table("rules fired", ["pass", "rule", "count"],
                   [[r["pass"], r["rule"], r["count"]] for r in rules])
-    for note in body.get("notes", []):
+    for note in facts["notes"]:
         rep.note(note)
-    return 0
 
 
 def _dims(dims: list[object] | None) -> str:
