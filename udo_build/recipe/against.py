@@ -179,7 +179,7 @@ class _Checker:
         native = native_dims(self.model)
         for i, run in enumerate(recipe.runs):
             outputs = self.resolved(run.outputs)
-            if outputs is None or run.mode == "always_generate_new" or not _dims_ok(
+            if outputs is None or run.mode == "always_generate_new" or run.generate or not _dims_ok(
                     run.input_dimensions, self.inputs):
                 continue
             choice = choose_record({"records": rows}, run.settings(), native,
