@@ -24,6 +24,13 @@ D=2048, 32 heads / 4 KV heads, FFN 5632, vocabulary 32000: 1.1G parameters, 4.4 
 weights in one external data file beside the model, written one tensor at a time: generating it
 never holds more than the largest tensor, the 262 MB embedding).
 
+The KV cache is fixed-size, the newest positions last: a step's present_<kind>_<i> (past and
+new) fed forward as the next step's past_<kind>_<i> keeps its newest P' positions, the mask
+attending the filled ones (recipes/llm_tiny.yaml's generation run does this, naming the cache
+`cache: {past: "past_{kind}_{layer}", present: "present_{kind}_{layer}"}`: the convention of
+udo_build.runtime.generate, whose default names are optimum's past_key_values.<i>.key and
+present.<i>.key).
+
 The same arguments always write the same bytes (a seeded generator per tensor, in order).
 The custom ops' output shapes are recorded as value_info, as exporters do.
 """

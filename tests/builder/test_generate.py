@@ -147,3 +147,18 @@ def test_the_section_reads_the_speeds_the_description_says() -> None:
     assert "<td>1</td><td>6</td><td><span class=\"miss\">7</span></td><td>NO</td>" \
            "<td>12.50</td>" in html
     assert "prefill 13.4, decode 38.8" in html and "step 1 (a free-running" in html
+
+
+def test_validate_names_the_cache_the_model_lacks(tmp_path: Path) -> None:
+    """Without generate.cache the convention is optimum's names, which this model does not
+    use: `validate` says so at the run's generate section, with the model's inputs."""
+    root = project(tmp_path)
+    recipe = root / RECIPE
+    data = yaml.safe_load(recipe.read_text())
+    del data["run"][0]["generate"]["cache"]
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    stdout, stderr = io.StringIO(), io.StringIO()
+    assert main(["validate", str(recipe)], stdout=stdout, stderr=stderr, env={}) == 2
+    assert re.search(r"llm_tiny.yaml:\d+:\d+: run\[0\].generate: the model has no cache input "
+                     r"'past_key_values.0.key'", stderr.getvalue()), stderr.getvalue()
+    assert "past_key_0" in stderr.getvalue()

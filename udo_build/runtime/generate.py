@@ -186,8 +186,12 @@ def _pairs(io: CacheIO, inputs: Mapping[str, Any], outputs: Mapping[str, Any]
     pairs: list[tuple[str, str]] = []
     while True:
         layer = len(pairs) // 2
-        names = [(io.present.format(layer=layer, kind=k), io.past.format(layer=layer, kind=k))
-                 for k in KINDS]
+        try:
+            names = [(io.present.format(layer=layer, kind=k),
+                      io.past.format(layer=layer, kind=k)) for k in KINDS]
+        except (KeyError, IndexError, ValueError) as exc:
+            raise LayoutError("cache", f"a cache name template does not format: {exc!r}",
+                              "use {layer} and {kind} only (write other braces twice)") from None
         if names[0][1] not in inputs:
             break
         for present, past in names:
