@@ -43,6 +43,8 @@ def project(root: Path, tokens: int = TOKENS) -> Path:
     data["prepare"]["matrix"]["soc"] = ["sm8650"]
     data["run"] = [r for r in data["run"] if r["name"] == "gen"]
     data["run"][0]["generate"]["tokens"] = tokens
+    fp16 = {**data["run"][0], "name": "gen16", "precision": "fp16"}  # no records: online
+    data["run"].append({**fp16, "generate": {**fp16["generate"], "tokens": 4}})
     (root / RECIPE).write_text(yaml.safe_dump(data, sort_keys=False))
     return root
 
@@ -63,8 +65,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[st
     return root, base / "store", summary
 
 
-def report(root: Path) -> dict[str, Any]:
-    return json.loads((root / "out" / "runs" / "gen" / "report.json").read_text())
+def report(root: Path, run: str = "gen") -> dict[str, Any]:
+    return json.loads((root / "out" / "runs" / run / "report.json").read_text())
 
 
 def test_the_float_generation_is_a_full_recompute_and_the_record_agrees(
@@ -90,6 +92,20 @@ def test_the_float_generation_is_a_full_recompute_and_the_record_agrees(
     assert f"float: {' '.join(map(str, tokens))}\n" in text
     run = next(a for a in summary["actions"] if a["id"] == "run:gen")
     assert re.search(r"record prefill [\d.]+ tok/s, decode [\d.]+ tok/s", run["description"])
+
+
+def test_the_fp16_path_generates_on_records_prepared_online_and_says_so(
+        built: tuple[Path, Path, dict[str, Any]]) -> None:
+    root, _, summary = built
+    found = report(root, "gen16")
+    assert [(g["tokens"], g["online_prepare"]) for g in found["graphs"]] == [(128, True),
+                                                                            (1, True)]
+    assert found["online_prepare"] is True and "AR-1: no record" in found["warning"]
+    metrics = found["metrics"]
+    assert metrics["top1_agreement"] == 1.0 and metrics["sqnr_db"] >= 40
+    assert metrics["generate"]["tokens"] == report(root)["metrics"]["generate"]["tokens"][:4]
+    run = next(a for a in summary["actions"] if a["id"] == "run:gen16")
+    assert "ONLINE PREPARE" in run["description"]
 
 
 def test_the_page_shows_the_generation(built: tuple[Path, Path, dict[str, Any]]) -> None:
@@ -118,7 +134,7 @@ def test_a_bad_prompt_file_is_an_error_at_its_line(built: tuple[Path, Path, dict
     (root / "examples/llama/data/prompt.txt").write_text("# tokens\n12 7\n3 seven 9\n")
     summary, stderr = build(root, store, code=2)
     failed = [a for a in summary["actions"] if a["status"] == "failed"]
-    assert [a["id"] for a in failed] == ["run:gen"]
+    assert [a["id"] for a in failed] == ["run:gen", "run:gen16"]  # both read that prompt
     problem = failed[0]["error"][0]
     assert problem["file"].endswith("prompt.txt") and (problem["line"], problem["column"]) == (3, 3)
     assert "'seven'" in problem["message"]
