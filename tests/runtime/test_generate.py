@@ -16,6 +16,7 @@ from onnx import numpy_helper
 
 from udo_build.errors import UserError
 from udo_build.runtime.generate import (
+    CacheChain,
     CacheIO,
     CacheLayout,
     LayoutError,
@@ -139,3 +140,31 @@ def test_a_model_without_the_cache_names_says_which_to_declare() -> None:
         layout(io=IO).of(CacheIO(), {n: (s, "float32") for n, s in
                                      layout().dims(4).items()}, {"logits": (1, 4, 512)})
     assert missing.value.field == "cache.past" and "generate.cache" in missing.value.hint
+
+
+def test_the_feed_pads_left_and_masks_padding_and_empty_cache_positions() -> None:
+    """The additive mask of the tiny model's convention, and optimum's [1, C] one: a step of
+    2 tokens in a graph of 4 after 3 cached tokens attends the 3 newest past positions and,
+    causally, the 2 tokens; padding attends itself only; positions continue from 3."""
+    chain = CacheChain(layout())
+    chain.filled = 3
+    feed = chain.feed([5, 6], 4)
+    assert feed["input_ids"].tolist() == [[0, 0, 5, 6]]
+    assert feed["position_ids"].tolist() == [[0, 0, 3, 4]]
+    attends = (feed["attention_mask"][0, 0] == 0).nonzero()
+    past = CONTEXT - 4
+    assert sorted(zip(*(a.tolist() for a in attends), strict=True)) == sorted(
+        [(0, past), (1, past + 1)] + [(t, c) for t in (2, 3) for c in range(past - 3, past)]
+        + [(2, past + 2), (3, past + 2), (3, past + 3)])
+    assert set(np.unique(feed["attention_mask"]).tolist()) == {-255.0, 0.0}
+    assert feed["past_key_1"].shape == (1, 2, past, 32) and not feed["past_key_1"].any()
+    shapes = {n: (tuple(d), "int64" if n == "attention_mask" else "float32")
+              for n, d in layout().dims(4).items()}
+    shapes["attention_mask"] = ((1, CONTEXT), "int64")
+    optimum = CacheChain(CacheLayout.of(IO, shapes, {
+        "logits": (1, 4, 512), **{f"present_{k}_{i}": (1, 2, CONTEXT, 32)
+                                  for k in ("key", "value") for i in range(2)}}))
+    optimum.filled = 3
+    mask = optimum.feed([5, 6], 4)["attention_mask"]
+    assert mask.dtype == np.int64 and mask[0].nonzero()[0].tolist() == [
+        past - 3, past - 2, past - 1, past + 2, past + 3]

@@ -128,6 +128,10 @@ class CacheLayout:
             raise LayoutError("cache.input_ids", f"input '{io.input_ids}' is {list(ids)}, not "
                               "[1, S]", "generation runs one sequence: batch 1")
         logits = _static(io.logits, "logits", outputs, "an output")
+        if len(logits) != 3 or logits[0] != 1 or logits[1] not in (1, ids[1]):
+            raise LayoutError("cache.logits", f"output '{io.logits}' is {list(logits)}, not "
+                              f"[1, {ids[1]}, V]", "the logits of the step's tokens (or of its "
+                              "last), batch 1")
         pairs = _pairs(io, inputs, outputs)
         past, present = _static(pairs[0][1], "past", inputs, "an input"), outputs[pairs[0][0]]
         axis, context = _cache_axis(pairs[0], past, present, ids[1])
