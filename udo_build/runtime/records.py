@@ -66,7 +66,7 @@ class RunSettings:
         return {"name": self.name, "soc": self.soc, **self.target.to_params(),
                 "mode": self.mode, "check": self.check.to_params(),
                 "decode": None if self.decode is None else self.decode.to_params(),
-                **({} if self.generate is None else {"generate": self.generate.to_params()})}
+                "generate": None if self.generate is None else self.generate.to_params()}
 
     @property
     def device(self) -> Device:
