@@ -350,7 +350,8 @@ def _quantized(recipe: Recipe) -> str:
 def _plan_native_check(plan: Plan, recipe: Recipe) -> None:
     """The C++ op bodies against the numpy kernels (kinds/native_check.py), wherever the
     package has C++ (a cpu_library, or native_check.sources) and the model has inputs to run
-    them on: the calibration list, else the first run's."""
+    them on: the calibration list, else the first input list of a run (a generate run reads
+    a prompt instead)."""
     spec = recipe.package
     if spec is None or recipe.model is None:
         return
