@@ -24,6 +24,13 @@ D=2048, 32 heads / 4 KV heads, FFN 5632, vocabulary 32000: 1.1G parameters, 4.4 
 weights in one external data file beside the model, written one tensor at a time: generating it
 never holds more than the largest tensor, the 262 MB embedding).
 
+The KV cache is fixed-size, the newest positions last: a step's present_<kind>_<i> (past and
+new) fed forward as the next step's past_<kind>_<i> keeps its newest P' positions, the mask
+attending the filled ones (recipes/llm_tiny.yaml's generation run does this, naming the cache
+`cache: {past: "past_{kind}_{layer}", present: "present_{kind}_{layer}"}`: the convention of
+udo_build.runtime.generate, whose default names are optimum's past_key_values.<i>.key and
+present.<i>.key).
+
 The same arguments always write the same bytes (a seeded generator per tensor, in order).
 The custom ops' output shapes are recorded as value_info, as exporters do.
 """
@@ -290,16 +297,27 @@ def write_steps(root: Path, name: str, size_name: str, tokens: int, context: int
     return root / f"{name}.txt"
 
 
+def write_prompt(path: Path, size_name: str, length: int, seed: int) -> Path:
+    """A prompt file of `length` random token ids (the generation run's: the model's weights
+    are random too, so any text is as good as another)."""
+    ids = np.random.default_rng(seed).integers(0, SIZES[size_name].vocab, length)
+    path.write_text("# token ids, the prompt of the generation run of recipes/llm_tiny.yaml\n"
+                    + " ".join(map(str, ids)) + "\n")
+    return path
+
+
 def write_example(folder: Path) -> None:
     """The tiny example of recipes/llm_tiny.yaml: the model (AR-128 at context 256; the recipe
     prepares AR-1 too, through its input dimensions) and its data: calibration steps at
     AR-128 (the prompt's activations cover a token's: calibrated at AR-1, AR-128 records
-    lose 7 dB), held-out test steps at AR-1 and AR-128."""
+    lose 7 dB), held-out test steps at AR-1 and AR-128, and the 12 token ids of the prompt
+    the generation run starts from."""
     write_model("tiny", folder / "model", 128, 256)
     data = folder / "data"
     write_steps(data, "calib_ar128", "tiny", 128, 256, 8, seed=1)
     write_steps(data, "test_ar1", "tiny", 1, 256, 2, seed=2)
     write_steps(data, "test_ar128", "tiny", 128, 256, 1, seed=3)
+    write_prompt(data / "prompt.txt", "tiny", 12, seed=4)
 
 
 def main(argv: list[str] | None = None) -> int:

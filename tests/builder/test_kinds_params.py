@@ -66,7 +66,7 @@ def test_the_run_and_quantize_params(plan: Any) -> None:
     assert plan.actions["run:smoke"].params == {
         "name": "smoke", "soc": "sm8550", "arch": "v73", "vtcm_mb": 8, "optimization_level": 2,
         "input_dimensions": {}, "outputs": {"tensors": ["logits"]}, "precision": "int8",
-        "mode": "permissive", "check": {"min_sqnr_db": 25}, "decode": None}
+        "mode": "permissive", "check": {"min_sqnr_db": 25}, "decode": None, "generate": None}
     assert plan.actions["check:smoke"].params == {"run": "smoke", "min_sqnr_db": 25}
     assert plan.actions["quantize"].params == {
         "act_bitwidth": 8, "weights_bitwidth": 8, "bias_bitwidth": 32, "per_channel": True,

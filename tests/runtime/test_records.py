@@ -77,7 +77,7 @@ def test_run_settings_round_trip_through_action_params() -> None:
     params = {"name": "smoke", "soc": "sm8550", "arch": "v73", "vtcm_mb": 8,
               "optimization_level": 2, "input_dimensions": {}, "outputs": "default",
               "precision": "int8", "mode": "strict", "check": {"min_sqnr_db": 25},
-              "decode": None}
+              "decode": None, "generate": None}
     run = RunSettings.from_params(params)
     assert run.check == RunCheck(min_sqnr_db=25) and run.mode == "strict"
     assert run.to_params() == params

@@ -377,13 +377,14 @@ def _quantized(recipe: Recipe) -> str:
 def _plan_native_check(plan: Plan, recipe: Recipe) -> None:
     """The C++ op bodies against the numpy kernels (kinds/native_check.py), wherever the
     package has C++ (a cpu_library, or native_check.sources) and the model has inputs to run
-    them on: the calibration list, else the first run's."""
+    them on: the calibration list, else the first input list of a run (a generate run reads
+    a prompt instead)."""
     spec = recipe.package
     if spec is None or recipe.model is None:
         return
     check = spec.native_check or (NativeCheckSpec() if spec.cpu_library else None)
     listing = (recipe.quantize.input_list if recipe.quantize is not None
-               else recipe.runs[0].input_list if recipe.runs else None)
+               else next((r.input_list for r in recipe.runs if r.input_list), None))
     if check is None or listing is None:
         return
     _, files = _input_files(listing, recipe.root)
@@ -474,19 +475,25 @@ def _prepare(target: RecordTarget, kernels: dict[str, Input], outputs: Dep,
 def _plan_run(plan: Plan, recipe: Recipe, run: RunSpec, kernels: dict[str, Input]) -> None:
     """The run (inference and metrics), then its checks as their own step when it states any
     (over the run's stored metrics: a threshold enters only the check's key)."""
-    _, files = _input_files(run.input_list, recipe.root)
-    inputs: dict[str, Input] = {"float_bundle": Dep("convert", "bundle"),
-                                "input_list": Source(run.input_list)}
+    inputs: dict[str, Input] = {"float_bundle": Dep("convert", "bundle")}
+    if run.prompt is not None:  # a generate run reads token ids, not an input list
+        inputs["prompt"] = Source(run.prompt)
+    else:
+        assert run.input_list is not None  # every other run has one (recipe/load.py)
+        _, files = _input_files(run.input_list, recipe.root)
+        inputs.update({"input_list": Source(run.input_list), **files})
     if recipe.targets:
         inputs["deployable"] = Dep("assemble", "bundle")
     elif run.precision == "int8" and recipe.quantize is not None:
         inputs["bundle"] = Dep(_quantized(recipe), "bundle")
-    inputs.update(files)
     inputs.update(kernels)
     settings = run.settings()
     params = settings.to_params()
     if run.decode is not None:  # where each decode field is, for the run's errors
         params["decode_at"] = _decode_places(recipe, recipe.runs.index(run), run.decode)
+    if run.generate is not None:  # where its section is, for the run's errors
+        params["generate_at"] = list(_place(recipe, ("run", recipe.runs.index(run),
+                                                     "generate")))
     plan.add(PlannedAction(f"run:{run.name}", "run", params, inputs,
                            f"run {run.name} on {run.soc.name}",
                            {f"runs/{run.name}": "results"}))

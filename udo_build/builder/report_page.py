@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from .report_chart import LayerRow, decode_section, layer_rows, layer_section
+from .report_generation import generation_sections
 from .report_native import NativeFigures, native_section, read_native
 from .report_stages import Stage, read_stages, stages_section
 
@@ -190,7 +191,8 @@ def render(report: BuildReport, runs: Sequence[RunFigures],
 def sections(report: BuildReport, runs: Sequence[RunFigures], layers: Sequence[LayerRow] | None,
              native: NativeFigures | None, stages: Sequence[Stage] | None) -> list[str]:
     """A build's sections, below its summary (a workspace's page has them per recipe)."""
-    return [_runs(runs), *_decodes(runs), native_section(native), _matrix(report.actions),
+    return [_runs(runs), *_decodes(runs), *generation_sections(runs, report.actions),
+            native_section(native), _matrix(report.actions),
             layer_section(layers) if layers else "",
             stages_section(stages, layers) if stages and layers else "",
             _fleet(runs), _actions(report.actions)]

@@ -11,6 +11,8 @@ checks open the model too, so that what a build would only find late is found by
 - every decode run's fields name outputs and inputs of the model that chain (an output feeds
   an input of its shape, or one longer along one axis), and outputs the run requests
   (udo_build.runtime.decode.DecodeSettings.problems);
+- every generate run's cache names are inputs and outputs of the model that follow the cache
+  convention (udo_build.runtime.generate.CacheLayout);
 - every run is served by a record of the prepare matrix, chosen by the runtime's own selection
   (udo_build.runtime.records.choose_record over rows shaped as the assemble step writes them,
   outputs resolved to tensor names), unless its mode asks for none.
@@ -57,6 +59,7 @@ def check_against_model(recipe: Recipe, opdefs: OpPackageDef | None) -> list[Pro
     check.native_dims(data)
     check.runs_served(recipe)
     check.decodes(recipe)
+    check.generates(recipe, data)
     return list(dict.fromkeys(check.problems))
 
 
@@ -185,7 +188,7 @@ class _Checker:
         native = native_dims(self.model)
         for i, run in enumerate(recipe.runs):
             outputs = self.resolved(run.outputs)
-            if outputs is None or run.mode == "always_generate_new" or not _dims_ok(
+            if outputs is None or run.mode == "always_generate_new" or run.generate or not _dims_ok(
                     run.input_dimensions, self.inputs):
                 continue
             choice = choose_record({"records": rows}, run.settings(), native,
@@ -208,6 +211,26 @@ class _Checker:
                 sub = tuple(field.split(".", 1))
                 self.error(("run", i, "decode", *sub), message, hint,
                            key=len(sub) > 1)
+
+    def generates(self, recipe: Recipe, data: Any) -> None:
+        """Each generate run's cache names against the model (udo_build.runtime.generate)."""
+        from ..runtime.generate import CacheLayout, LayoutError
+
+        inputs = {n: (t.static_shape, t.dtype) for n, t in self.inputs.items()}
+        outputs = {t.name: t.static_shape for t in self.model.graph.outputs}
+        for i, run in enumerate(recipe.runs):
+            if run.generate is None:
+                continue
+            try:
+                CacheLayout.of(run.generate.cache, inputs, outputs)
+            except LayoutError as exc:
+                path: FieldPath = ("run", i, "generate")
+                section = data["run"][i]["generate"]
+                for part in exc.field.split("."):  # as deep as the recipe writes it
+                    if not isinstance(section, dict) or part not in section:
+                        break
+                    path, section = (*path, part), section[part]
+                self.error(path, exc.message, exc.hint or None)
 
     def _row(self, target: RecordTarget) -> dict[str, Any] | None:
         """The row the assemble step would write for `target`'s record."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import Diagnostics, Problem, UserError, raise_if_any
 from ..runtime.decode import DecodeSettings
+from ..runtime.generate import GenerateSettings
 from ..soc.table import Soc, builtin_socs, soc_table
 from ..source import (
     MAX_YAML_BYTES,
@@ -341,15 +342,25 @@ class _Builder:
                 mode=r.get("mode", "permissive"),
                 check=RunCheck(**r.get("check", {})),
                 decode=_decode(r.get("decode")),
+                generate=_generate(r.get("generate")),
+                prompt=(self.file((*path, "generate", "prompt")) if "generate" in r else None),
             ))
         return tuple(runs)
 
-    def _run_list(self, path: FieldPath, run: dict[str, Any]) -> Path:
-        """The run's input list: its own, or a decode run's `decode.input_list`."""
-        if "max_drift_db" in (run.get("check") or {}) and "decode" not in run:
+    def _run_list(self, path: FieldPath, run: dict[str, Any]) -> Path | None:
+        """The run's input list: its own, or a decode run's `decode.input_list`; None for a
+        generate run (it reads `generate.prompt`)."""
+        if "max_drift_db" in (run.get("check") or {}) and not {"decode", "generate"} & set(run):
             self.error((*path, "check", "max_drift_db"), "max_drift_db bounds the drift of a "
                        "decode run's SQNR: this run does not decode",
                        "add a decode: section, or remove max_drift_db")
+        if "generate" in run:
+            for other in ("input_list", "decode", "input_dimensions"):
+                if other in run:
+                    self.error((*path, other), f"a generate run has no {other}: it feeds the "
+                               "prompt and derives each graph's dimensions from the model",
+                               f"remove {other}, or the generate: section", key=True)
+            return None
         if "decode" in run:
             if "input_list" in run:
                 self.error((*path, "input_list"), "a decode run reads decode.input_list (its "
@@ -416,6 +427,11 @@ def _decode(section: dict[str, Any] | None) -> DecodeSettings | None:
     return DecodeSettings(section["steps"], tuple(section["feed"].items()),
                           section.get("position"), section.get("mask"),
                           tuple((section.get("next_input") or {}).items()))
+
+
+def _generate(section: dict[str, Any] | None) -> GenerateSettings | None:
+    """A run's generate settings (its cache names are checked against the model at the run)."""
+    return None if section is None else GenerateSettings.from_params(section)
 
 
 def _precision_fields(data: dict[str, Any]) -> list[tuple[FieldPath, Any]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..runtime.decode import DecodeSettings
+from ..runtime.generate import GenerateSettings
 from ..runtime.metrics import RunCheck
 from ..runtime.records import RunSettings
 from ..soc.table import Soc
@@ -205,7 +206,7 @@ class QuantizeSpec:
 class RunSpec:
     name: str
     soc: Soc
-    input_list: Path
+    input_list: Path | None  # None: a generate run (it reads `prompt`)
     input_dimensions: Dims = Dims()
     outputs: Outputs = Outputs()
     optimization_level: int = DEFAULT_LEVEL
@@ -213,6 +214,8 @@ class RunSpec:
     mode: str = "permissive"
     check: RunCheck = RunCheck()
     decode: DecodeSettings | None = None  # its steps chain; input_list is decode.input_list
+    generate: GenerateSettings | None = None  # it prefills `prompt` and decodes tokens
+    prompt: Path | None = None  # a generate run's token ids (generate.prompt)
 
     def compile_target(self) -> CompileTarget:
         """What the run asks of a record, and what it prepares online when none fits."""
@@ -221,7 +224,7 @@ class RunSpec:
 
     def settings(self) -> RunSettings:
         return RunSettings(self.name, self.soc.name, self.compile_target(), self.mode,
-                           self.check, self.decode)
+                           self.check, self.decode, self.generate)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..soc.target import FLOAT_REFERENCE, CompileTarget
 from .decode import DecodeSettings
+from .generate import GenerateSettings
 from .metrics import RunCheck
 
 if TYPE_CHECKING:  # the compatibility rules load when a record is chosen, not when a recipe
@@ -48,22 +49,25 @@ class RunSettings:
     mode: str = "permissive"
     check: RunCheck = RunCheck()
     decode: DecodeSettings | None = None
+    generate: GenerateSettings | None = None  # udo_build.runtime.generate
 
     # the run's name and SoC name are for messages: its arch and VTCM are the ones that count
     KEY_PARAMS: ClassVar[tuple[str, ...]] = (*CompileTarget.KEY_PARAMS, "mode", "check",
-                                             "decode")
+                                             "decode", "generate")
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RunSettings:
-        decode = params.get("decode")
+        decode, generate = params.get("decode"), params.get("generate")
         return cls(params.get("name"), params.get("soc"), CompileTarget.from_params(params),
                    params.get("mode", "permissive"), RunCheck.from_params(params.get("check")),
-                   None if decode is None else DecodeSettings.from_params(decode))
+                   None if decode is None else DecodeSettings.from_params(decode),
+                   None if generate is None else GenerateSettings.from_params(generate))
 
     def to_params(self) -> dict[str, Any]:
         return {"name": self.name, "soc": self.soc, **self.target.to_params(),
                 "mode": self.mode, "check": self.check.to_params(),
-                "decode": None if self.decode is None else self.decode.to_params()}
+                "decode": None if self.decode is None else self.decode.to_params(),
+                "generate": None if self.generate is None else self.generate.to_params()}
 
     @property
     def device(self) -> Device:

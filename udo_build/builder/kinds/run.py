@@ -26,6 +26,10 @@ their own outputs forward (the cache, the position, the mask, next_input), Resul
 t, and the metrics add the SQNR of every output at every step (`decode`,
 udo_build.runtime.metrics.decode_metrics). A decode field the model cannot follow (an output it
 lacks, an input of another shape) is a UserError at that field of the recipe.
+
+A generate run (RunSettings.generate: udo_build.runtime.generate.GenerateSettings; input
+`prompt`, the token ids, instead of an input list) prefills the prompt and decodes tokens
+greedily on two graphs of the model, each on its record: kinds/generate.py.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ RUN_KEY_PARAMS = tuple(p for p in RunSettings.KEY_PARAMS if p != "check")
 # the run's level only), and `seen` lists every record not taken with why; no checks (report.json
 # has no verdict; the output `metrics`)
 # version 4: decode runs (the parameter `decode`)
-@action_kind("run", version=4, params=RUN_KEY_PARAMS)
+# version 5: generate runs (the parameter `generate`, kinds/generate.py)
+@action_kind("run", version=5, params=RUN_KEY_PARAMS)
 def run(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...compiler.serve import record_for_run
@@ -67,6 +72,10 @@ def run(ctx: ActionContext) -> Produced:
     packages = packages_for(bundle, kernel_files(ctx))
     runtimes = (json.loads(ctx.input_bytes("runtimes")) if "runtimes" in ctx.input_names()
                 else None)
+    if settings.generate is not None:  # its graphs and records come from the model
+        from .generate import generate_run
+
+        return generate_run(ctx, settings, (bundle, float_bundle), packages, runtimes, _reference)
     record, selection, online_seconds = record_for_run(bundle, settings, packages,
                                                        runtimes=runtimes)
     listing = input_list(ctx)
