@@ -64,6 +64,24 @@ def raising() -> None:
     program's own handler is left alone)."""
     if _main_thread() and signal.getsignal(signal.SIGINT) is quit_now:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = not_dropped
+
+
+RETRY_SECONDS = 0.02
+
+
+def not_dropped(unraisable: object) -> None:
+    """sys.unraisablehook while a command runs: a Ctrl-C that landed in a finalizer (a __del__
+    method or a weakref callback, run wherever the garbage collector happens to be) is an
+    exception Python can only drop, printing "Exception ignored in ..."; the build would go on
+    as if no Ctrl-C came. It is sent again a moment later, to land in the command's own code.
+    Any other such exception is printed as Python prints it."""
+    if issubclass(getattr(unraisable, "exc_type", type(None)), KeyboardInterrupt):
+        again = threading.Timer(RETRY_SECONDS, os.kill, (os.getpid(), signal.SIGINT))
+        again.daemon = True
+        again.start()
+        return
+    sys.__unraisablehook__(unraisable)  # type: ignore[arg-type]
 
 
 if is_the_command():

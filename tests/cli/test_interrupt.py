@@ -1,0 +1,75 @@
+"""Ctrl-C while a command runs (udo_build.cli.signal.default_int_handler): it raises
+KeyboardInterrupt in the command's code, also when it lands inside a finalizer, where Python
+would print "Exception ignored" and drop it (the build would go on as if no Ctrl-C came)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+
+import pytest
+
+from udo_build.cli import interrupt
+
+
+@pytest.fixture
+def raising_handler():  # type: ignore[no-untyped-def]
+    """The handlers of a command that runs (`interrupt.raising`), restored after the test."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.fail("signal handlers are set from the main thread")
+    before, hook = signal.signal(signal.SIGINT, interrupt.quit_now), sys.unraisablehook
+    try:
+        interrupt.raising()
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+        sys.unraisablehook = hook
+
+
+def _wait(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+class _Interrupts:
+    """An object whose finalizer receives a Ctrl-C (and takes a moment, so the handler runs
+    inside it)."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        _wait(0.05)
+
+
+def test_a_ctrl_c_in_a_del_method_reaches_the_command(raising_handler: None) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        _Interrupts()  # collected at once: its __del__ runs here
+        _wait(2.0)
+
+
+def test_a_ctrl_c_in_a_weakref_callback_reaches_the_command(raising_handler: None) -> None:
+    class Thing:
+        pass
+
+    def callback(_: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        _wait(0.05)
+
+    thing = Thing()
+    ref = weakref.ref(thing, callback)
+    with pytest.raises(KeyboardInterrupt):
+        del thing  # the callback runs here
+        _wait(2.0)
+    assert ref() is None
+
+
+def test_elsewhere_it_raises_at_once(raising_handler: None) -> None:
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        _wait(2.0)
+    assert time.monotonic() - started < 1.0
