@@ -285,3 +285,101 @@ def checkable(model: Any) -> Any:
     copy.graph.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, i.dims)
                             for i in moved if i.name not in listed)
     return copy
+
+
+# -- the planner's side: which files a model names, without onnx -------------------------------
+
+
+def referenced_files(model: Path) -> list[tuple[str, Path]]:
+    """The external data files a model's initializers name, validated as `load_onnx` does
+    (inside the model's folder, existing, readable): (location as named, resolved path), each
+    once, in the order the model names them. The model is scanned, not parsed: its
+    protobuf fields are walked and skipped (weights inside it are seeked over, never read),
+    and onnx is not imported, so a build that plans a recipe pays next to nothing. A file that
+    is not valid protobuf names no files here (the convert step reports it)."""
+    found: dict[str, Path] = {}
+    try:
+        with open(model, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            for index, name, entries in _external_initializers(fh, size):
+                value = entries.get("location")
+                if value is not None and value in found:
+                    continue
+                path, _ = _location(value, f"initializer {name}", model.parent, str(model),
+                                    f"graph.initializer[{index}].external_data")
+                found[value] = path  # type: ignore[index]
+    except (ValueError, EOFError):  # not protobuf (UnicodeDecodeError is a ValueError)
+        pass
+    return list(found.items())
+
+
+_GRAPH, _INITIALIZER = 7, 5  # ModelProto.graph, GraphProto.initializer
+_NAME, _EXTERNAL_DATA, _DATA_LOCATION = 8, 13, 14  # TensorProto's fields
+
+
+def _external_initializers(fh: Any, end: int) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """(index, name, external_data entries) of each initializer kept in an external file."""
+    for field, value in _fields(fh, end):
+        if field != _GRAPH or not isinstance(value, tuple):
+            continue
+        index = 0
+        for inner, span in _fields(fh, _end(value)):
+            if inner == _INITIALIZER and isinstance(span, tuple):
+                name, entries, location = _tensor_fields(fh, _end(span))
+                if location == EXTERNAL:
+                    yield index, name, entries
+                index += 1
+
+
+def _tensor_fields(fh: Any, end: int) -> tuple[str, dict[str, str], int]:
+    name, entries, location = "", {}, 0
+    for field, value in _fields(fh, end):
+        if field == _NAME and isinstance(value, tuple):
+            name = fh.read(value[1]).decode()
+        elif field == _DATA_LOCATION and isinstance(value, int):
+            location = value
+        elif field == _EXTERNAL_DATA and isinstance(value, tuple):
+            pair: dict[int, str] = {}
+            for key, text in _fields(fh, _end(value)):
+                if key in (1, 2) and isinstance(text, tuple):
+                    pair[key] = fh.read(text[1]).decode()
+            entries[pair.get(1, "")] = pair.get(2, "")
+    return name, entries, location
+
+
+def _fields(fh: Any, end: int) -> Iterator[tuple[int, int | tuple[int, int]]]:
+    """The protobuf fields up to byte `end`: (number, a varint's value, or a length-delimited
+    field's (start, length), skipped after the caller looked at it)."""
+    while fh.tell() < end:
+        tag = _varint(fh)
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            yield field, _varint(fh)
+        elif wire in (1, 5):
+            fh.seek(8 if wire == 1 else 4, 1)
+        elif wire == 2:
+            length = _varint(fh)
+            start = fh.tell()
+            if start + length > end:
+                raise ValueError("a field runs past its message")
+            yield field, (start, length)
+            fh.seek(start + length)
+        else:
+            raise ValueError(f"wire type {wire} is not one ONNX uses")
+
+
+def _end(span: tuple[int, int]) -> int:
+    return span[0] + span[1]
+
+
+def _varint(fh: Any) -> int:
+    value = shift = 0
+    while shift < 64:
+        byte = fh.read(1)
+        if not byte:
+            raise EOFError
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+        shift += 7
+    raise ValueError("a varint longer than 10 bytes")

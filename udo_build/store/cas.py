@@ -35,6 +35,7 @@ COMPRESS_MIN = 256  # bytes: smaller blobs are never worth a zstd frame
 ZSTD_LEVEL = 3
 PROBE_FROM = 1 << 20  # blobs larger than this are probed before being compressed
 PROBE_BYTES = 256 << 10
+STREAM_FROM = 64 << 20  # bytes: larger files are stored as a stream (put_file)
 
 
 class BlobRef(NamedTuple):
@@ -163,7 +164,21 @@ class Cas:
         return BlobWriter(self, digest, size, compress)
 
     def put_file(self, path: Path) -> BlobRef:
-        return self.put(path.read_bytes())
+        """Store a file's bytes; a large one (a model's external data: gigabytes) is hashed
+        and copied as a stream, never held whole."""
+        if path.stat().st_size <= STREAM_FROM:
+            return self.put(path.read_bytes())
+        digest, size = sha256_file(path)
+        found = self.path_of(digest)
+        if found is not None and (digest in self.written or self._intact(digest, found)):
+            return BlobRef(digest, size)
+        writer = self.writer(digest, size)
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                writer.write(memoryview(chunk))
+        if not writer.commit():
+            raise OSError(f"{path} changed while it was being stored")
+        return BlobRef(digest, size)
 
     def put_tree(self, folder: Path) -> BlobRef:
         """Store every file below `folder` and a manifest naming them; returns the manifest."""
