@@ -385,7 +385,7 @@ def _external_data(model: Path, inputs: dict[str, Input]) -> dict[str, Any]:
     """The external data files the model names, as keyed sources (`external_data[i]`) and the
     convert parameter saying where each goes beside the model (their names are the model's:
     its digest keys them)."""
-    from ..model.external_data import referenced_files
+    from ..model.external_files import referenced_files
 
     files = referenced_files(model)
     for i, (_, path) in enumerate(files):
