@@ -23,8 +23,9 @@ Weights too large to hold twice (ONNX external data) stay in their files until w
 model whose weights mapping has `streamed(name)` (udo_build.model.external_data.LazyWeights)
 gives `Streamed` sources, hashed piece by piece for the header; `write_bundle_to` streams the
 bundle to a file, and `bundle_segments` gives it as segments for a file of parts in the store
-(each such weight a blob of its own, read when its segment is taken). All three writers give
-the same bytes. `load_bundle` memory-maps the file: its weights are views of the map.
+(what the convert step returns: each weight of OWN_PART bytes or more a blob of its own, a
+streamed one read when its segment is taken). All three writers give the same bytes.
+`load_bundle` memory-maps the file: its weights are views of the map.
 """
 
 from __future__ import annotations
