@@ -38,6 +38,7 @@ KEY_SCHEMA = "udo-build/action-key"
 KEY_VERSION = 1
 PLUGINS_ENV = "UDO_BUILD_PLUGINS"
 BUILTIN_KINDS = ("udo_build.builder.kinds",)
+STREAM_FROM = 64 << 20  # bytes: a larger input is written to a file piece by piece
 
 
 @dataclass(frozen=True)
@@ -321,8 +322,24 @@ class ActionContext:
         target = (self._source_file(name, found) if found.file
                   else self.workdir / "inputs" / name.replace("/", "_"))
         if not target.exists():
-            write_atomic(target, self.input_bytes(name), readonly=False, durable=False)
+            if found.size is not None and found.size > STREAM_FROM:
+                self._stream_to(name, found, target)
+            else:
+                write_atomic(target, self.input_bytes(name), readonly=False, durable=False)
         return target
+
+    def _stream_to(self, name: str, found: ActionInput, target: Path) -> None:
+        """Write a large input blob (a model's external data) piece by piece, verified."""
+        from ..atomic import AtomicFile
+        from ..store.parts import MissingPart, read_blob
+
+        with AtomicFile(target, mode=None, durable=False) as out:
+            try:
+                for chunk in read_blob(self._cas, found.digest, found.size or 0):
+                    out.write(chunk)
+            except MissingPart:
+                out.abort()
+                raise MissingInput(name, found.digest) from None
 
     def input_tree(self, name: str) -> Path:
         """A folder holding a tree input (a Tree output of another action), written to the

@@ -203,8 +203,9 @@ def plan_recipe(recipe: Recipe) -> Plan:
         inputs: dict[str, Input] = {"model": Source(recipe.model.onnx)}
         if recipe.package is not None:
             inputs["opdef"] = Dep("opdef", "semantics")  # descriptions do not count
+        params = _external_data(recipe.model.onnx, inputs)
         stem = recipe.model.onnx.stem
-        plan.add(PlannedAction("convert", "convert", {}, inputs,
+        plan.add(PlannedAction("convert", "convert", params, inputs,
                                f"convert {recipe.model.onnx.name}",
                                {f"model/{stem}{BUNDLE_EXTENSION}": "bundle"}))
     if recipe.quantize is not None:
@@ -406,6 +407,18 @@ def _plan_native_check(plan: Plan, recipe: Recipe) -> None:
     plan.add(PlannedAction("native-check", "native-check", params, inputs,
                            "C++ op bodies against the numpy kernels",
                            {"native/check.json": "comparison"}))
+
+
+def _external_data(model: Path, inputs: dict[str, Input]) -> dict[str, Any]:
+    """The external data files the model names, as keyed sources (`external_data[i]`) and the
+    convert parameter saying where each goes beside the model (their names are the model's:
+    its digest keys them)."""
+    from ..model.external_files import referenced_files
+
+    files = referenced_files(model)
+    for i, (_, path) in enumerate(files):
+        inputs[f"external_data[{i}]"] = Source(path)
+    return {"external_data": [location for location, _ in files]} if files else {}
 
 
 def _input_files(path: Path, root: Path) -> tuple[int, dict[str, Input]]:

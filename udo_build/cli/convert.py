@@ -49,9 +49,9 @@ def model_path(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..atomic import write_atomic
+    from ..atomic import AtomicFile
     from ..builder.kinds.convert import CONVERTER
-    from ..ir.bundle import Bundle
+    from ..ir.bundle import Bundle, write_bundle_to
     from ..model.info import describe
     from ..model.onnx_import import import_onnx, load_onnx
     from ..opdef import recipe_package
@@ -67,12 +67,12 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     model = import_onnx(load_onnx(model_file), file=model_file, opdefs=opdefs,
                         input_dims=dims, packages=packages)
     bundle = Bundle(model, opdefs.to_json() if opdefs else None, {"producer": CONVERTER})
-    data = bundle.to_bytes()
     out = Path(args.out)
-    write_atomic(out, data, readonly=False)
+    with AtomicFile(out, mode=None) as file:  # streamed: external weights one piece at a time
+        size = write_bundle_to(bundle, file)  # type: ignore[arg-type]
     info = describe(bundle)
     if rep.mode == "json":
-        rep.emit({"ok": True, "bundle": display_path(out), "bytes": len(data),
+        rep.emit({"ok": True, "bundle": display_path(out), "bytes": size,
                   "layers": len(info["layers"]), "udos": info["udos"],
                   "total_parameters": info["total_parameters"], "total_macs": info["total_macs"]})
     else:

@@ -23,8 +23,9 @@ Weights too large to hold twice (ONNX external data) stay in their files until w
 model whose weights mapping has `streamed(name)` (udo_build.model.external_data.LazyWeights)
 gives `Streamed` sources, hashed piece by piece for the header; `write_bundle_to` streams the
 bundle to a file, and `bundle_segments` gives it as segments for a file of parts in the store
-(each such weight a blob of its own, read when its segment is taken). All three writers give
-the same bytes. `load_bundle` memory-maps the file: its weights are views of the map.
+(what the convert step returns: each weight of OWN_PART bytes or more a blob of its own, a
+streamed one read when its segment is taken). All three writers give the same bytes.
+`load_bundle` memory-maps the file: its weights are views of the map.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ ALIGN = 64
 MAX_HEADER = 64 << 20
 MAX_UNMAPPED = 4 << 30  # a bundle that cannot be mapped (a pipe) is read, up to this size
 EXTENSION = ".udb"
+OWN_PART = 1 << 20  # bytes: a weight this large is a segment (a stored blob) of its own
 _PREFIX = struct.Struct("<8sIQ")
 _PART_NAME = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-@=,:+]+)*\Z")
 
@@ -136,25 +138,26 @@ def write_bundle_to(bundle: Bundle, out: BinaryIO) -> int:
 
 
 def bundle_segments(bundle: Bundle) -> tuple[Sequence[tuple[int, bytes]], int]:
-    """The bundle as segments (offset, bytes) with zeros between, and its size: the inline
-    parts together, each streamed weight a segment of its own, read when the segment is taken
-    (a FileOfParts output stores each as a blob: one weight in memory at a time)."""
+    """The bundle as segments (offset, bytes) with zeros between, and its size: the small
+    parts together, each weight of OWN_PART bytes or more a segment of its own (a streamed one
+    read when the segment is taken), so a FileOfParts output stores each as a blob: equal
+    weights are stored once, and one streamed weight is in memory at a time."""
     header, entries, offsets = _layout(_entries(bundle), bundle.meta)
-    runs: list[tuple[int, bytearray | StreamedPart]] = [(0, bytearray(header))]
+    runs: list[tuple[int, bytes | bytearray | StreamedPart]] = [(0, bytearray(header))]
     end = len(header)
     for (_, data), offset in zip(entries, offsets, strict=True):
-        if isinstance(data, StreamedPart):
-            runs.append((offset, data))
-            end = offset + data.size
+        size = data.size if isinstance(data, StreamedPart) else len(data)  # type: ignore[arg-type]
+        end = offset + size
+        if isinstance(data, StreamedPart) or size >= OWN_PART:
+            runs.append((offset, data))  # type: ignore[arg-type]
             continue
-        last = runs[-1][1]
-        if isinstance(last, StreamedPart):
-            last = bytearray()
+        start, last = runs[-1]
+        if not isinstance(last, bytearray):
+            start, last = offset, bytearray()
             runs.append((offset, last))
-        last.extend(b"\0" * (offset - runs[-1][0] - len(last)))
+        last.extend(b"\0" * (offset - start - len(last)))
         last.extend(data)  # type: ignore[arg-type]
-        end = offset + len(data)  # type: ignore[arg-type]
-    return _Segments([(o, d if isinstance(d, StreamedPart) else bytes(d)) for o, d in runs]), end
+    return _Segments([(o, bytes(d) if isinstance(d, bytearray) else d) for o, d in runs]), end
 
 
 class _Segments(Sequence[tuple[int, bytes]]):

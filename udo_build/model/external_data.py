@@ -12,7 +12,8 @@ reference here before anything is read:
 - the dtype is one whose bytes are numpy's little-endian layout (strings, bfloat16, float8 and
   packed 4-bit types are refused).
 
-A problem is a UserError naming the tensor, the file and the field. The validated references
+A problem is a UserError naming the tensor, the file and the field (the location's check is
+external_files.located, which the planner uses too). The validated references
 become `ExternalTensor`s, and the importer's weights a `LazyWeights` mapping: looking a weight up
 maps its bytes (np.memmap: its shape at no cost, its values read when touched), and the bundle
 writer streams each one (`chunks`) or reads it whole (`read`) when it stores it, one at a time.
@@ -28,15 +29,15 @@ relative to the working folder.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import UserError
+from .external_files import located
 
 CHUNK = 16 << 20
 # ONNX data types whose external bytes are numpy's little-endian layout of the same dtype
@@ -161,7 +162,7 @@ def _tensor(init: Any, index: int, folder: Path, file: str) -> ExternalTensor:
         raise UserError(f"{where}: data type {init.data_type} is not supported in external data",
                         file=file, field=f"graph.initializer[{index}].data_type",
                         hint="supported: " + ", ".join(sorted(set(RAW_TYPES.values()))))
-    path, location = _location(entries.get("location"), where, folder, file, field)
+    path, location = located(entries.get("location"), where, folder, file, field)
     total = path.stat().st_size
     offset = _whole(entries.get("offset", "0"), f"{where}: offset", file, f"{field}.offset")
     size = _whole(entries.get("length", str(max(total - offset, 0))), f"{where}: length", file,
@@ -179,34 +180,6 @@ def _tensor(init: Any, index: int, folder: Path, file: str) -> ExternalTensor:
         raise UserError(f"{where}: {location} holds {size} bytes for it, but {dtype} of shape "
                         f"{list(shape)} is {need} bytes", file=file, field=f"{field}.length")
     return ExternalTensor(init.name, path, location, offset, size, dtype, shape)
-
-
-def _location(value: str | None, where: str, folder: Path, file: str,
-              field: str) -> tuple[Path, str]:
-    """The external file, resolved, checked to lie inside the model's folder."""
-    hint = "external data files are named relative to the model's folder and lie inside it"
-    if not value or "\0" in value:
-        raise UserError(f"{where}: its external data names no location", file=file,
-                        field=f"{field}.location", hint=hint)
-    pure = PurePosixPath(value.replace("\\", "/"))
-    if pure.is_absolute() or PureWindowsPath(value).drive or ".." in pure.parts:
-        raise UserError(f"{where}: external data location {value!r} leaves the model's folder",
-                        file=file, field=f"{field}.location", hint=hint)
-    base = folder.resolve()
-    try:
-        path = (base / pure).resolve(strict=True)
-    except (FileNotFoundError, RuntimeError):
-        raise UserError(f"{where}: external data file {value} not found", file=file,
-                        field=f"{field}.location", hint=f"it should be at {folder / pure}") \
-            from None
-    if not path.is_relative_to(base):
-        raise UserError(f"{where}: external data location {value!r} leads out of the model's "
-                        "folder (a symbolic link?)", file=file, field=f"{field}.location",
-                        hint=hint)
-    if not path.is_file() or not os.access(path, os.R_OK):
-        raise UserError(f"{where}: external data location {value!r} is not a readable file",
-                        file=file, field=f"{field}.location", hint=hint)
-    return path, value
 
 
 def _whole(text: str, what: str, file: str, field: str) -> int:
@@ -285,3 +258,4 @@ def checkable(model: Any) -> Any:
     copy.graph.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, i.dims)
                             for i in moved if i.name not in listed)
     return copy
+

@@ -35,6 +35,7 @@ COMPRESS_MIN = 256  # bytes: smaller blobs are never worth a zstd frame
 ZSTD_LEVEL = 3
 PROBE_FROM = 1 << 20  # blobs larger than this are probed before being compressed
 PROBE_BYTES = 256 << 10
+STREAM_FROM = 64 << 20  # bytes: larger files are stored as a stream (put_file)
 
 
 class BlobRef(NamedTuple):
@@ -108,6 +109,7 @@ class Cas:
         self.dir = root / "cas"
         self.quarantine_dir = root / "quarantine"
         self.written: set[str] = set()  # digests of the blobs this process has stored
+        self._stamps: dict[str, tuple[int, int, int]] = {}  # their files' (inode, size, mtime)
         self.quarantined: set[str] = set()  # digests of the blobs this process quarantined
         self.links = True  # materialize by hard link when possible (False after one fails)
         self._absolute: str | None = None  # the absolute path of `dir`, once asked for
@@ -148,13 +150,14 @@ class Cas:
         raw (a download the output folder links to)."""
         digest = digest or sha256_bytes(data)
         found = self.path_of(digest)
-        if found is not None and digest not in self.written and not self._intact(digest, found):
+        if found is not None and not self._trusted(digest, found) \
+                and not self._intact(digest, found):
             found = None  # it was damaged (now quarantined): stored again
         if found is None:
             stored, suffix = _maybe_compress(data) if compress else (data, "")
             base = self._base(digest)
             write_atomic(base.with_name(base.name + suffix), stored)
-            self.written.add(digest)
+            self.wrote(digest)
         return BlobRef(digest, len(data))
 
     def writer(self, digest: str, size: int, *, compress: bool = True) -> BlobWriter:
@@ -163,7 +166,21 @@ class Cas:
         return BlobWriter(self, digest, size, compress)
 
     def put_file(self, path: Path) -> BlobRef:
-        return self.put(path.read_bytes())
+        """Store a file's bytes; a large one (a model's external data: gigabytes) is hashed
+        and copied as a stream, never held whole."""
+        if path.stat().st_size <= STREAM_FROM:
+            return self.put(path.read_bytes())
+        digest, size = sha256_file(path)
+        found = self.path_of(digest)
+        if found is not None and (self._trusted(digest, found) or self._intact(digest, found)):
+            return BlobRef(digest, size)
+        writer = self.writer(digest, size)
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                writer.write(memoryview(chunk))
+        if not writer.commit():
+            raise OSError(f"{path} changed while it was being stored")
+        return BlobRef(digest, size)
 
     def put_tree(self, folder: Path) -> BlobRef:
         """Store every file below `folder` and a manifest naming them; returns the manifest."""
@@ -192,6 +209,25 @@ class Cas:
             return None
         return data
 
+    def wrote(self, digest: str) -> None:
+        """Note a blob this process has just stored (hashed its bytes to do so)."""
+        self.written.add(digest)
+        found = self.find(digest)
+        if found is not None:
+            st = os.stat(found)
+            self._stamps[digest] = (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _trusted(self, digest: str, path: Path) -> bool:
+        """Whether this process stored the blob and its file is unchanged since (a stat, no
+        read: a file written through or truncated after it was stored is read again)."""
+        if digest not in self.written:
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        return self._stamps.get(digest) == (st.st_ino, st.st_size, st.st_mtime_ns)
+
     def _intact(self, digest: str, path: Path) -> bool:
         """Whether a stored blob file holds its bytes (read as a stream); else quarantined."""
         if content_digest(path)[0] == digest:
@@ -213,7 +249,7 @@ class Cas:
         if path is None:
             return False
         if not executable and path.suffix != ".zst" and self.links:
-            if digest not in self.written and not self._intact(digest, path):
+            if not self._trusted(digest, path) and not self._intact(digest, path):
                 return False
             if _same_file(path, dest, dir_fd) or self._link(path, dest, dir_fd):
                 return True
@@ -301,7 +337,7 @@ class BlobWriter:
         except BaseException:
             self.abort()
             raise
-        self.cas.written.add(self.digest)
+        self.cas.wrote(self.digest)
         return True
 
     def _compress(self) -> bool:

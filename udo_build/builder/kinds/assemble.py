@@ -40,7 +40,7 @@ def assemble(ctx: ActionContext) -> Produced:
     from ...compiler.record import read_header, record_keys, summary
     from ...ir.bundle import External, read_bundle, split_bundle
 
-    bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
+    bundle = read_bundle(ctx.input_reader("bundle"), "bundle")
     external: dict[str, External] = {}
     blobs = {}
     rows = []

@@ -35,7 +35,7 @@ def native_check(ctx: ActionContext) -> Produced:
     from ...package.native_check import Tolerance, compare, inference_places
 
     tolerance = Tolerance.from_params(ctx.params)
-    bundle = read_bundle(ctx.input_bytes("bundle"), "float bundle")
+    bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")
     numpy_packages = packages_for(bundle, kernel_files(ctx))
     library, unwritten = _library(ctx)
     native = {name: with_native(pkg, library, bundle.opdefs)

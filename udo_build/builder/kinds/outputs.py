@@ -24,7 +24,7 @@ def outputs(ctx: ActionContext) -> Produced:
     from ...ir.bundle import read_bundle
 
     params = OutputRequests.from_params(ctx.params)
-    model = read_bundle(ctx.input_bytes("bundle"), "bundle").model
+    model = read_bundle(ctx.input_reader("bundle"), "bundle").model
     resolved = [_resolve(model, params, i) for i in range(len(params.requests))]
     labels = "; ".join(f"{r.label} -> {len(names)} tensor{'s' * (len(names) != 1)}"
                        for r, names in zip(params.requests, resolved, strict=True))

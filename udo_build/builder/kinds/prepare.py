@@ -57,7 +57,7 @@ def prepare(ctx: ActionContext) -> Produced:
     from ...compiler import RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
 
-    bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
+    bundle = read_bundle(ctx.input_reader("bundle"), "bundle")
     tensors = json.loads(ctx.input_bytes("outputs"))
     target = replace(CompileTarget.from_params(ctx.params), outputs={"tensors": tensors})
     packages = _packages(ctx, bundle)

@@ -30,7 +30,7 @@ def equalize(ctx: ActionContext) -> Produced:
     from ...ir.bundle import Bundle, read_bundle
     from ...quant.equalize import equalize_model
 
-    bundle = read_bundle(ctx.input_bytes("bundle"), "float bundle")
+    bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")
     done = equalize_model(bundle.model)
     meta = {**bundle.meta, "equalized": {"pairs": len(done.pairs), "rounds": done.rounds,
                                          "absorbed": done.absorbed}}
@@ -69,7 +69,7 @@ def _weight_step(ctx: ActionContext, step: str, algorithm: Any, title: str) -> P
     from ...quant.report import LayerFigures, layer_sqnr
     from ...quant.stages import with_stage
 
-    bundle = read_bundle(ctx.input_bytes("bundle"), "quantized bundle")
+    bundle = read_bundle(ctx.input_reader("bundle"), "quantized bundle")
     qmodel = from_bundle(bundle)
     packages = packages_for(bundle, kernel_files(ctx))
     listing = input_list(ctx)

@@ -47,7 +47,7 @@ def quantize(ctx: ActionContext) -> Produced:
     from ...runtime.pool import labels
 
     settings = QuantizeSettings.from_params(ctx.params)
-    bundle = read_bundle(ctx.input_bytes("bundle"), "float bundle")
+    bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")
     packages = packages_for(bundle, kernel_files(ctx))
     listing = input_list(ctx)
     overrides = unknown = None

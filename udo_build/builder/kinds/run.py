@@ -68,7 +68,7 @@ def run(ctx: ActionContext) -> Produced:
     name = "deployable" if "deployable" in ctx.input_names() else (
         "bundle" if "bundle" in ctx.input_names() else "float_bundle")
     bundle = read_bundle(ctx.input_reader(name), name)  # reads the chosen record only
-    float_bundle = read_bundle(ctx.input_bytes("float_bundle"), "float bundle")
+    float_bundle = read_bundle(ctx.input_reader("float_bundle"), "float bundle")
     packages = packages_for(bundle, kernel_files(ctx))
     runtimes = (json.loads(ctx.input_bytes("runtimes")) if "runtimes" in ctx.input_names()
                 else None)
