@@ -229,7 +229,7 @@ def run_backend(args: argparse.Namespace, work: Path, rep: Report) -> None:
 
 def _warm_up(args: argparse.Namespace, work: Path, server: Nginx, rep: Report) -> str:
     """The CI build that fills the remote; returns its public key."""
-    from udo_build.store.trust import generate
+    from udo_build.store.remote.trust import generate
 
     key = generate("bench-ci")
     (work / "ci.key").write_text(key.line + "\n")

@@ -17,14 +17,20 @@ from typing import Any
 import pytest
 
 from udo_build.store import ActionResult, Output, Store
-from udo_build.store import reapi as R
-from udo_build.store import trust as T
-from udo_build.store.connect import open_transport
 from udo_build.store.counters import Counters
-from udo_build.store.grpccache import BATCH_LIMIT, GrpcCache
-from udo_build.store.remote import Remote
-from udo_build.store.transport import Buffer, Refused, RemoteError, RemoteOptions, Unavailable
-from udo_build.store.trust import generate
+from udo_build.store.remote import reapi as R
+from udo_build.store.remote import trust as T
+from udo_build.store.remote.connect import open_transport
+from udo_build.store.remote.grpccache import BATCH_LIMIT, GrpcCache
+from udo_build.store.remote.tier import Remote
+from udo_build.store.remote.transport import (
+    Buffer,
+    Refused,
+    RemoteError,
+    RemoteOptions,
+    Unavailable,
+)
+from udo_build.store.remote.trust import generate
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project

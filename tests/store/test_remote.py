@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from udo_build.store import ActionResult, Output, Store
-from udo_build.store import reapi as R
-from udo_build.store import trust as T
-from udo_build.store.httpcache import HttpCache
-from udo_build.store.remote import Remote
-from udo_build.store.transport import Refused, RemoteError, RemoteOptions, Unavailable
+from udo_build.store.remote import reapi as R
+from udo_build.store.remote import trust as T
+from udo_build.store.remote.httpcache import HttpCache
+from udo_build.store.remote.tier import Remote
+from udo_build.store.remote.transport import Refused, RemoteError, RemoteOptions, Unavailable
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project

@@ -17,17 +17,19 @@ serves a build whose actions are all cached: what only keeps records (`stats.jso
 history, the digest cache) is skipped through `recording`, and `unrecorded` says what in one
 note. An action that must run there fails, naming the path and what to do.
 
-A store may have a remote tier (`attach_remote`, see `remote`): after a local miss (`lookup`),
-`fetch` asks the remote, and `publish` uploads what a build made.
+A store may have a remote tier (`attach_remote`, see `remote/`): after a local miss (`lookup`),
+`fetch` asks the remote, and `publish` uploads what a build made. The store knows the tier only
+by the `Tier` interface: the local store never imports the remote tier.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..errors import Problem, UserError, environment_problem
 from .ac import ActionCache, ActionResult, Output
@@ -36,15 +38,27 @@ from .counters import Counters, save_counters
 from .filecache import FileDigests
 from .locks import action_lock, store_lock
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
-    from .remote import Fetched, Linked, Remote
-
-__all__ = ["ActionResult", "BlobRef", "Output", "Store", "default_store_path"]
+__all__ = ["ActionResult", "BlobRef", "Output", "Store", "Tier", "default_store_path"]
 
 LAYOUT = "udo-build-store 1"
 ENV_VAR = "UDO_BUILD_STORE"
+
+
+Fetched = tuple[ActionResult, "Future[bool] | None"]  # a verified result, its blobs
+Linked = Callable[[ActionResult], Collection[str]]  # a result -> its outputs an output folder gets
+
+
+class Tier(Protocol):
+    """A remote tier as the store calls it (`remote.tier.Remote` is the one there is)."""
+
+    def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None
+                    ) -> Future[Fetched | None] | None: ...
+
+    def publish(self, result: ActionResult) -> Future[bool] | None: ...
+
+    def wait(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def default_store_path(given: str | None = None, env: dict[str, str] | None = None) -> Path:
@@ -60,7 +74,7 @@ class Store:
         self.files = FileDigests(self.root)
         self.ac = ActionCache(self.root, self.cas, self.files)  # hits checked by the stat cache
         self.counters = Counters()
-        self.remote: Remote | None = None
+        self.remote: Tier | None = None
         self.skipped: dict[str, OSError] = {}  # records not written: what -> why (see recording)
 
     def _check_layout(self, create: bool) -> None:
@@ -98,7 +112,7 @@ class Store:
 
     # -- the tiers --------------------------------------------------------------------------------
 
-    def attach_remote(self, remote: Remote | None) -> None:
+    def attach_remote(self, remote: Tier | None) -> None:
         self.remote = remote
 
     def lookup(self, key: str) -> tuple[ActionResult | None, str]:

@@ -46,10 +46,11 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Problem
-from .ac import ActionCache, ActionResult, Output
-from .cas import Cas, sha256_bytes
-from .counters import Counters
+from ...errors import Problem
+from .. import Fetched, Linked
+from ..ac import ActionCache, ActionResult, Output
+from ..cas import Cas, sha256_bytes
+from ..counters import Counters
 from .entries import Pointer, entry_bytes, entry_envelope
 from .pools import LargestFirst, yielding
 from .transport import Refused, RemoteError, Transport, Unavailable
@@ -59,10 +60,6 @@ HEAD_FIRST = 64 * 1024  # bytes: smaller blobs are PUT without asking whether th
 STREAM_FROM = 1 << 20  # bytes: larger blobs are stored as they download
 ENTRY_LIMIT = 4 << 20  # bytes: a longer action-cache entry (or envelope) is refused
 THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
-
-
-Fetched = tuple[ActionResult, "cf.Future[bool] | None"]  # a verified result, its blobs
-Linked = Callable[[ActionResult], Collection[str]]  # a result -> its outputs an output folder gets
 
 
 @dataclass(frozen=True)

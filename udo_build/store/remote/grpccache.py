@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import __version__
+from ... import __version__
 from . import reapi as R
 from .deadlines import Transfer
 from .transport import Breaker, Buffer, Failed, Refused, RemoteOptions, S, Stalled

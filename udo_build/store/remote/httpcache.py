@@ -28,7 +28,7 @@ from typing import Any
 import urllib3
 from urllib3 import exceptions as u3
 
-from .. import __version__
+from ... import __version__
 from . import httpclient
 from .deadlines import Transfer
 from .transport import Breaker, Buffer, Failed, Refused, RemoteOptions, S, Sink, Stalled
