@@ -60,7 +60,7 @@ def test_a_build_with_uploads_fills_the_remote_with_signed_entries_and_raw_blobs
 def test_a_clean_checkout_with_an_empty_store_gets_every_action_from_the_remote(
         shared: Warm, tmp_path: Path) -> None:
     other = clone(tmp_path)
-    summary, err = build(other, *shared.read)
+    summary, err = build(other, *shared.read, "--download", "all")
     assert (summary["executed"], summary["cached"], summary["hit_rate"]) == (0, 9, 1.0)
     assert {a["source"] for a in summary["actions"]} == {"remote"}
     assert [a["key"] for a in summary["actions"]] == [a["key"] for a in shared.summary["actions"]]

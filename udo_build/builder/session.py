@@ -28,6 +28,7 @@ from ..errors import (
     UserError,
     display_path,
 )
+from .outputs import download_mode, left_in_remote
 from .settings import (
     RemoteRequest,
     RemoteSummary,
@@ -89,6 +90,7 @@ class BuildRequest(NamedTuple):
     remote_optional: bool = False  # a shard whose results could not all be uploaded is ok
     executor: str | None = None  # where actions run (None: the settings'; see settings.py)
     strict: bool = False  # what is a warning refuses the build (exit 2) before publishing
+    download: str | None = None  # all | outputs | minimal (None: see outputs.download_mode)
 
 
 class ActionOutcome(NamedTuple):
@@ -182,6 +184,7 @@ class BuildReport(NamedTuple):
     where: str = ""  # where its actions ran: "inline", "N local workers", "Dask at ..."
     page: Path | None = None  # its report page (not in a dry run), see report_page.py
     unpublished: int = 0  # a shard's results it could not upload (unless --remote-optional)
+    download: dict[str, Any] | None = None  # what stayed in the remote (outputs.left_in_remote)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -233,6 +236,7 @@ class BuildReport(NamedTuple):
             "remote": None if self.remote is None else self.remote.to_json(),
             "shard": self.shard, "where": self.where, "unpublished": self.unpublished,
             "page": None if self.page is None else display_path(self.page),
+            "download": self.download,
         }
 
 
@@ -309,6 +313,8 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
         with store.build_lock():
             recipe, states, out, where = _build(store, request, events)
             store.finish(count=not request.dry_run)
+            mode = download_mode(request.download, request.dry_run, request.shard is not None)
+            left = left_in_remote(store, mode, states.values())
         unpublished = _unpublished(store, request)
         note = store.unrecorded()  # a read-only or full store: what it could not keep
         if note is not None:
@@ -319,7 +325,7 @@ def run_build(request: BuildRequest, events: Events) -> BuildReport:
                          None if request.dry_run else out, request.dry_run,
                          tuple(ActionOutcome.of(s) for s in states.values()), seconds, remote,
                          None if request.shard is None else str(request.shard), where,
-                         unpublished=unpublished)
+                         unpublished=unpublished, download=left)
     if request.dry_run:
         return report
     return _with_page(report, Path(request.out) if request.out else Path("out") / recipe.name,
@@ -361,7 +367,8 @@ def _build(store: Store, request: BuildRequest,
     full, selected = plan(recipe, request.targets)
     options = Options(jobs=request.jobs, keep_going=request.keep_going,
                       dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch",
-                      executor=executor_setting(recipe.path.parent, request.executor))
+                      executor=executor_setting(recipe.path.parent, request.executor),
+                      download=download_mode(request.download, request.dry_run, sharded))
     where = _where(options)
     out = Path(request.out) if request.out else Path("out") / recipe.name
     if request.dry_run:  # a dry shard: what the whole selection would run
@@ -382,7 +389,7 @@ def _build(store: Store, request: BuildRequest,
             states = run(selected)
             _tell_overrides(store, recipe, states, events, request.strict)
             states = _publish(store, out, selected, run, states, events, owner,
-                              prune=not request.targets)
+                              prune=not request.targets, minimal=options.download == "minimal")
             _tell_healed(states, events)
             with store.recording("the build's history"):
                 save_history(store, recipe.path, recipe.name, states, list(full.actions))
@@ -425,7 +432,7 @@ def _where(options: Options) -> str:
 
 def _publish(store: Store, out: Path, selected: Plan, run: Any,
              states: dict[str, ActionState], events: Events, owner: Owner, *,
-             prune: bool) -> dict[str, ActionState]:
+             prune: bool, minimal: bool = False) -> dict[str, ActionState]:
     """Update the output folder; when a blob it needs turns out missing or corrupt (then it
     is quarantined), run the plan once more (only those actions run) and update it again."""
     from .outputs import MANIFEST, MissingContent, materialize
@@ -436,7 +443,7 @@ def _publish(store: Store, out: Path, selected: Plan, run: Any,
         if not results and not (out / MANIFEST).exists():
             return states
         try:
-            sync = materialize(store, out, results, prune=prune, owner=owner)
+            sync = materialize(store, out, results, prune=prune, owner=owner, minimal=minimal)
         except MissingContent:
             if attempt == 2:
                 raise

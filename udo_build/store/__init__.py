@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol
@@ -51,10 +51,12 @@ Linked = Callable[[ActionResult], Collection[str]]  # a result -> its outputs an
 class Tier(Protocol):
     """A remote tier as the store calls it (`remote.tier.Remote` is the one there is)."""
 
-    def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None
-                    ) -> Future[Fetched | None] | None: ...
+    def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None,
+                    download: str = "all") -> Future[Fetched | None] | None: ...
 
     def publish(self, result: ActionResult) -> Future[bool] | None: ...
+
+    def fetch_outputs(self, outputs: Iterable[Output]) -> bool: ...
 
     def wait(self) -> None: ...
 
@@ -124,16 +126,25 @@ class Store:
         self.counters.add(local_misses=1)
         return None, ""
 
-    def fetch(self, key: str, *, peek: bool = False,
-              linked: Linked | None = None) -> Future[Fetched | None] | None:
+    def fetch(self, key: str, *, peek: bool = False, linked: Linked | None = None,
+              download: str = "all") -> Future[Fetched | None] | None:
         """Look `key` up in the remote tier, in a background thread (None when there is no
         remote tier, or it is disabled). The future gives None on a miss, else the verified
-        result with a future of its blobs (True once they and then the entry are stored
-        locally). With `peek`, only the entry is read and verified (dry runs). `linked` says
-        which outputs of a result go to an output folder (stored raw: see `Remote.download`)."""
+        result with a future of its blobs (True once those `download` asks for are stored
+        locally: see `Remote.fetch_async`). With `peek`, nothing is stored (dry runs).
+        `linked` says which outputs of a result go to an output folder (stored raw: see
+        `Remote.download`)."""
         if self.remote is None:
             return None
-        return self.remote.fetch_async(key, store=not peek, linked=linked)
+        return self.remote.fetch_async(key, store=not peek, linked=linked, download=download)
+
+    def fetch_inputs(self, outputs: Iterable[Output]) -> bool:
+        """Store these outputs' blobs here, downloading from the remote tier those the store
+        lacks (an action about to run reads its inputs from the store); False when one could
+        not be had (or there is no remote tier to ask)."""
+        if self.remote is None:
+            return False
+        return self.remote.fetch_outputs(outputs)
 
     def publish(self, result: ActionResult) -> None:
         """Share a result this process built (uploaded in the background when a remote tier
