@@ -24,6 +24,12 @@ whole); only when all are there is the entry written to the local action cache. 
 bytes do not match its name is refused and never stored; an entry whose blobs the remote lacks
 is a miss.
 
+What a hit downloads is the build's `--download` (`fetch_async`): every blob ("all"), only the
+blobs its output folder gets ("outputs": the others stay in the remote, proven there), or none
+("minimal": every blob is proven to be in the remote, through `Transport.missing`: HEADs, or
+one FindMissingBlobs over gRPC; an entry whose blobs are not all there is a miss). A blob left
+in the remote is downloaded when an action that runs reads it (`fetch_outputs`).
+
 Writing (`publish`, in background threads; `upload` waits): the output blobs first, then the
 envelope blob, the entry last, and the entry only when every blob is up. So a reader never sees
 an entry whose upload did not finish, and a validating server never sees an entry naming a
