@@ -127,3 +127,17 @@ def run_inputs(project: object) -> set[tuple[str, str]]:
     plan = plan_recipe(load_recipe(str(project.recipe), Diagnostics()))  # type: ignore[attr-defined]
     return {(s.action, s.output) for s in plan.actions["run:smoke"].inputs.values()
             if not isinstance(s, Source)}
+
+
+def test_check_proves_the_blobs_without_reading_them(shared: Warm, tmp_path: Path) -> None:
+    """`--check` defaults to minimal: up to date when every entry and blob is in the remote
+    (no blob read), stale when a blob is gone."""
+    other = clone(tmp_path)
+    log = Log(shared)
+    summary, _ = build(other, "--check", *shared.read)
+    assert summary["cached"] == 9 and log.blobs_read(shared) == {}
+    assert any(r[0] == "HEAD" for r in log.requests())
+    record = shared.result("prepare:sm8550/O2/native/default/int8").outputs["record"]
+    shared.blob(record.digest).unlink()
+    stale, _ = build(other, "--check", *shared.read, code=1)
+    assert stale["would_run"] >= 1
