@@ -120,6 +120,20 @@ def test_a_clean_checkout_gets_every_action_from_buildgrid(shared: Grid, tmp_pat
     assert out_files(other.out) == out_files(shared.source.out)
 
 
+def test_a_minimal_clone_asks_findmissingblobs_and_reads_no_blob(shared: Grid,
+                                                                  tmp_path: Path) -> None:
+    other = Project(tmp_path / "clone")
+    summary, err = build(other, *shared.read, "--download", "minimal")
+    assert (summary["executed"], summary["cached"], err) == (0, 9, "")
+    assert summary["remote"]["bytes_downloaded"] == 0 and summary["download"][
+        "remote_only_actions"] == 9
+    client = shared.client()
+    record = shared.result("prepare:sm8550/O2/native/default/int8").outputs["record"]
+    absent = hashlib.sha256(b"never uploaded").hexdigest()
+    assert client.missing({record.digest: record.size, absent: 14}) == {absent}
+    client.close()
+
+
 def test_buildgrid_holds_every_blob_an_entry_names(shared: Grid) -> None:
     client = shared.client()
     for action in (a["id"] for a in shared.summary["actions"]):
