@@ -64,7 +64,7 @@ def rate_bytes(rate: str) -> float:
 def _warm_up(args: argparse.Namespace, work: Path, server: BuildGrid,
              rep: Report) -> tuple[str, list[str]]:
     """The CI build that fills the remote: its public key and action keys."""
-    from udo_build.store.trust import generate
+    from udo_build.store.remote.trust import generate
 
     key = generate("bench-ci")
     (work / "ci.key").write_text(key.line + "\n")
@@ -85,8 +85,8 @@ def _warm_up(args: argparse.Namespace, work: Path, server: BuildGrid,
 def _wanted(work: Path, port: int, keys: list[str]) -> dict[str, int]:
     """Every blob a fresh clone reads (digest -> size): envelopes, outputs, trees' files."""
     from udo_build.store import Store
-    from udo_build.store.grpccache import GrpcCache
-    from udo_build.store.reapi import entry_envelope
+    from udo_build.store.remote.grpccache import GrpcCache
+    from udo_build.store.remote.reapi import entry_envelope
 
     store = Store(work / "store-ci", create=False)
     client = GrpcCache(f"grpc://127.0.0.1:{port}/{INSTANCE}")
@@ -130,8 +130,8 @@ def plain_download(port: int, keys: list[str], wanted: dict[str, int], dest: Pat
     channel, each blob to a file: seconds."""
     import grpc
 
-    from udo_build.store import reapi as R
-    from udo_build.store.grpccache import BATCH_LIMIT, MAX_MESSAGE
+    from udo_build.store.remote import reapi as R
+    from udo_build.store.remote.grpccache import BATCH_LIMIT, MAX_MESSAGE
 
     channel = grpc.insecure_channel(f"127.0.0.1:{port}",
                                     [("grpc.max_receive_message_length", MAX_MESSAGE)])

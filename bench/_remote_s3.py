@@ -68,7 +68,7 @@ def _env(port: int) -> dict[str, str]:
 
 
 def _warm_up(args: argparse.Namespace, work: Path, server: MotoS3, rep: Report) -> str:
-    from udo_build.store.trust import generate
+    from udo_build.store.remote.trust import generate
 
     key = generate("bench-ci")
     (work / "ci.key").write_text(key.line + "\n")

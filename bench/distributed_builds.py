@@ -228,7 +228,7 @@ def run(root: Path, socs: int) -> int:
 def run_shards(root: Path, count: int, socs: int, balance: bool = True) -> int:
     sys.path.insert(0, str(REPO))
     from tests.store.nginx import Nginx, nginx_binary
-    from udo_build.store.trust import generate
+    from udo_build.store.remote.trust import generate
 
     binary = nginx_binary()
     if binary is None:

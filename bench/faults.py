@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's udo_build
-from udo_build.store.trust import generate  # noqa: E402
+from udo_build.store.remote.trust import generate  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent

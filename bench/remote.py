@@ -27,6 +27,12 @@ without a remote runs once, not every round. A CI build with uploads fills the r
   GETs into memory in this process;
 - builds the fresh clone without a remote, for reference (it executes every action).
 
+Before the timed rounds, a fresh clone is built once in each `--download` mode (all, outputs,
+minimal; the rounds use the default, outputs) and the bytes the server sent it are counted in
+nginx's access log (every response body: entries, envelopes, blobs; HEADs send none). Targets:
+`outputs` reads at most OUTPUTS_RATIO (1.05x) the output folder's bytes, `minimal` at most
+MINIMAL_BYTES (1 MB), and none executes anything.
+
 Each timed step starts after `sync` (no dirty pages of the step before left to write back). The
 same is measured again with each response throttled by nginx (`--rate`, default 25 MB/s per
 connection, a comma-separated list for several; curl then opens `--parallel` connections,
@@ -77,6 +83,9 @@ BACKENDS = ("http", "grpc", "s3")
 MODELS = ("squeezenet", "resnet50")
 MATRIX = {"squeezenet": (5, "1,2,3"), "resnet50": (3, "1,3")}  # default SoCs, levels
 GET = re.compile(r'"GET (/(?:ac|cas)/[0-9a-f]{64}) HTTP/[0-9.]+" 200 ')
+SENT = re.compile(r'"[A-Z]+ /(?:ac|cas)/[0-9a-f]{64} HTTP/[0-9.]+" \d{3} (\d+) ')
+OUTPUTS_RATIO = 1.05  # --download outputs: bytes read / the output folder's bytes
+MINIMAL_BYTES = 1_000_000  # --download minimal: bytes read (the entries and their envelopes)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -153,6 +162,13 @@ class Downloads:
             text = fh.read().decode(errors="replace")
         return list(dict.fromkeys(GET.findall(text)))
 
+    def bytes_since_mark(self) -> int:
+        """The body bytes the server sent since the mark (every request: GET, HEAD, ...)."""
+        with open(self.log, "rb") as fh:
+            fh.seek(self.offset)
+            text = fh.read().decode(errors="replace")
+        return sum(int(n) for n in SENT.findall(text))
+
 
 def curl_all(server: Nginx, urls: list[str], dest: Path, parallel: int) -> float:
     dest.mkdir(parents=True)
@@ -200,7 +216,8 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
         return rep
     server = Nginx(work / "nginx", binary).start()
     try:
-        key = _warm_up(args, work, server, rep)
+        key, out_bytes = _warm_up(args, work, server, rep)
+        _download_modes(work, server, key, out_bytes, rep)
         for rate in (None, *(r.strip() for r in args.rate.split(",") if r.strip())):
             server.kill()
             server.limit_rate = rate
@@ -227,9 +244,11 @@ def run_backend(args: argparse.Namespace, work: Path, rep: Report) -> None:
     getattr(module, f"run_{args.backend}")(args, work, rep)
 
 
-def _warm_up(args: argparse.Namespace, work: Path, server: Nginx, rep: Report) -> str:
-    """The CI build that fills the remote; returns its public key."""
-    from udo_build.store.trust import generate
+def _warm_up(args: argparse.Namespace, work: Path, server: Nginx, rep: Report
+             ) -> tuple[str, int]:
+    """The CI build that fills the remote; returns its public key and the bytes of its output
+    folder."""
+    from udo_build.store.remote.trust import generate
 
     key = generate("bench-ci")
     (work / "ci.key").write_text(key.line + "\n")
@@ -249,7 +268,33 @@ def _warm_up(args: argparse.Namespace, work: Path, server: Nginx, rep: Report) -
              f"{sum(p.stat().st_size for p in held) / 1e6:.1f} MB")
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     rep.fact("output folder", f"{size / 1e6:.1f} MB")
-    return key.public().line
+    return key.public().line, size
+
+
+def _download_modes(work: Path, server: Nginx, public: str, out_bytes: int,
+                    rep: Report) -> None:
+    """A fresh clone built once in each `--download` mode: the bytes the server sent it (its
+    access log: entries, envelopes, blobs, HEADs), against the output folder's bytes."""
+    print("\n--download modes (loopback):", flush=True)
+    cmd, env = udo_command(), bench_env()
+    log = Downloads(server)
+    read: dict[str, int] = {}
+    for mode in ("all", "outputs", "minimal"):
+        clone = fresh_clone(work / "project", work / f"clone-download-{mode}")
+        log.mark()
+        got = build([*cmd, "--remote", server.url, "--trusted-key", public, "--download", mode],
+                    clone, work / f"store-download-{mode}", env=env)
+        read[mode] = log.bytes_since_mark()
+        rep.check(f"--download {mode}: executed 0", got.code == 0 and got.count("executed") == 0,
+                  f"exit {got.code}, executed {got.count('executed')}")
+        rep.fact(f"--download {mode}: read from the server",
+                 f"{read[mode] / 1e6:.2f} MB ({read[mode] / out_bytes:.3f}x the output "
+                 f"folder's {out_bytes / 1e6:.1f} MB), {got.seconds * 1000:.0f} ms")
+    rep.check(f"--download outputs: <= {OUTPUTS_RATIO}x the output folder's bytes",
+              read["outputs"] <= OUTPUTS_RATIO * out_bytes,
+              f"{read['outputs'] / out_bytes:.3f}x")
+    rep.check(f"--download minimal: <= {MINIMAL_BYTES / 1e6:g} MB read",
+              read["minimal"] <= MINIMAL_BYTES, f"{read['minimal'] / 1e6:.3f} MB")
 
 
 def _scenario(args: argparse.Namespace, work: Path, server: Nginx, public: str,

@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "udo_build"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "errors", "canonical", "source", "atomic", "schema_problems"),
     ("ir", "soc", "store", "rewrite"),
+    ("store/remote",),  # the remote tier, above the local store: store/ never imports it
     ("kernels",),
     ("runtime",),
     ("recipe", "opdef", "package", "model", "quant", "compiler"),
@@ -69,10 +70,16 @@ def _edges() -> dict[str, set[str]]:
     return {m: _imported(m, p, known) for m, p in modules.items()}
 
 
+SUBFOLDERS = ("store/remote",)  # folders inside a folder that are a layer of their own
+
+
 def _unit(module: str) -> str:
     """The folder (or top-level module) a module belongs to: udo_build.compiler.rules ->
-    compiler; udo_build itself -> __init__."""
+    compiler; udo_build.store.remote.tier -> store/remote; udo_build itself -> __init__."""
     parts = module.split(".")
+    for sub in SUBFOLDERS:
+        if parts[1:1 + sub.count("/") + 1] == sub.split("/"):
+            return sub
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -175,3 +182,10 @@ def test_imports_are_read_relative_and_inside_functions(tmp_path: Path) -> None:
     # a relative import inside a function (cli/__init__.py loads its command modules lazily)
     assert "udo_build.model.op_check" in edges["udo_build.cli.info"]
     assert "udo_build.errors" in edges["udo_build.cli"]
+
+
+def test_the_remote_tier_is_its_own_layer() -> None:
+    assert _unit("udo_build.store.remote.tier") == "store/remote"
+    assert _unit("udo_build.store.remote") == "store/remote"
+    assert _unit("udo_build.store.cas") == "store"
+    assert LAYER_OF["store"] < LAYER_OF["store/remote"] < LAYER_OF["builder"]

@@ -30,13 +30,19 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
                 package's ops called through ctypes), blas (numpy's own BLAS called directly:
                 GEMMs that accumulate into their output and read strided operands in place;
                 its thread count)
+    store/remote/
+                the remote tier of the store (tier.py: fetch and publish) and what only it
+                uses: the transports (http, grpc, s3) and their interface (transport.py),
+                connect (a URL -> its transport), the REAPI entries (entries, reapi), trust
+                (signatures), deadlines, pools. It sits above the local store: store/ knows
+                it only as `store.Tier` and never imports it
     ir/, rewrite/, soc/, store/
                 ir/: the model graph, the bundle container, encodings and the quantized model;
                 rewrite/: the op graph the rules rewrite, patterns, replacements and the one
                 rewrite driver; soc/: the SoC table, the record compatibility rules and the
-                compile target (arch, VTCM, level, dims, outputs, precision); store/:
-                blobs, trees and files of parts (parts.py), the action cache, locks, remote
-                caches, maintenance
+                compile target (arch, VTCM, level, dims, outputs, precision); store/ (the
+                local store): blobs, trees and files of parts (parts.py), the action cache,
+                locks, counters, history, maintenance
     base        errors, canonical (canonical JSON and digests), source (reading user files with
                 positions), atomic (the one atomic-write path), schema_problems
 
@@ -52,9 +58,9 @@ Where things go:
   and, where the device computes it in integers, a kernel and its binder in runtime/integer/.
 - a new rewrite rule: a `Rule` value in a rule list (compiler/ for the HTP passes, rewrite/ for
   the folds every layer shares); users add theirs with `package.rule(...)` in a kernels file.
-- a new cache backend: a transport module in store/ (the `transport.Transport` interface,
-  its requests run through `transport.Breaker`), picked by URL scheme in
-  `store/connect.py`; its settings in builder/settings.py.
+- a new cache backend: a transport module in store/remote/ (the `transport.Transport`
+  interface, its requests run through `transport.Breaker`), picked by URL scheme in
+  `store/remote/connect.py`; its settings in builder/settings.py.
 - a new command: a module in cli/ (add_arguments, run), listed in cli/__init__.py, calling the
   library in builder/ or a stage.
 """

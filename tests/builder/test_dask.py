@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from udo_build.store.trust import generate
+from udo_build.store.remote.trust import generate
 
 from ..conftest import REPO
 from ..store.remote_fixtures import start_nginx, write_key
@@ -229,7 +229,7 @@ def _puts(log: Path) -> tuple[Counter[str], Counter[str]]:
 
 
 def _public(key_file: Path) -> str:
-    from udo_build.store.trust import parse_signing_key
+    from udo_build.store.remote.trust import parse_signing_key
 
     return parse_signing_key(key_file.read_text().strip()).public().line
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from udo_build.builder import cluster as dask_cluster
-from udo_build.store.trust import generate
+from udo_build.store.remote.trust import generate
 
 from ..store.moto_s3 import MotoS3, moto_installed
 from ..store.remote_fixtures import start_nginx, write_key

@@ -149,7 +149,7 @@ def test_unsafe_publish_paths_are_refused_and_reported(project: Project) -> None
 
 
 def test_a_signed_entry_with_an_unsafe_publish_path_is_refused() -> None:
-    from udo_build.store import trust
+    from udo_build.store.remote import trust
 
     signer = trust.generate("ci")
     result = ActionResult("cd" * 32, "opdef", "evil", {"x": Output("ef" * 32, 1)},

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from udo_build.store.trust import load_signing_key, parse_public_key
+from udo_build.store.remote.trust import load_signing_key, parse_public_key
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project

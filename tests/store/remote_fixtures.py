@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from udo_build.cli import main
-from udo_build.store.trust import SigningKey, generate
+from udo_build.store.remote.trust import SigningKey, generate
 
 from .nginx import Nginx, nginx_binary
 

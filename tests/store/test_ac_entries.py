@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from udo_build.store import reapi as R
-from udo_build.store import trust as T
+from udo_build.store.remote import reapi as R
+from udo_build.store.remote import trust as T
 
 from .remote_fixtures import build, executed
 from .warm_remote import Warm, clone, write

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from udo_build.store import entries as E
-from udo_build.store import reapi as R
+from udo_build.store.remote import entries as E
+from udo_build.store.remote import reapi as R
 
 ENVELOPE = E.Pointer("ab" * 32, 321)
 

@@ -17,14 +17,20 @@ from typing import Any
 import pytest
 
 from udo_build.store import ActionResult, Output, Store
-from udo_build.store import reapi as R
-from udo_build.store import trust as T
-from udo_build.store.connect import open_transport
 from udo_build.store.counters import Counters
-from udo_build.store.grpccache import BATCH_LIMIT, GrpcCache
-from udo_build.store.remote import Remote
-from udo_build.store.transport import Buffer, Refused, RemoteError, RemoteOptions, Unavailable
-from udo_build.store.trust import generate
+from udo_build.store.remote import reapi as R
+from udo_build.store.remote import trust as T
+from udo_build.store.remote.connect import open_transport
+from udo_build.store.remote.grpccache import BATCH_LIMIT, GrpcCache
+from udo_build.store.remote.tier import Remote
+from udo_build.store.remote.transport import (
+    Buffer,
+    Refused,
+    RemoteError,
+    RemoteOptions,
+    Unavailable,
+)
+from udo_build.store.remote.trust import generate
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
@@ -112,6 +118,20 @@ def test_a_clean_checkout_gets_every_action_from_buildgrid(shared: Grid, tmp_pat
     assert {a["source"] for a in summary["actions"]} == {"remote"}
     assert summary["remote"]["rejected"] == {} and summary["remote"]["hits"] == 9
     assert out_files(other.out) == out_files(shared.source.out)
+
+
+def test_a_minimal_clone_asks_findmissingblobs_and_reads_no_blob(shared: Grid,
+                                                                  tmp_path: Path) -> None:
+    other = Project(tmp_path / "clone")
+    summary, err = build(other, *shared.read, "--download", "minimal")
+    assert (summary["executed"], summary["cached"], err) == (0, 9, "")
+    assert summary["remote"]["bytes_downloaded"] == 0 and summary["download"][
+        "remote_only_actions"] == 9
+    client = shared.client()
+    record = shared.result("prepare:sm8550/O2/native/default/int8").outputs["record"]
+    absent = hashlib.sha256(b"never uploaded").hexdigest()
+    assert client.missing({record.digest: record.size, absent: 14}) == {absent}
+    client.close()
 
 
 def test_buildgrid_holds_every_blob_an_entry_names(shared: Grid) -> None:

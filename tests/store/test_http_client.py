@@ -29,8 +29,8 @@ from cryptography.x509.oid import NameOID
 
 from udo_build.builder.settings import settings
 from udo_build.errors import UserError
-from udo_build.store.httpcache import HttpCache
-from udo_build.store.transport import Refused, RemoteError, RemoteOptions
+from udo_build.store.remote.httpcache import HttpCache
+from udo_build.store.remote.transport import Refused, RemoteError, RemoteOptions
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project

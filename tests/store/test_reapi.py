@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from udo_build.store import reapi as R
+from udo_build.store.remote import reapi as R
 
 ENVELOPE = R.Pointer("ab" * 32, 321)
 

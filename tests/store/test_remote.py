@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from udo_build.store import ActionResult, Output, Store
-from udo_build.store import reapi as R
-from udo_build.store import trust as T
-from udo_build.store.httpcache import HttpCache
-from udo_build.store.remote import Remote
-from udo_build.store.transport import Refused, RemoteError, RemoteOptions, Unavailable
+from udo_build.store.remote import reapi as R
+from udo_build.store.remote import trust as T
+from udo_build.store.remote.httpcache import HttpCache
+from udo_build.store.remote.tier import Remote
+from udo_build.store.remote.transport import Refused, RemoteError, RemoteOptions, Unavailable
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
@@ -60,7 +60,7 @@ def test_a_build_with_uploads_fills_the_remote_with_signed_entries_and_raw_blobs
 def test_a_clean_checkout_with_an_empty_store_gets_every_action_from_the_remote(
         shared: Warm, tmp_path: Path) -> None:
     other = clone(tmp_path)
-    summary, err = build(other, *shared.read)
+    summary, err = build(other, *shared.read, "--download", "all")
     assert (summary["executed"], summary["cached"], summary["hit_rate"]) == (0, 9, 1.0)
     assert {a["source"] for a in summary["actions"]} == {"remote"}
     assert [a["key"] for a in summary["actions"]] == [a["key"] for a in shared.summary["actions"]]

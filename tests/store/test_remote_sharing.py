@@ -14,9 +14,9 @@ import pytest
 
 from udo_build.store import ActionResult, Output, Store
 from udo_build.store.counters import Counters
-from udo_build.store.httpcache import HttpCache
-from udo_build.store.remote import STREAM_FROM, Remote
-from udo_build.store.trust import generate
+from udo_build.store.remote.httpcache import HttpCache
+from udo_build.store.remote.tier import STREAM_FROM, Remote
+from udo_build.store.remote.trust import generate
 
 from .nginx import Nginx
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from udo_build.store.httpcache import HttpCache
-from udo_build.store.transport import RemoteError, RemoteOptions
+from udo_build.store.remote.httpcache import HttpCache
+from udo_build.store.remote.transport import RemoteError, RemoteOptions
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project

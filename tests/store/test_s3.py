@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 
 from udo_build.store import ActionResult, Output, Store
-from udo_build.store import trust as T
-from udo_build.store.connect import open_transport
 from udo_build.store.counters import Counters
-from udo_build.store.remote import STREAM_FROM, Remote
-from udo_build.store.s3cache import S3Cache, parse_url
-from udo_build.store.transport import Refused, RemoteError, RemoteOptions, Unavailable
-from udo_build.store.trust import generate
+from udo_build.store.remote import trust as T
+from udo_build.store.remote.connect import open_transport
+from udo_build.store.remote.s3cache import S3Cache, parse_url
+from udo_build.store.remote.tier import STREAM_FROM, Remote
+from udo_build.store.remote.transport import Refused, RemoteError, RemoteOptions, Unavailable
+from udo_build.store.remote.trust import generate
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
@@ -381,7 +381,7 @@ def test_the_url_names_a_bucket_and_a_prefix() -> None:
 
 
 def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from udo_build.store import s3cache
+    from udo_build.store.remote import s3cache
 
     monkeypatch.setattr(s3cache, "obstore", None)
     with pytest.raises(ValueError, match=r"pip install 'udo-build\[s3\]'"):

@@ -14,10 +14,10 @@ from udo_build.atomic import TMP_PREFIX
 from udo_build.store import ActionResult, Output, Store
 from udo_build.store.cas import PROBE_FROM
 from udo_build.store.counters import Counters
-from udo_build.store.httpcache import HttpCache
-from udo_build.store.remote import STREAM_FROM, Remote
-from udo_build.store.transport import RemoteError, RemoteOptions
-from udo_build.store.trust import generate
+from udo_build.store.remote.httpcache import HttpCache
+from udo_build.store.remote.tier import STREAM_FROM, Remote
+from udo_build.store.remote.transport import RemoteError, RemoteOptions
+from udo_build.store.remote.trust import generate
 
 from .nginx import Nginx
 
@@ -204,6 +204,11 @@ def test_a_server_that_dies_mid_blob_leaves_no_partial_blob(nginx_server: Nginx,
     data = os.urandom(8 * BIG)
     (nginx_server.root / "cas").mkdir()
     (nginx_server.root / "cas" / sha(data)).write_bytes(data)
+    # throttled, so that most of the blob is still on the server when it dies (unthrottled,
+    # loopback's socket buffers can hold all of it by then, and the download succeeds)
+    nginx_server.kill()
+    nginx_server.limit_rate = "4m"
+    nginx_server.start()
     writer = store.cas.writer
     killed = threading.Event()
 
@@ -260,7 +265,7 @@ def test_get_into_returns_none_on_a_miss_and_streams_a_hit(nginx_server: Nginx) 
 # -- scheduling -----------------------------------------------------------------------------------
 
 def test_the_largest_download_starts_first() -> None:
-    from udo_build.store.pools import LargestFirst
+    from udo_build.store.remote.pools import LargestFirst
 
     pool = LargestFirst(1, "test")
     gate, order = threading.Event(), []
@@ -280,7 +285,7 @@ def test_the_largest_download_starts_first() -> None:
 @pytest.mark.skipif(not hasattr(os, "getpriority") or not os.uname().sysname == "Linux",
                     reason="threads have a nice value of their own on Linux only")
 def test_download_threads_yield_the_cpu_to_the_build() -> None:
-    from udo_build.store.pools import NICER, yielding
+    from udo_build.store.remote.pools import NICER, yielding
 
     before = os.getpriority(os.PRIO_PROCESS, 0)
     seen: list[int] = []

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from udo_build.store import ActionResult, Store
-from udo_build.store import reapi as R
+from udo_build.store.remote import reapi as R
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project

@@ -45,7 +45,7 @@ from .actions import MissingInput
 from .execute import ActionSpec, Failed, execute, store_at
 
 if TYPE_CHECKING:
-    from ..store.remote import Remote
+    from ..store.remote.tier import Remote
 
 CONNECT_TIMEOUT = 20.0  # seconds for a Dask scheduler to answer
 REFUSED_WITHIN = 2.0  # seconds: the TCP probe that tells a refused connection at once
@@ -141,8 +141,8 @@ class BlobPlane:
         return cls(remote.url, dataclasses.replace(remote.transport.options, headers=()))
 
     def open(self, store: Store) -> Remote:
-        from ..store.connect import open_transport
-        from ..store.remote import Remote
+        from ..store.remote.connect import open_transport
+        from ..store.remote.tier import Remote
         from .remote_access import access_env
 
         own = access_env((), None, dict(os.environ)).get("headers", ())

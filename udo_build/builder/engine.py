@@ -11,6 +11,10 @@ are cached, with the reason naming the action that ran (two spellings of one tar
 
 With a remote tier, a local miss is looked up there in the background; a hit counts at once while
 its blobs download (`_settle`); an action whose blobs could not be had runs here, and what follows.
+What a hit downloads is `Options.download`: every blob ("all"), those the output folder gets
+("outputs"), or none ("minimal": its blobs are proven to be in the remote). An action that runs
+here reads its inputs from the store: those that stayed remote are downloaded just before it
+starts (`_fetch_inputs`, only its own), and when one cannot be had, its producer runs here.
 
 A running action tells its inner progress (see executors): the listener gets ("step", state)
 with `state.step` = (what, done, total); the remote hits' downloads that the build waits for
@@ -90,6 +94,7 @@ class Options:
     keep_going: bool = False
     dry_run: bool = False
     remote: str = "fetch"  # the remote tier, if any: "fetch" hits, "peek" (entries only), "off"
+    download: str = "all"  # what a remote hit downloads: all | outputs | minimal (see DOWNLOADS)
     executor: str = ""  # where actions run: "" this machine, "dask://HOST:PORT" a Dask cluster
 
 
@@ -270,7 +275,8 @@ class Engine:
             return False
         action = state.action  # what it publishes is downloaded to be linked, not compressed
         future = self.store.fetch(key, peek=self.options.remote == "peek",
-                                  linked=lambda result: action.published(result).values())
+                                  linked=lambda result: action.published(result).values(),
+                                  download=self.options.download)
         if future is None:
             return False
         state.status, state.started = "running", time.perf_counter()
@@ -330,6 +336,8 @@ class Engine:
     def _submit(self, state: ActionState, kind: ActionKind | None,
                 others: list[ActionState] | None = None) -> None:
         assert kind is not None
+        if not self._fetch_inputs(state, others or []):
+            return
         state.status = "running"
         self.listener("start", state)
         state.started = time.perf_counter()
@@ -351,6 +359,27 @@ class Engine:
         self._by_key[state.key or ""] = future
         if future.done():  # ran in this process: record it before starting anything else
             self._collect({future})
+
+    def _fetch_inputs(self, state: ActionState, others: list[ActionState]) -> bool:
+        """Download the inputs of an action about to run that a remote hit left in the remote
+        (`Options.download`): only its own, now. False when one cannot be had: its producer
+        then runs here (never asking the remote again), and this action after it."""
+        if self.options.download == "all":
+            return True
+        for planned in state.names.values():
+            source = state.action.inputs[planned]
+            if isinstance(source, Source):
+                continue
+            producer = self.states[source.action]
+            if producer.origin != "remote" or producer.result is None:
+                continue
+            if not self.store.fetch_inputs([producer.result.outputs[source.output]]):
+                self._local_only.add(producer.key or "")
+                for st in (state, *others):
+                    st.status = "waiting"  # not pending yet: `_reset` leaves pending ones
+                self._reset(producer)
+                return False
+        return True
 
     def cores_for(self) -> int:
         """The cores an action started now may use (ActionContext.cores): this machine's cores

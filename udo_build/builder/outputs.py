@@ -37,14 +37,15 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..atomic import TMP_PREFIX, Confined
 from ..errors import UserError, environment_problem, with_path
-from ..store import ActionResult, Store
+from ..store import ActionResult, Output, Store
 from ..store.cas import parse_tree, safe_relpath
 from ..store.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from ..store.parts import parse_layout, write_file
@@ -66,6 +67,8 @@ class Sync:
     removed: int = 0
     unchanged: int = 0
     damaged: list[str] = field(default_factory=list)  # files that did not hold their bytes
+    remote: dict[str, int] = field(default_factory=dict)  # not written: their bytes stayed
+    # in the remote (--download minimal): path -> bytes (a tree's: its manifest's)
     replaced: list[str] = field(default_factory=list)  # foreign entries (links...) replaced
 
 
@@ -80,8 +83,11 @@ FileSpec = tuple[str, int, bool, str]  # digest, size, executable, manifest of a
 Published = tuple[ActionResult, dict[str, str]]  # a result and where its outputs go
 
 
-def desired_files(store: Store, results: list[Published]) -> dict[str, FileSpec]:
-    """Relative path -> (digest, size, executable) of every published file."""
+def desired_files(store: Store, results: list[Published],
+                  remote: dict[str, Output] | None = None) -> dict[str, FileSpec]:
+    """Relative path -> (digest, size, executable) of every published file. With `remote`
+    (a build that downloads no bytes), an output whose blobs the store lacks is no file: it
+    goes to `remote` by its path."""
     files: dict[str, FileSpec] = {}
     for result, publish in results:
         for rel, name in sorted(publish.items()):
@@ -92,6 +98,9 @@ def desired_files(store: Store, results: list[Published]) -> dict[str, FileSpec]
                                 hint="an action kind must produce every output the plan "
                                      "publishes (check the plugin or kind version)")
             _check_rel(rel)
+            if remote is not None and not _stored(store, out):
+                remote[rel] = out
+                continue
             if out.type == "blob":
                 files[rel] = (out.digest, out.size, False, "")
                 continue
@@ -111,24 +120,43 @@ def desired_files(store: Store, results: list[Published]) -> dict[str, FileSpec]
 
 
 def materialize(store: Store, folder: Path, results: list[Published], *,
-                prune: bool = True, owner: Owner | None = None) -> Sync:
+                prune: bool = True, owner: Owner | None = None, minimal: bool = False) -> Sync:
     """Make the folder hold the published files (through the owner's open folder, else one
     opened here); entries that are not udo-build's (symbolic links, pipes, ...) are replaced
-    and listed in `Sync.replaced` (and told once through the owner)."""
-    files = desired_files(store, results)
+    and listed in `Sync.replaced` (and told once through the owner). With `minimal` (a build
+    that downloads no bytes), a file whose bytes the store lacks is not written: the folder
+    keeps it when it holds those very bytes already (a file its manifest names, intact), else
+    it is not there (an older file at its place is removed); `Sync.remote` lists them."""
+    remote: dict[str, Output] | None = {} if minimal else None
+    files = desired_files(store, results, remote)
     if owner is not None:
-        sync = _sync(store, owner.folder, files, prune, owner)
+        sync = _sync(store, owner.folder, files, prune, owner, remote or {})
         owner.tell_replaced()
         return sync
     with Confined(folder, heal=True) as out:
-        return _sync(store, out, files, prune, None)
+        return _sync(store, out, files, prune, None, remote or {})
+
+
+def _stored(store: Store, out: Output) -> bool:
+    """Whether the store holds every blob of an output (a tree's files, a file's parts)."""
+    if not store.cas.has(out.digest):
+        return False
+    entries = store.cas.tree_entries(out.digest) if out.type == "tree" else []
+    return entries is not None and all(store.cas.has(e["digest"]) for e in entries)
 
 
 def _sync(store: Store, out: Confined, files: dict[str, FileSpec], prune: bool,
-          owner: Owner | None) -> Sync:
+          owner: Owner | None, remote: dict[str, Output]) -> Sync:
     old = parse_manifest(out.read(MANIFEST, MAX_MANIFEST_BYTES))
     sync = Sync()
+    held = {rel: o for rel, o in remote.items() if o.type == "blob" and old.get(rel) == o.digest}
+    files = {**files, **{rel: (o.digest, o.size, False, "") for rel, o in held.items()}}
     todo = _stale(store, out, files, old, sync)
+    lost = {rel for rel, _ in todo if rel in held}  # changed since: not written (no bytes)
+    todo = [item for item in todo if item[0] not in lost]
+    files = {rel: spec for rel, spec in files.items() if rel not in lost}
+    sync.damaged = [rel for rel in sync.damaged if rel not in lost]
+    sync.remote = {rel: o.size for rel, o in remote.items() if rel not in held or rel in lost}
     gone = sorted(set(old) - set(files)) if prune else []
     if owner is not None and (todo or gone):
         owner.writing()
@@ -226,6 +254,34 @@ def _write_files(store: Store, out: Confined, todo: list[tuple[str, FileSpec]]) 
 
     with cf.ThreadPoolExecutor(WRITERS, thread_name_prefix="udo-build-out") as pool:
         return [rel for rel in pool.map(write, todo) if rel is not None]
+
+
+def download_mode(given: str | None, dry_run: bool, sharded: bool) -> str:
+    """What a build downloads from the remote (`--download`): as given, else "minimal" for a
+    dry run (`--check`) and a shard of CI (neither writes an output folder), else "outputs"."""
+    return given or ("minimal" if dry_run or sharded else "outputs")
+
+
+def left_in_remote(store: Store, mode: str, states: Iterable[Any]) -> dict[str, Any] | None:
+    """What a build with a remote tier left there only (None without one, or with "all"):
+    the actions whose outputs the store lacks, those outputs' bytes (a tree's: its
+    manifest's), and the published files among them (the output folder has none of them
+    unless it held those bytes already)."""
+    if store.remote is None or mode == "all":
+        return None
+    actions, size, files = 0, 0, []
+    for state in states:
+        result = state.result
+        if result is None:
+            continue
+        lacking = {name for name, out in result.outputs.items() if not _stored(store, out)}
+        if lacking:
+            actions += 1
+            size += sum(result.outputs[name].size for name in lacking)
+            files += [rel for rel, name in state.action.published(result).items()
+                      if name in lacking]
+    return {"mode": mode, "remote_only_actions": actions, "remote_only_bytes": size,
+            "files_not_written": sorted(files)}
 
 
 def _check_rel(rel: str) -> None:

@@ -81,7 +81,7 @@ def check_access(client_cert: Path | None, client_key: Path | None, files: tuple
 
 def header_lines(lines: list[str], file: str | None, where: str) -> Headers:
     """`Name: value` lines as pairs; a bad one is named by its place, never shown."""
-    from ..store.transport import parse_headers
+    from ..store.remote.transport import parse_headers
 
     pairs: list[tuple[str, str]] = []
     for number, line in enumerate(lines):

@@ -29,6 +29,7 @@ from ..errors import (
     UserError,
     display_path,
 )
+from .outputs import download_mode, left_in_remote
 from .settings import (
     RemoteRequest,
     RemoteSummary,
@@ -92,6 +93,7 @@ class BuildRequest(NamedTuple):
     remote_optional: bool = False  # a shard whose results could not all be uploaded is ok
     executor: str | None = None  # where actions run (None: the settings'; see settings.py)
     strict: bool = False  # what is a warning refuses the build (exit 2) before publishing
+    download: str | None = None  # all | outputs | minimal (None: see outputs.download_mode)
 
 
 class ActionOutcome(NamedTuple):
@@ -185,6 +187,7 @@ class BuildReport(NamedTuple):
     where: str = ""  # where its actions ran: "inline", "N local workers", "Dask at ..."
     page: Path | None = None  # its report page (not in a dry run), see report_page.py
     unpublished: int = 0  # a shard's results it could not upload (unless --remote-optional)
+    download: dict[str, Any] | None = None  # what stayed in the remote (outputs.left_in_remote)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -236,6 +239,7 @@ class BuildReport(NamedTuple):
             "remote": None if self.remote is None else self.remote.to_json(),
             "shard": self.shard, "where": self.where, "unpublished": self.unpublished,
             "page": None if self.page is None else display_path(self.page),
+            "download": self.download,
         }
 
 
@@ -345,6 +349,8 @@ def _run(listing: Listing, request: BuildRequest,
         with store.build_lock():
             members, states, where = _build(store, listing, request, events)
             store.finish(count=not request.dry_run)
+            mode = download_mode(request.download, request.dry_run, request.shard is not None)
+            left = left_in_remote(store, mode, states.values())
         unpublished = _unpublished(store, request)
         note = store.unrecorded()  # a read-only or full store: what it could not keep
         if note is not None:
@@ -357,7 +363,7 @@ def _run(listing: Listing, request: BuildRequest,
                          first.out if published else None, request.dry_run,
                          tuple(ActionOutcome.of(s) for s in states.values()), seconds, remote,
                          None if request.shard is None else str(request.shard), where,
-                         unpublished=unpublished)
+                         unpublished=unpublished, download=left)
     return report, members
 
 
@@ -398,7 +404,8 @@ def _build(store: Store, listing: Listing, request: BuildRequest,
     full, selected = merged_plan(members, request.targets)
     options = Options(jobs=request.jobs, keep_going=request.keep_going,
                       dry_run=request.dry_run, remote="peek" if request.dry_run else "fetch",
-                      executor=executor_setting(listing.folder, request.executor))
+                      executor=executor_setting(listing.folder, request.executor),
+                      download=download_mode(request.download, request.dry_run, sharded))
     where = _where(options)
     if request.dry_run:  # a dry shard: what the whole selection would run
         return members, run_plan(store, selected, options, events), where
@@ -423,7 +430,8 @@ def _build(store: Store, listing: Listing, request: BuildRequest,
             for member, owner in zip(members, owners, strict=True):
                 states.update(_publish(store, member.out, selected, run,
                                        member.states(states), events, owner,
-                                       prune=not request.targets))
+                                       prune=not request.targets,
+                                       minimal=options.download == "minimal"))
             _tell_healed(states, events)
             with store.recording("the build's history"):
                 save_histories(store, members, states, full)
@@ -477,7 +485,7 @@ def _where(options: Options) -> str:
 
 def _publish(store: Store, out: Path, selected: Plan, run: Any,
              states: dict[str, ActionState], events: Events, owner: Owner, *,
-             prune: bool) -> dict[str, ActionState]:
+             prune: bool, minimal: bool = False) -> dict[str, ActionState]:
     """Update the output folder; when a blob it needs turns out missing or corrupt (then it
     is quarantined), run the plan once more (only those actions run) and update it again."""
     from .outputs import MANIFEST, MissingContent, materialize
@@ -488,7 +496,7 @@ def _publish(store: Store, out: Path, selected: Plan, run: Any,
         if not results and not (out / MANIFEST).exists():
             return states
         try:
-            sync = materialize(store, out, results, prune=prune, owner=owner)
+            sync = materialize(store, out, results, prune=prune, owner=owner, minimal=minimal)
         except MissingContent:
             if attempt == 2:
                 raise

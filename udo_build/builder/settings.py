@@ -18,7 +18,7 @@ files.
                                               # remote_access.py
 
 An https remote may also be reached through a proxy (`https_proxy`, `no_proxy`...) and with
-`.netrc` credentials: see store/httpclient.py.
+`.netrc` credentials: see store/remote/httpclient.py.
 
 An option beats the environment (UDO_BUILD_EXECUTOR, UDO_BUILD_REMOTE, UDO_BUILD_REMOTE_UPLOAD,
 UDO_BUILD_SIGNING_KEY, UDO_BUILD_TRUSTED_KEYS, UDO_BUILD_REMOTE_HEADERS), which beats the
@@ -42,7 +42,7 @@ from . import remote_access
 
 if TYPE_CHECKING:
     from ..store import Store
-    from ..store.remote import Remote
+    from ..store.remote.tier import Remote
 
 PROJECT_FILES = ("udo-build.toml", ".udo-build/config.toml")
 USER_FILE = "udo-build/config.toml"
@@ -293,10 +293,10 @@ def open_remote(store: Store, start: Path, request: RemoteRequest, warn: Warn, *
                      hint="add the writers' public keys to trusted_keys (or --trusted-key, "
                           "UDO_BUILD_TRUSTED_KEYS)"))
         return None
-    from ..store.connect import open_transport
-    from ..store.remote import Remote
-    from ..store.transport import RemoteOptions
-    from ..store.trust import trusted_set
+    from ..store.remote.connect import open_transport
+    from ..store.remote.tier import Remote
+    from ..store.remote.transport import RemoteOptions
+    from ..store.remote.trust import trusted_set
 
     options = RemoteOptions(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
                             retries=cfg.retries, max_failures=cfg.max_failures,
@@ -318,7 +318,7 @@ def _path(path: Path | None) -> str | None:
 
 
 def _trusted(lines: tuple[tuple[str, str], ...]) -> list[Any]:
-    from ..store.trust import parse_public_key
+    from ..store.remote.trust import parse_public_key
 
     keys = []
     for line, where in lines:
@@ -332,7 +332,7 @@ def _trusted(lines: tuple[tuple[str, str], ...]) -> list[Any]:
 
 
 def _signing_key(cfg: RemoteSettings, warn: Warn, need: bool) -> Any:
-    from ..store.trust import load_signing_key
+    from ..store.remote.trust import load_signing_key
 
     if cfg.signing_key is None:
         problem = Problem("uploads are on, but no signing key is set: not uploading",

@@ -23,6 +23,7 @@ from .common import (
     add_remote_arguments,
     add_store_arguments,
     add_strict_argument,
+    download_line,
     remote_line,
     remote_request,
 )
@@ -97,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                              "README 'Distributed builds'; default: $UDO_BUILD_EXECUTOR, the "
                              "config files' `executor`, else this machine)")
     add_strict_argument(parser, "override encodings naming tensors the model lacks")
-    add_remote_arguments(parser, upload=True)
+    add_remote_arguments(parser, upload=True, download=True)
 
 
 def _jobs(text: str) -> int:
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
                            dry_run=args.dry_run or args.check, remote=remote_request(args),
                            shard=args.shard, shard_wait=args.shard_wait,
                            remote_optional=args.remote_optional, executor=args.executor,
-                           strict=args.strict)
+                           strict=args.strict, download=args.download)
     if listing.combined:
         return _workspace(rep, run_workspace(listing, request, rep), args)
     report = run_build(request, rep)
@@ -239,6 +240,8 @@ def _details(rep: Reporter, report: BuildReport) -> None:
                  "actions and what needs them are skipped)")
     if report.remote is not None:
         rep.line(f"  {remote_line(report.remote)}")
+    if report.download is not None and report.download["remote_only_actions"]:
+        rep.line(f"  {download_line(report.download)}")
     if report.out is not None:
         rep.line(f"  outputs in {display_path(report.out)}")
     if report.page is not None:

@@ -65,8 +65,17 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the artifact store (default: $UDO_BUILD_STORE or ./store)")
 
 
-def add_remote_arguments(parser: argparse.ArgumentParser, *, upload: bool) -> None:
+def add_remote_arguments(parser: argparse.ArgumentParser, *, upload: bool,
+                         download: bool = False) -> None:
     group = parser.add_argument_group("remote cache (see README 'Shared caches')")
+    if download:
+        group.add_argument("--download", choices=("all", "outputs", "minimal"),
+                           help="what a remote hit downloads: every output of every cached "
+                                "action (all), the bytes the output folder needs (outputs, the "
+                                "default), or none (minimal: the build proves they are in the "
+                                "remote and says what stays there; the default of --check, "
+                                "--dry-run and --shard). An action that runs here downloads "
+                                "its own inputs when it starts")
     group.add_argument("--remote", metavar="URL",
                        help="a shared cache speaking the Bazel HTTP protocol (nginx WebDAV, "
                             "bazel-remote); default: $UDO_BUILD_REMOTE or the config files")
@@ -109,6 +118,15 @@ def remote_line(summary: RemoteSummary) -> str:
         parts.append(f"{rejected} refused")
     state = "; disabled after failures" if summary.disabled else ""
     return f"remote cache {summary.url}: {', '.join(parts)}{state}"
+
+
+def download_line(left: dict[str, Any]) -> str:
+    """One line for people: what a build left in the remote only (--download)."""
+    files = left["files_not_written"]
+    shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+    return (f"stays in the remote (--download {left['mode']}): the outputs of "
+            f"{left['remote_only_actions']} actions, {human_size(left['remote_only_bytes'])}"
+            + (f"; not in the output folder: {len(files)} files ({shown})" if files else ""))
 
 
 def human_size(size: int) -> str:

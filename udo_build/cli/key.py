@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
     if args.key_command == "public":
-        from ..store.trust import load_signing_key
+        from ..store.remote.trust import load_signing_key
 
         key = load_signing_key(Path(args.file))
         line = key.public().line
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
 
 
 def _generate(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..store.trust import generate
+    from ..store.remote.trust import generate
 
     name = args.name or "udo-build-" + (socket.gethostname().split(".")[0] or "key")
     try:

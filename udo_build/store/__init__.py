@@ -17,17 +17,19 @@ serves a build whose actions are all cached: what only keeps records (`stats.jso
 history, the digest cache) is skipped through `recording`, and `unrecorded` says what in one
 note. An action that must run there fails, naming the path and what to do.
 
-A store may have a remote tier (`attach_remote`, see `remote`): after a local miss (`lookup`),
-`fetch` asks the remote, and `publish` uploads what a build made.
+A store may have a remote tier (`attach_remote`, see `remote/`): after a local miss (`lookup`),
+`fetch` asks the remote, and `publish` uploads what a build made. The store knows the tier only
+by the `Tier` interface: the local store never imports the remote tier.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..errors import Problem, UserError, environment_problem
 from .ac import ActionCache, ActionResult, Output
@@ -36,15 +38,29 @@ from .counters import Counters, save_counters
 from .filecache import FileDigests
 from .locks import action_lock, store_lock
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
-    from .remote import Fetched, Linked, Remote
-
-__all__ = ["ActionResult", "BlobRef", "Output", "Store", "default_store_path"]
+__all__ = ["ActionResult", "BlobRef", "Output", "Store", "Tier", "default_store_path"]
 
 LAYOUT = "udo-build-store 1"
 ENV_VAR = "UDO_BUILD_STORE"
+
+
+Fetched = tuple[ActionResult, "Future[bool] | None"]  # a verified result, its blobs
+Linked = Callable[[ActionResult], Collection[str]]  # a result -> its outputs an output folder gets
+
+
+class Tier(Protocol):
+    """A remote tier as the store calls it (`remote.tier.Remote` is the one there is)."""
+
+    def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None,
+                    download: str = "all") -> Future[Fetched | None] | None: ...
+
+    def publish(self, result: ActionResult) -> Future[bool] | None: ...
+
+    def fetch_outputs(self, outputs: Iterable[Output]) -> bool: ...
+
+    def wait(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def default_store_path(given: str | None = None, env: dict[str, str] | None = None) -> Path:
@@ -60,7 +76,7 @@ class Store:
         self.files = FileDigests(self.root)
         self.ac = ActionCache(self.root, self.cas, self.files)  # hits checked by the stat cache
         self.counters = Counters()
-        self.remote: Remote | None = None
+        self.remote: Tier | None = None
         self.skipped: dict[str, OSError] = {}  # records not written: what -> why (see recording)
 
     def _check_layout(self, create: bool) -> None:
@@ -98,7 +114,7 @@ class Store:
 
     # -- the tiers --------------------------------------------------------------------------------
 
-    def attach_remote(self, remote: Remote | None) -> None:
+    def attach_remote(self, remote: Tier | None) -> None:
         self.remote = remote
 
     def lookup(self, key: str) -> tuple[ActionResult | None, str]:
@@ -110,16 +126,25 @@ class Store:
         self.counters.add(local_misses=1)
         return None, ""
 
-    def fetch(self, key: str, *, peek: bool = False,
-              linked: Linked | None = None) -> Future[Fetched | None] | None:
+    def fetch(self, key: str, *, peek: bool = False, linked: Linked | None = None,
+              download: str = "all") -> Future[Fetched | None] | None:
         """Look `key` up in the remote tier, in a background thread (None when there is no
         remote tier, or it is disabled). The future gives None on a miss, else the verified
-        result with a future of its blobs (True once they and then the entry are stored
-        locally). With `peek`, only the entry is read and verified (dry runs). `linked` says
-        which outputs of a result go to an output folder (stored raw: see `Remote.download`)."""
+        result with a future of its blobs (True once those `download` asks for are stored
+        locally: see `Remote.fetch_async`). With `peek`, nothing is stored (dry runs).
+        `linked` says which outputs of a result go to an output folder (stored raw: see
+        `Remote.download`)."""
         if self.remote is None:
             return None
-        return self.remote.fetch_async(key, store=not peek, linked=linked)
+        return self.remote.fetch_async(key, store=not peek, linked=linked, download=download)
+
+    def fetch_inputs(self, outputs: Iterable[Output]) -> bool:
+        """Store these outputs' blobs here, downloading from the remote tier those the store
+        lacks (an action about to run reads its inputs from the store); False when one could
+        not be had (or there is no remote tier to ask)."""
+        if self.remote is None:
+            return False
+        return self.remote.fetch_outputs(outputs)
 
     def publish(self, result: ActionResult) -> None:
         """Share a result this process built (uploaded in the background when a remote tier

@@ -30,6 +30,7 @@ FIELDS = (
     "remote_incomplete",  # an entry whose blobs the remote lacks (counted as a miss too)
     "bytes_downloaded", "blobs_downloaded", "bytes_uploaded", "blobs_uploaded",
     "entries_uploaded",
+    "blobs_proven",  # blobs proven to be in the remote, not read (--download outputs|minimal)
     "remote_errors",  # failed requests (after their retries)
     "remote_disabled",  # times the remote was disabled (circuit breaker) during a build
 )

@@ -28,7 +28,7 @@ from typing import Any
 import urllib3
 from urllib3 import exceptions as u3
 
-from .. import __version__
+from ... import __version__
 from . import httpclient
 from .deadlines import Transfer
 from .transport import Breaker, Buffer, Failed, Refused, RemoteOptions, S, Sink, Stalled
@@ -85,6 +85,10 @@ class HttpCache(Breaker):
         status, _ = self._request("HEAD", space, name)
         return status == 200
 
+    def missing(self, blobs: dict[str, int]) -> set[str]:
+        return {digest for digest in blobs
+                if self._request("HEAD", "cas", digest, side="read")[0] != 200}
+
     def put(self, space: str, name: str, data: bytes) -> None:
         self._request("PUT", space, name, data)
 
@@ -92,10 +96,11 @@ class HttpCache(Breaker):
         self.pool.clear()
 
     def _request(self, method: str, space: str, name: str, body: bytes | None = None, *,
-                 limit: int | None = None, open_sink: Callable[[], Sink] | None = None
-                 ) -> tuple[int, Any]:
+                 limit: int | None = None, open_sink: Callable[[], Sink] | None = None,
+                 side: str | None = None) -> tuple[int, Any]:
         path = f"{self.base}/{space}/{name}"
-        side = "read" if method == "GET" else "write"  # a HEAD asks before an upload
+        # a HEAD asks before an upload (a write), unless `side` says it proves a read
+        side = side or ("read" if method == "GET" else "write")
 
         def attempt(transfer: Transfer) -> tuple[int, Any]:
             status, data = self._attempt(method, path, body, limit, open_sink, transfer)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..canonical import canonical_json
-from .ac import ActionResult, unsafe_publish
+from ...canonical import canonical_json
+from ..ac import ActionResult, unsafe_publish
 
 ENVELOPE_SCHEMA = "udo-build/signed-action-result"
 ENVELOPE_VERSION = 1
@@ -195,7 +195,7 @@ def trusted_set(keys: list[PublicKey]) -> dict[bytes, PublicKey]:
 
 def load_signing_key(path: Path) -> SigningKey:
     """The private key in a file (as written by `udo-build key generate`)."""
-    from ..errors import UserError
+    from ...errors import UserError
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -94,10 +94,13 @@ class S3Cache(Breaker):
 
         return self.attempts("read", f"GET {self._url(path)}", limit or 0, attempt)
 
-    def head(self, space: str, name: str) -> bool:
+    def head(self, space: str, name: str, *, side: str = "write") -> bool:
         path = self._path(space, name)
-        return self.attempts("write", f"HEAD {self._url(path)}", 0, lambda transfer: self._run(
+        return self.attempts(side, f"HEAD {self._url(path)}", 0, lambda transfer: self._run(
             transfer, path, lambda: _head(self.store, path, transfer)))
+
+    def missing(self, blobs: dict[str, int]) -> set[str]:
+        return {digest for digest in blobs if not self.head("cas", digest, side="read")}
 
     def put(self, space: str, name: str, data: bytes) -> None:
         path = self._path(space, name)

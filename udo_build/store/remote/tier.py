@@ -24,6 +24,12 @@ whole); only when all are there is the entry written to the local action cache. 
 bytes do not match its name is refused and never stored; an entry whose blobs the remote lacks
 is a miss.
 
+What a hit downloads is the build's `--download` (`fetch_async`): every blob ("all"), only the
+blobs its output folder gets ("outputs": the others stay in the remote, proven there), or none
+("minimal": every blob is proven to be in the remote, through `Transport.missing`: HEADs, or
+one FindMissingBlobs over gRPC; an entry whose blobs are not all there is a miss). A blob left
+in the remote is downloaded when an action that runs reads it (`fetch_outputs`).
+
 Writing (`publish`, in background threads; `upload` waits): the output blobs first, then the
 envelope blob, the entry last, and the entry only when every blob is up. So a reader never sees
 an entry whose upload did not finish, and a validating server never sees an entry naming a
@@ -46,23 +52,21 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Problem
-from .ac import ActionCache, ActionResult, Output
-from .cas import Cas, sha256_bytes
-from .counters import Counters
+from ...errors import Problem
+from .. import Fetched, Linked
+from ..ac import ActionCache, ActionResult, Output
+from ..cas import Cas, sha256_bytes
+from ..counters import Counters
 from .entries import Pointer, entry_bytes, entry_envelope
 from .pools import LargestFirst, yielding
 from .transport import Refused, RemoteError, Transport, Unavailable
 from .trust import CORRUPT_BLOB, MALFORMED, PublicKey, SigningKey, open_entry, sign_entry
 
+DOWNLOADS = ("all", "outputs", "minimal")  # what a build downloads: see `fetch_async`
 HEAD_FIRST = 64 * 1024  # bytes: smaller blobs are PUT without asking whether they are there
 STREAM_FROM = 1 << 20  # bytes: larger blobs are stored as they download
 ENTRY_LIMIT = 4 << 20  # bytes: a longer action-cache entry (or envelope) is refused
 THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
-
-
-Fetched = tuple[ActionResult, "cf.Future[bool] | None"]  # a verified result, its blobs
-Linked = Callable[[ActionResult], Collection[str]]  # a result -> its outputs an output folder gets
 
 
 @dataclass(frozen=True)
@@ -113,32 +117,42 @@ class Remote:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None
-                    ) -> cf.Future[Fetched | None] | None:
+    def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None,
+                    download: str = "all") -> cf.Future[Fetched | None] | None:
         """Look `key` up in a background thread. The future gives None on a miss, else the
         verified result at once (so that the build can go on to what depends on it) with a
-        future of its blobs: True once every blob, then the entry, is stored locally; False
-        when they could not be had (then no entry is written). With `store=False` the entry
-        is only read and verified, and there is no blob future. `linked` names the outputs of
-        a result that go to an output folder (see `download`). None when the remote is
+        future of its blobs: True once the blobs `download` asks for are stored locally (for
+        "all": every blob, then the entry); False when they could not be had (then no entry
+        is written). `linked` names the outputs of a result that go to an output folder (see
+        `download`). `download` (see DOWNLOADS): "all" stores every blob and the entry;
+        "outputs" only the linked outputs' blobs (the entry too when the store then has every
+        blob), the others proven to be in the remote; "minimal" none: every blob is proven to
+        be in the remote (`prove`), else it is a miss, and there is no blob future. With
+        `store=False` (a dry run) nothing is stored and there is no blob future: the entry is
+        read and verified, and with "minimal" its blobs proven. None when the remote is
         disabled."""
         if not self.trusted or self.transport.disabled is not None:
             return None
-        return self._pool("lookups").submit(self._guarded, self._lookup, key, store, linked)
+        return self._pool("lookups").submit(self._guarded, self._lookup, key, store, linked,
+                                            download)
 
     def fetch(self, key: str, *, store: bool = True) -> ActionResult | None:
         """`fetch_async`, waited for: the result once it is stored locally (or only verified)."""
-        got = self._guarded(self._lookup, key, store, None)
+        got = self._guarded(self._lookup, key, store, None, "all")
         if got is None:
             return None
         result, blobs = got
         return result if blobs is None or blobs.result() else None
 
-    def _lookup(self, key: str, store: bool, linked: Linked | None) -> Fetched | None:
+    def _lookup(self, key: str, store: bool, linked: Linked | None, download: str
+                ) -> Fetched | None:
         result = self.entry(key)
         if result is None:
             return None
-        if not store:
+        if download == "minimal" and not self.prove(result.outputs.values()):
+            self.counters.add(remote_misses=1)
+            return None
+        if not store or download == "minimal":
             self.counters.add(remote_hits=1)
             return result, None
         with self._lock:
@@ -147,7 +161,8 @@ class Remote:
                                                initializer=yielding)
         size = sum(o.size for o in result.outputs.values())
         names = None if linked is None else linked(result)
-        return result, self._downloads.submit(size, self._guarded, self.download, result, names)
+        return result, self._downloads.submit(size, self._guarded, self.download, result, names,
+                                              download == "outputs")
 
     def entry(self, key: str) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
@@ -184,8 +199,11 @@ class Remote:
             return None
         return bytes(envelope)
 
-    def download(self, result: ActionResult, linked: Collection[str] | None = None) -> bool:
+    def download(self, result: ActionResult, linked: Collection[str] | None = None,
+                 only_linked: bool = False) -> bool:
         """Store every blob of a verified result locally (each verified), then the entry.
+        With `only_linked`, the other outputs' blobs are only proven to be in the remote
+        (`prove`) unless the store has them; the entry is stored when it then has them all.
 
         The blobs of the outputs that go to an output folder (`linked`, by name; default: those
         the result publishes) are stored raw, not zstd-compressed: the folder gets them as hard
@@ -195,11 +213,45 @@ class Remote:
         published = set(result.publish.values() if linked is None else linked)
         kept = [o for name, o in result.outputs.items() if name not in published]
         linked = [o for name, o in result.outputs.items() if name in published]
-        if not (self.fetch_outputs(linked, raw=True) and self.fetch_outputs(kept)):
+        if not self.fetch_outputs(linked, raw=True) or not (
+                self.prove(kept) if only_linked else self.fetch_outputs(kept)):
             self.counters.add(remote_misses=1)
             return False
-        self.ac.put(result)
+        if not only_linked or self.stored(kept):
+            self.ac.put(result)
         self.counters.add(remote_hits=1)
+        return True
+
+    def stored(self, outputs: Iterable[Output]) -> bool:
+        """Whether the local store holds every blob of these outputs (a tree's files too)."""
+        for output in outputs:
+            if not self.cas.has(output.digest):
+                return False
+            entries = self.cas.tree_entries(output.digest) if output.type == "tree" else []
+            if entries is None or not all(self.cas.has(e["digest"]) for e in entries):
+                return False
+        return True
+
+    def prove(self, outputs: Iterable[Output]) -> bool:
+        """Whether every blob of these outputs is in the local store or the remote, asked in
+        one batch (`Transport.missing`) and read from neither: a tree stored here has its
+        files asked for, one that is not only its manifest (its files are checked when it is
+        downloaded). A blob the remote lacks is an incomplete entry: False."""
+        wanted: dict[str, int] = {}
+        for output in outputs:
+            entries = self.cas.tree_entries(output.digest) \
+                if output.type == "tree" and self.cas.has(output.digest) else None
+            blobs = [(output.digest, output.size),
+                     *((e["digest"], _size(e) or 0) for e in entries or ())]
+            wanted.update((d, s) for d, s in blobs if d not in self._sent and not self.cas.has(d))
+        if not wanted:
+            return True
+        ok, missing = self._call(self.transport.missing, wanted)
+        if not ok or missing:
+            return self._absent(ok)
+        self.counters.add(blobs_proven=len(wanted))
+        with self._lock:
+            self._sent.update(wanted)  # an upload from here need not send them
         return True
 
     def _guarded(self, step: Callable[..., Any], *args: Any) -> Any:

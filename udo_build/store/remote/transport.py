@@ -133,6 +133,11 @@ class Transport(Protocol):
     def head(self, space: str, name: str) -> bool:
         """Whether the remote has `name` in `space` (asked before an upload: a write)."""
 
+    def missing(self, blobs: dict[str, int]) -> set[str]:
+        """The digests of these CAS blobs (digest -> size) the remote lacks: one batched
+        question where the protocol has one (FindMissingBlobs), else a HEAD each (a read:
+        `--download minimal` proves a build's blobs exist without reading them)."""
+
     def put(self, space: str, name: str, data: bytes) -> None: ...
 
     def drop_in_flight(self, reason: str) -> None: ...

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import __version__
+from ... import __version__
 from . import reapi as R
 from .deadlines import Transfer
 from .transport import Breaker, Buffer, Failed, Refused, RemoteOptions, S, Stalled
@@ -47,6 +47,7 @@ from .transport import Breaker, Buffer, Failed, Refused, RemoteOptions, S, Stall
 BATCH_LIMIT = 128 << 10  # bytes: larger blobs go through ByteStream
 CHUNK = 64 << 10  # bytes of each ByteStream write message
 MAX_MESSAGE = 64 << 20  # bytes a server may send in one message (a ByteStream chunk)
+FIND_BATCH = 1000  # digests in one FindMissingBlobs request (well under a message's limit)
 GRACE = 1.0  # seconds a call's gRPC deadline exceeds the transfer's (the watchdog ends it first)
 REAPI = "/build.bazel.remote.execution.v2."
 FAILED = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "INTERNAL",
@@ -170,11 +171,24 @@ class GrpcCache(Breaker):
     # -- calls ------------------------------------------------------------------------------------
 
     def _missing(self, digest: str, size: int) -> bool:
-        request = R.FindMissingBlobsRequest(
-            instance_name=self.instance, blob_digests=[R.Digest(hash=digest, size_bytes=size)])
-        response = self._unary("write", "ContentAddressableStorage/FindMissingBlobs", request,
+        return bool(self._find_missing("write", {digest: size}))
+
+    def missing(self, blobs: dict[str, int]) -> set[str]:
+        found: set[str] = set()
+        items = sorted(blobs.items())
+        for start in range(0, len(items), FIND_BATCH):
+            found |= self._find_missing("read", dict(items[start:start + FIND_BATCH]))
+        return found
+
+    def _find_missing(self, side: str, blobs: dict[str, int]) -> set[str]:
+        """FindMissingBlobs for these blobs (all of them when the server has no answer)."""
+        request = R.FindMissingBlobsRequest(instance_name=self.instance, blob_digests=[
+            R.Digest(hash=digest, size_bytes=size) for digest, size in blobs.items()])
+        response = self._unary(side, "ContentAddressableStorage/FindMissingBlobs", request,
                                R.FindMissingBlobsResponse, 0)
-        return bool(response is None or response.missing_blob_digests)
+        if response is None:
+            return set(blobs)
+        return {d.hash for d in response.missing_blob_digests}
 
     def _unary(self, side: str, method: str, request: Any, reply: Any, expected: int, *,
                check: Callable[[Any], Any] | None = None) -> Any:
