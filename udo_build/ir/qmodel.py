@@ -77,6 +77,9 @@ def from_bundle(bundle: Any, file: str = "bundle") -> QuantizedModel:
     except (ValueError, RecursionError) as exc:
         raise UserError(f"part {ENCODINGS_PART} of the bundle is not valid JSON "
                         f"({str(exc)[:80]})", file=file, field=ENCODINGS_PART) from None
-    activations, params = from_aimet(doc, file, f"{ENCODINGS_PART}: ")
+    from .blocks import block_layouts
+
+    activations, params = from_aimet(doc, file, f"{ENCODINGS_PART}: ",
+                                     block_layouts(bundle.model))
     return QuantizedModel(bundle.model, {k: v[0] for k, v in activations.items()}, params,
                           dict(bundle.meta.get("quantization") or {}))

@@ -299,6 +299,13 @@ class _Builder:
             self.error(("quantize", "adaround"), "AdaRound settings, but quantize.algorithms "
                        "does not list adaround", "add adaround to quantize.algorithms, or "
                        "remove quantize.adaround")
+        if q.get("lpbq") and not q.get("weights_block_size"):
+            self.error(("quantize", "lpbq"), "LPBQ quantizes weights per block, but "
+                       "quantize.weights_block_size is not given", "add weights_block_size "
+                       "(e.g. 64)")
+        if q.get("weights_block_size") and q.get("weights_bitwidth", 8) not in (4, 8):
+            self.error(("quantize", "weights_block_size"), "block weights are 4 or 8 bit",
+                       "set weights_bitwidth to 4 or 8")
         return QuantizeSpec(self.file(("quantize", "input_list")),
                             override_encodings=override, algorithms=algorithms,
                             adaround=tuple(sorted((q.get("adaround") or {}).items())), **plain)

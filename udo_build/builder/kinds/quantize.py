@@ -36,7 +36,8 @@ UNKNOWN = "override_unknown"
 # version 7: override encodings naming tensors the model lacks are left out (they were written to
 # the encodings), their names the output `override_unknown` (the build warns of them, or refuses
 # them under --strict: `override_problems`)
-@action_kind("quantize", version=7, params=QuantizeSettings.KEY_PARAMS)
+@action_kind("quantize", version=7,
+             params=QuantizeSettings.KEY_PARAMS + QuantizeSettings.BLOCK_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
     from ...ir.bundle import read_bundle
@@ -53,7 +54,7 @@ def quantize(ctx: ActionContext) -> Produced:
     overrides = unknown = None
     if "override_encodings" in ctx.input_names():
         overrides, unknown = encodings.known_only(encodings.load(ctx.input_path(
-            "override_encodings")), encodings.model_tensors(bundle.model))
+            "override_encodings"), bundle.model), encodings.model_tensors(bundle.model))
     count = len(listing.inferences)
     lines = [inference[0].line if inference else 0 for inference in listing.inferences]
     qmodel, figures = quantize_and_measure(
