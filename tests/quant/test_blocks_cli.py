@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from udo_build.cli import main
+from udo_build.errors import UserError
 
 RECIPE = """\
 recipe: 1
@@ -49,8 +51,8 @@ def _project(root: Path, override: str = "") -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, root / "net.onnx")
     lines = []
-    for k in range(3):  # token ids in SNPE's raw float32
-        rng.integers(0, 64, (1, 8)).astype(np.float32).tofile(root / f"ids_{k}.raw")
+    for k, dtype in enumerate((np.float32, np.int64, np.int32)):  # SNPE's float32, native
+        rng.integers(0, 64, (1, 8)).astype(dtype).tofile(root / f"ids_{k}.raw")
         lines.append(f"ids:=ids_{k}.raw\n")
     (root / "calib.txt").write_text("".join(lines))
     (root / ".udo-build-root").touch()
@@ -63,6 +65,21 @@ def _build(recipe: Path, root: Path) -> tuple[int, str]:
     code = main(["build", str(recipe), "--store", str(root / "store"), "--out",
                  str(root / "out")], stdout=out, stderr=err)
     return code, out.getvalue() + err.getvalue()
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_token_ids_are_read_from_float32_and_native_raw_files(tmp_path: Path,
+                                                              dtype: str) -> None:
+    from udo_build.model.input_list import load_tensor
+
+    ids = np.array([[0, 1, 7, 63, 4095, 2, 3, 5]])
+    for form in (np.float32, np.dtype(dtype)):
+        ids.astype(form).tofile(tmp_path / "ids.raw")
+        got = load_tensor(tmp_path / "ids.raw", "ids", dtype, (1, 8))
+        assert got.dtype == np.dtype(dtype) and np.array_equal(got, ids)
+    (tmp_path / "ids.raw").write_bytes(b"\0" * 12)
+    with pytest.raises(UserError, match=f"float32 or {dtype}"):
+        load_tensor(tmp_path / "ids.raw", "ids", dtype, (1, 8))
 
 
 def test_a_w4a16_lpbq_build_runs_end_to_end_and_its_encodings_round_trip(
