@@ -48,12 +48,12 @@ def _blocked(qmodel: QuantizedModel, bits: int, size: int, lpbq: bool) -> Quanti
     return QuantizedModel(qmodel.model, qmodel.activations, {**qmodel.params, "w": encs})
 
 
-@pytest.mark.parametrize("act_bits", [8, 16])
+@pytest.mark.parametrize("act_bits, weight_bits", [(8, 4), (16, 4), (16, 8)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}{c[1]}")
 def test_lpbq_block_weights_are_exact_on_the_integer_path(case: tuple[Any, ...],
-                                                         act_bits: int) -> None:
+                                                         act_bits: int, weight_bits: int) -> None:
     model, samples = _model(*case)
-    qmodel = _blocked(encode(model, samples[:3], act_bits=act_bits), 4, 16, lpbq=True)
+    qmodel = _blocked(encode(model, samples[:3], act_bits=act_bits), weight_bits, 16, lpbq=True)
     session = QuantizedSession(qmodel)
     [step] = session.plan(("y",)).steps
     assert step.integer, step.label
@@ -62,7 +62,7 @@ def test_lpbq_block_weights_are_exact_on_the_integer_path(case: tuple[Any, ...],
     assert len(np.unique(ours)) > 8
     feeds = {"x": qmodel.activations["x"].dequantize(x)}
     exact, unrounded = ExactQdq(to_qdq(qmodel)).quantized_and_unrounded(feeds, ["y"])["y"]
-    assert_exact(ours, exact, unrounded, f"{case[0]} a{act_bits}")
+    assert_exact(ours, exact, unrounded, f"{case[0]} w{weight_bits}a{act_bits}")
 
 
 def test_lpbq_scales_are_a_channel_float_times_small_integers() -> None:

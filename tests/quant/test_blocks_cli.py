@@ -86,6 +86,8 @@ def test_a_w4a16_lpbq_build_runs_end_to_end_and_its_encodings_round_trip(
         tmp_path: Path) -> None:
     from udo_build.compiler.record import read_record
     from udo_build.ir.bundle import read_bundle
+    from udo_build.ir.qmodel import from_bundle
+    from udo_build.runtime.integer import QuantizedSession
 
     code, text = _build(_project(tmp_path), tmp_path)
     assert code == 0, text
@@ -99,7 +101,13 @@ def test_a_w4a16_lpbq_build_runs_end_to_end_and_its_encodings_round_trip(
     assert records
     body = records[0].body
     packed = [v for v in body["values"] if v.get("const", {}).get("bits") == 4]
-    assert [v["name"] for v in packed] == ["w"]
+    assert sorted(v["name"] for v in packed) == ["table", "w"]  # the embedding by rows
+    # the record (its packed integers) computes what the quantized bundle does, bit for bit
+    qmodel = from_bundle(read_bundle((tmp_path / "out" / "model" / "net_quantized.udb")
+                                     .read_bytes()))
+    ids = {"ids": np.fromfile(tmp_path / "ids_1.raw", np.int64).reshape(1, 8)}
+    ours = records[0].runner().run(ids, raw=True)["y"]
+    assert np.array_equal(ours, QuantizedSession(qmodel).run_quantized(ids)["y"])
     # the overrides read back give the very encodings (and bundle) the calibration chose
     again = tmp_path / "again"
     again.mkdir()

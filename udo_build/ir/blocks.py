@@ -6,8 +6,8 @@ weights they quantize (see udo_build.ir.encodings for the representation and the
 
 A block entry's scales are flattened channels x blocks in the weight's axis order, so its
 weight's layout decides how they are split: a MatMul's (K, N) weight and a Gemm's B without
-transB are block-major (blocks_first), a Conv's (M, C, ...) weight and a Gemm's transposed B
-channel-major.
+transB are block-major (blocks_first), a Conv's (M, C, ...) weight, a Gemm's transposed B and a
+Gather's table (an embedding: one channel per row) channel-major.
 """
 
 from __future__ import annotations
@@ -31,23 +31,35 @@ BLOCK_OPS = ("MatMul", "Gemm", "Conv")
 WEIGHT_BITWIDTHS = (4, 8, 16)
 
 
+def block_input(node: Node) -> int | None:
+    """Which input of a node block encodings may quantize: the weight of a MatMul, Gemm or
+    Conv (1), the table of a Gather along its first axis (0: an embedding's rows)."""
+    if node.op in BLOCK_OPS and len(node.inputs) > 1:
+        return 1
+    if node.op == "Gather" and node.attr("axis", 0) == 0 and node.inputs:
+        return 0
+    return None
+
+
 def weight_layout(node: Node, shape: tuple[int, ...]) -> Layout | None:
-    """(output channels, input axis length, blocks_first) of the weight input of a MatMul, Gemm
-    or Conv (None: another op, or a shape that has no such axes)."""
+    """(output channels, input axis length, blocks_first) of the input `block_input` names
+    (None: another op, or a shape that has no such axes). A Gather table's channels are its
+    rows, its blocks run along each row."""
     if node.op == "Conv" and len(shape) >= 3:
         return shape[0], shape[1], False
-    if node.op not in ("MatMul", "Gemm") or len(shape) != 2:
+    if node.op not in ("MatMul", "Gemm", "Gather") or len(shape) != 2:
         return None
-    if node.op == "Gemm" and node.attr("transB", 0):
+    if node.op == "Gather" or (node.op == "Gemm" and node.attr("transB", 0)):
         return shape[0], shape[1], False
     return shape[1], shape[0], True
 
 
 def block_layouts(model: Model) -> Layouts:
-    """The layout of every weight a MatMul, Gemm or Conv reads as its second input."""
+    """The layout of every weight a block encoding may quantize (`block_input`)."""
     out: Layouts = {}
     for node in model.graph.nodes:
-        name = node.inputs[1] if node.op in BLOCK_OPS and len(node.inputs) > 1 else ""
+        index = block_input(node)
+        name = node.inputs[index] if index is not None else ""
         if name in model.weights and name not in out:
             layout = weight_layout(node, tuple(model.weights[name].shape))
             if layout is not None:
@@ -60,7 +72,7 @@ def block_entry(entry: dict[str, Any], kind: str, layout: Layout | None,
     """The per-channel block encodings of a 1.0.0 PER_BLOCK or LPBQ entry."""
     if layout is None:
         raise refuse("enc_type", f"a {kind} encoding quantizes the weight of a MatMul, Gemm or "
-                     "Conv; the model has no such weight of this name",
+                     "Conv, or a Gather's table; the model has no such weight of this name",
                      "give block encodings only to those weights")
     channels, length, blocks_first = layout
     size = entry.get("block_size")

@@ -3,7 +3,8 @@
     encs = block_weights(w, layout, bitwidth=4, block_size=64, lpbq=True)
 
 A weight of a MatMul (K, N), Gemm or Conv (M, C, ...) is cut into blocks of `block_size`
-consecutive values of its input axis (K, or C) within each output channel; every block gets a
+consecutive values of its input axis (K, or C) within each output channel (a Gather's table,
+an embedding, within each row); every block gets a
 symmetric scale from its largest finite magnitude, rounded up to the grid of
 udo_build.quant.stats as per-channel weights are (`symmetric_weights`).
 

@@ -5,7 +5,8 @@
 
 Settings: act_bitwidth (8|16), weights_bitwidth (4|8|16), bias_bitwidth (8|32), per_channel,
 quantizer (tf|enhanced|symmetric), float_fallback; weights_block_size (> 0: MatMul, Gemm and
-Conv weights per block along their input axis, as LPBQ with `lpbq`: udo_build.quant.blocks).
+Conv weights per block along their input axis, and Gather tables (embeddings) per row by blocks,
+as LPBQ with `lpbq`: udo_build.quant.blocks).
 Activation encodings come from the calibration
 statistics through the quantizer; tensors that only move data (Reshape, Transpose, MaxPool, ...)
 take their input's encoding so the integer path moves bytes; a Conv/Gemm/MatMul/Add output read
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import DEFAULT_PACKAGE, Graph, Model, Node
-from ..ir.blocks import weight_layout
+from ..ir.blocks import block_input, weight_layout
 from ..ir.encodings import Encoding
 from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
 from .blocks import block_or_channel
@@ -204,6 +205,11 @@ class _Chooser:
                         e.block_scales if e.blocked and not e.lpbq_bitwidth else [1.0]), 0,
                     signed=True) for e in encs]
             return
+        table = node.inputs[0] if block_input(node) == 0 else ""
+        if table in weights and table not in self.params and weights[table].dtype.kind == "f":
+            encs = self._blocks(node, weights[table])  # an embedding per row, by blocks
+            if encs is not None:
+                self.params[table] = encs
         for name in node.inputs:  # other constant operands: the range they hold
             if (name in weights and name not in self.params and name not in self.exact
                     and weights[name].dtype.kind == "f"):
