@@ -116,3 +116,20 @@ def test_a_w4a16_lpbq_build_runs_end_to_end_and_its_encodings_round_trip(
     assert code == 0, text
     assert (again / "out" / "model" / "net_quantized.encodings.json").read_bytes() == \
         published.read_bytes()
+
+
+@pytest.mark.parametrize("quantize, field", [
+    ("  lpbq: true\n", "quantize.lpbq"),
+    ("  weights_block_size: 32\n  weights_bitwidth: 16\n", "quantize.weights_block_size"),
+    ("  weights_block_size: 32\n  algorithms: [adaround]\n", "quantize.algorithms"),
+])
+def test_block_settings_that_cannot_work_are_refused_naming_the_field(
+        tmp_path: Path, quantize: str, field: str) -> None:
+    (tmp_path / ".udo-build-root").touch()
+    (tmp_path / "net.onnx").write_bytes(b"")
+    (tmp_path / "calib.txt").write_text("x.raw\n")
+    (tmp_path / "r.yaml").write_text("recipe: 1\nname: r\nmodel:\n  onnx: net.onnx\n"
+                                     f"quantize:\n  input_list: calib.txt\n{quantize}")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["validate", str(tmp_path / "r.yaml")], stdout=out, stderr=err)
+    assert code == 2 and field in out.getvalue() + err.getvalue()

@@ -37,12 +37,17 @@ class Encoding:
         return 2 ** (self.bitwidth - 1) - 1 if self.signed else 2 ** self.bitwidth - 1
 
     @property
+    def widest(self) -> float:
+        """The scale of the widest block (the scale itself for any other encoding)."""
+        return self.scale * max(self.block_scales) if self.block_scales else self.scale
+
+    @property
     def min(self) -> float:
-        return self.scale * (self.qmin + self.offset)
+        return self.widest * (self.qmin + self.offset)
 
     @property
     def max(self) -> float:
-        return self.scale * (self.qmax + self.offset)
+        return self.widest * (self.qmax + self.offset)
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
         q = np.rint(np.asarray(x, np.float64) / self.scale) - self.offset
