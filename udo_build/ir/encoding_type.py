@@ -50,8 +50,15 @@ class Encoding:
         return self.widest * (self.qmax + self.offset)
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
+        self._not_blocked()
         q = np.rint(np.asarray(x, np.float64) / self.scale) - self.offset
         return np.clip(q, self.qmin, self.qmax)
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
+        self._not_blocked()
         return (self.scale * (np.asarray(q, np.float64) + self.offset)).astype(np.float32)
+
+    def _not_blocked(self) -> None:
+        if self.blocked:  # one channel's scale alone would give wrong values
+            raise ValueError("a block encoding quantizes a whole weight along its blocks "
+                             "(udo_build.runtime.integer.fixed.quantize_along)")
