@@ -331,7 +331,8 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
         inputs["override_encodings"] = Source(q.override_encodings)
     inputs.update(kernels)
     settings = QuantizeSettings(q.act_bitwidth, q.weights_bitwidth, q.bias_bitwidth,
-                                q.per_channel, q.quantizer, q.float_fallback, q.report_inputs)
+                                q.per_channel, q.quantizer, q.float_fallback, q.report_inputs,
+                                q.weights_block_size, q.lpbq)
     stem = f"{recipe.model.onnx.stem}_quantized" if recipe.model else "model_quantized"
     publish = {f"model/{stem}{BUNDLE_EXTENSION}": "bundle",
                f"model/{stem}.encodings.json": "encodings"}

@@ -13,9 +13,11 @@ implementations, the memory plan, the rules that fired) followed by the constant
 little-endian arrays at 64-byte aligned offsets); the header names its size and sha256.
 
 Constants are held as the device holds them. In an int8 record a constant with parameter
-encodings (the value's "enc": [bitwidth, scale, offset, signed], one or one per channel) is
-stored quantized with them: int8 weights (int16 for 16-bit ones), int32 biases (or their
-bias_bitwidth's type), 4-bit weights packed two per byte, low nibble first (const "bits": 4);
+encodings (the value's "enc": [bitwidth, scale, offset, signed], one or one per channel, block
+encodings with their blocks as a fifth element: udo_build.ir.encodings.to_list) is stored
+quantized with them: int8 weights (int16 for 16-bit ones), int32 biases (or their
+bias_bitwidth's type), 4-bit weights packed two per byte, low nibble first (const "bits": 4;
+LPBQ weights as their 4-bit integers, the block integers in their encodings);
 a per-channel constant's "axis" names the axis of its shape the encodings index (the one the
 integer path's kernels quantize along, expand.param_axes). Other constants (float fallback,
 shapes, indices) stay as they are. In an fp16 record float32 constants are stored as float16

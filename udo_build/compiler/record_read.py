@@ -246,9 +246,11 @@ def _value(c: Check, entry: Any, i: int) -> Const | None:
     c.dtype(entry.get("dtype"), f"{field}.dtype")
     for j, enc in enumerate(c.seq(entry.get("enc", []), f"{field}.enc")):
         enc = c.seq(enc, f"{field}.enc[{j}]")
-        if len(enc) != 4 or not all(isinstance(v, (int, float)) for v in enc) \
+        if len(enc) not in (4, 5) or not all(isinstance(v, (int, float)) for v in enc[:4]) \
                 or not isinstance(enc[3], bool):
             raise c.fail(f"{field}.enc[{j}]", "expected [bitwidth, scale, offset, signed]")
+        if len(enc) == 5:
+            _blocks(c, enc[4], f"{field}.enc[{j}][4]")
     const = entry.get("const")
     if const is None:
         return None
@@ -271,6 +273,19 @@ def _value(c: Check, entry: Any, i: int) -> Const | None:
     count = int(np.prod(shape, dtype=np.int64))
     nbytes = (count + 1) // 2 if bits else count * dtype.itemsize
     return Const(i, dtype, shape, offset, nbytes, bits)
+
+
+def _blocks(c: Check, blocks: Any, field: str) -> None:
+    """A block encoding's blocks (udo_build.ir.encodings.to_list)."""
+    blocks = c.obj(blocks, field)
+    c.whole(blocks.get("block_size"), f"{field}.block_size", 1, 2 ** 31)
+    scales = c.seq(blocks.get("block_scales"), f"{field}.block_scales")
+    if not scales or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                             and 0 < v < float("inf") for v in scales):
+        raise c.fail(f"{field}.block_scales", "expected positive numbers, one per block")
+    if blocks.get("lpbq_bitwidth") not in (0, 8, 16) or not isinstance(
+            blocks.get("blocks_first"), bool):
+        raise c.fail(field, "expected lpbq_bitwidth 0, 8 or 16 and blocks_first true or false")
 
 
 def _packing(c: Check, const: dict[str, Any], dtype: np.dtype[Any], encs: list[Any],

@@ -19,7 +19,23 @@ It reads that and the older dict form (aimet 1.x, `version` absent or 0.x):
 Both write offsets in the unsigned form, so a signed symmetric weight encoding (q in
 [-127, 127], offset 0 here) appears with offset -2^(b-1). The older form accepts "True"/"False"
 strings and JSON booleans for is_symmetric. Encodings udo-build does not compute (FLOAT dtype,
-PER_BLOCK, LPBQ, VECTOR) are refused naming the entry.
+VECTOR) are refused naming the entry.
+
+Block encodings (weights of MatMul, Gemm and Conv quantized per block of `block_size` along
+their input axis, one scale per output channel and block) are held as one Encoding per output
+channel whose `block_scales` multiply its scale block by block:
+
+- PER_BLOCK: scale 1.0, block_scales the blocks' float scales. In 1.0.0: "scale" and "offset"
+  hold channels x blocks values, "block_size" the block size.
+- LPBQ (low-power block quantization): scale the channel's float scale, block_scales small
+  unsigned integers in [1, 2^(lpbq_bitwidth - bitwidth)]; q x block_scale fits lpbq_bitwidth
+  bits, so an integer product takes those integers with one scale per channel. In 1.0.0:
+  "enc_type": "LPBQ", "bw" the decompressed width (lpbq_bitwidth, e.g. 8), "compressed_bw" the
+  weight's (e.g. 4), "scale"/"offset" one per channel, "per_block_int_scale" channels x blocks.
+
+A file flattens channels x blocks in the weight's axis order (block-major for a MatMul's (K, N)
+weight, channel-major for a Conv's or a Gemm's transposed B), so reading a block entry needs the
+weight's shape: `from_aimet(..., layouts=block_layouts(model))`.
 """
 
 from __future__ import annotations
@@ -27,49 +43,19 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import UserError
+from .blocks import Layout, Layouts, block_entry, numbers
+from .encoding_type import Encoding
+
+__all__ = ["Encoding", "Layout", "Layouts"]
 
 if TYPE_CHECKING:
     from .graph import Model
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """real = scale * (q + offset); `signed` encodings keep q in [-(2^(b-1)-1), 2^(b-1)-1]."""
-
-    bitwidth: int
-    scale: float
-    offset: int
-    signed: bool = False
-
-    @property
-    def qmin(self) -> int:
-        return -(2 ** (self.bitwidth - 1) - 1) if self.signed else 0
-
-    @property
-    def qmax(self) -> int:
-        return 2 ** (self.bitwidth - 1) - 1 if self.signed else 2 ** self.bitwidth - 1
-
-    @property
-    def min(self) -> float:
-        return self.scale * (self.qmin + self.offset)
-
-    @property
-    def max(self) -> float:
-        return self.scale * (self.qmax + self.offset)
-
-    def quantize(self, x: np.ndarray) -> np.ndarray:
-        q = np.rint(np.asarray(x, np.float64) / self.scale) - self.offset
-        return np.clip(q, self.qmin, self.qmax)
-
-    def dequantize(self, q: np.ndarray) -> np.ndarray:
-        return (self.scale * (np.asarray(q, np.float64) + self.offset)).astype(np.float32)
 
 
 Encodings = dict[str, list[Encoding]]
@@ -87,13 +73,37 @@ def to_aimet(activations: Encodings, params: Encodings) -> dict[str, Any]:
 
 def _entry(name: str, encodings: list[Encoding]) -> dict[str, Any]:
     first = encodings[0]
-    if any((e.bitwidth, e.signed) != (first.bitwidth, first.signed) for e in encodings):
-        raise ValueError(f"the channels of {name} differ in bit width or signedness")
+    if any(_kind(e) != _kind(first) for e in encodings):
+        raise ValueError(f"the channels of {name} differ in bit width, signedness or blocks")
+    if first.blocked:
+        return _block_entry(name, encodings)
     return {"name": name, "dtype": "INT",
             "enc_type": "PER_TENSOR" if len(encodings) == 1 else "PER_CHANNEL",
             "bw": int(first.bitwidth), "is_sym": first.signed,
             "scale": [float(e.scale) for e in encodings],
             "offset": [int(aimet_offset(e)) for e in encodings]}
+
+
+def _kind(e: Encoding) -> tuple[Any, ...]:
+    return (e.bitwidth, e.signed, e.block_size, len(e.block_scales), e.lpbq_bitwidth,
+            e.blocks_first)
+
+
+def _block_entry(name: str, encodings: list[Encoding]) -> dict[str, Any]:
+    """A PER_BLOCK or LPBQ entry: channels x blocks flattened in the weight's axis order."""
+    first = encodings[0]
+    grid = np.array([e.block_scales for e in encodings], np.float64)  # (channels, blocks)
+    flat = (grid.T if first.blocks_first else grid).reshape(-1)
+    out: dict[str, Any] = {"name": name, "dtype": "INT", "bw": int(first.bitwidth),
+                           "is_sym": True, "block_size": int(first.block_size)}
+    if not first.lpbq_bitwidth:
+        half = 2 ** (first.bitwidth - 1)
+        return {**out, "enc_type": "PER_BLOCK", "scale": [float(v) for v in flat],
+                "offset": [-half] * flat.size}
+    return {**out, "enc_type": "LPBQ", "bw": int(first.lpbq_bitwidth),
+            "compressed_bw": int(first.bitwidth), "scale": [float(e.scale) for e in encodings],
+            "offset": [-2 ** (first.lpbq_bitwidth - 1)] * len(encodings),
+            "per_block_int_scale": [int(v) for v in flat]}
 
 
 def aimet_offset(e: Encoding) -> int:
@@ -107,19 +117,41 @@ def _from_unsigned(bitwidth: int, scale: float, offset: int, symmetric: bool) ->
     return Encoding(bitwidth, scale, offset)
 
 
+def to_list(e: Encoding) -> list[Any]:
+    """An encoding as a record's value type holds it: [bitwidth, scale, offset, signed], and a
+    block encoding's blocks as a fifth element."""
+    out: list[Any] = [e.bitwidth, e.scale, e.offset, e.signed]
+    if e.blocked:
+        out.append({"block_size": e.block_size, "block_scales": list(e.block_scales),
+                    "lpbq_bitwidth": e.lpbq_bitwidth, "blocks_first": e.blocks_first})
+    return out
+
+
+def from_list(value: list[Any]) -> Encoding:
+    """The encoding of `to_list` (checked by the record reader, udo_build.compiler)."""
+    b, s, o, g = value[:4]
+    blocks = value[4] if len(value) > 4 else {}
+    return Encoding(int(b), float(s), int(o), bool(g), int(blocks.get("block_size", 0)),
+                    tuple(float(v) for v in blocks.get("block_scales", ())),
+                    int(blocks.get("lpbq_bitwidth", 0)), bool(blocks.get("blocks_first", False)))
+
+
 def dumps(activations: Encodings, params: Encodings) -> bytes:
     return (json.dumps(to_aimet(activations, params), indent=1, sort_keys=True) + "\n").encode()
 
 
-def from_aimet(doc: Any, file: str, part: str = "") -> tuple[Encodings, Encodings]:
+def from_aimet(doc: Any, file: str, part: str = "", layouts: Layouts | None = None
+               ) -> tuple[Encodings, Encodings]:
     """(activations, params) from an AIMET document of either format (in `file`, or in its
-    `part`); a UserError names the bad entry and field."""
+    `part`); a UserError names the bad entry and field. `layouts`: the block layout of each
+    weight a block entry may name (`block_layouts`)."""
     if not isinstance(doc, dict):
         raise UserError("an encodings file is a JSON object with activation_encodings and "
                         "param_encodings", file=file, field=part or None)
     version = doc.get("version")
     if version == VERSION:
-        sections = [_v1_section(doc.get(s, []), file, f"{part}{s}") for s in SECTIONS]
+        sections = [_v1_section(doc.get(s, []), file, f"{part}{s}", layouts or {})
+                    for s in SECTIONS]
         return sections[0], sections[1]
     if isinstance(version, str) and not version.startswith("0."):
         raise UserError(f"encodings version {version} is not read", file=file,
@@ -133,7 +165,7 @@ def from_aimet(doc: Any, file: str, part: str = "") -> tuple[Encodings, Encoding
 # -- 1.0.0: a list of named entries ----------------------------------------------------------
 
 
-def _v1_section(entries: Any, file: str, field: str) -> Encodings:
+def _v1_section(entries: Any, file: str, field: str, layouts: Layouts) -> Encodings:
     if not isinstance(entries, list):
         raise UserError(f"in version {VERSION}, a section is a list of encodings, each with a "
                         "name", file=file, field=field)
@@ -147,11 +179,12 @@ def _v1_section(entries: Any, file: str, field: str) -> Encodings:
         if name in out:
             raise UserError(f"tensor '{name}' has a second encoding", file=file, field=where,
                             hint="give each tensor one entry")
-        out[name] = _v1_entry(entry, name, file, where)
+        out[name] = _v1_entry(entry, name, file, where, layouts.get(name))
     return out
 
 
-def _v1_entry(entry: dict[str, Any], name: str, file: str, field: str) -> list[Encoding]:
+def _v1_entry(entry: dict[str, Any], name: str, file: str, field: str,
+              layout: Layout | None) -> list[Encoding]:
     def refuse(key: str, message: str, hint: str | None = None) -> UserError:
         return UserError(f"tensor '{name}': {message}", file=file, field=f"{field}.{key}",
                          hint=hint)
@@ -160,17 +193,19 @@ def _v1_entry(entry: dict[str, Any], name: str, file: str, field: str) -> list[E
         raise refuse("dtype", f"dtype {entry.get('dtype')} is not an integer encoding",
                      "leave float tensors out of the file (float_fallback keeps them float)")
     kind = str(entry.get("enc_type", "PER_TENSOR")).upper()
-    if kind not in ("PER_TENSOR", "PER_CHANNEL"):
+    if kind not in ("PER_TENSOR", "PER_CHANNEL", "PER_BLOCK", "LPBQ"):
         raise refuse("enc_type", f"enc_type {kind} is not supported",
-                     "udo-build computes PER_TENSOR and PER_CHANNEL encodings")
+                     "udo-build reads PER_TENSOR, PER_CHANNEL, PER_BLOCK and LPBQ encodings")
+    if kind in ("PER_BLOCK", "LPBQ"):
+        return block_entry(entry, kind, layout, refuse)
     bitwidth = entry.get("bw")
     if isinstance(bitwidth, bool) or bitwidth not in BITWIDTHS:
         raise refuse("bw", f"bw {bitwidth!r} is not one of 4, 8, 16, 32")
     symmetric = entry.get("is_sym", False)
     if not isinstance(symmetric, bool):
         raise refuse("is_sym", f"is_sym {symmetric!r} is not true or false")
-    scales = _numbers(entry.get("scale"), refuse, "scale")
-    offsets = _numbers(entry.get("offset"), refuse, "offset")
+    scales = numbers(entry.get("scale"), refuse, "scale")
+    offsets = numbers(entry.get("offset"), refuse, "offset")
     if len(offsets) != len(scales):
         raise refuse("offset", f"{len(offsets)} offsets for {len(scales)} scales")
     if kind == "PER_TENSOR" and len(scales) != 1:
@@ -183,15 +218,6 @@ def _v1_entry(entry: dict[str, Any], name: str, file: str, field: str) -> list[E
             raise refuse("offset", f"offset {offset} is not an integer")
         out.append(_from_unsigned(bitwidth, scale, int(offset), symmetric))
     return out
-
-
-def _numbers(value: Any, refuse: Any, key: str) -> list[float]:
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
-        raise refuse(key, f"{key} must be a non-empty list of numbers")
-    if not all(math.isfinite(v) for v in value):
-        raise refuse(key, f"{key} holds a value that is not finite")
-    return [float(v) for v in value]
 
 
 # -- the older dict form: tensor name -> a list of encodings -----------------------------------
@@ -260,8 +286,10 @@ def model_tensors(model: Model) -> set[str]:
             *(i for n in graph.nodes for i in n.inputs if i), *model.weights}
 
 
-def load(path: Path) -> tuple[Encodings, Encodings]:
+def load(path: Path, model: Model | None = None) -> tuple[Encodings, Encodings]:
+    """The encodings of a file; `model`: the model whose weights its block entries name."""
     from ..source import MAX_JSON_BYTES, load_json, read_limited
+    from .blocks import block_layouts
 
     data, _ = load_json(read_limited(path, MAX_JSON_BYTES, "encodings file"), str(path))
-    return from_aimet(data, str(path))
+    return from_aimet(data, str(path), layouts=block_layouts(model) if model else None)

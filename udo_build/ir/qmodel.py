@@ -9,7 +9,8 @@ ONNX op vocabulary. Encodings:
   with no encoding whose only reader is a Relu (or Clip) is absorbed: the integer path
   requantizes straight into the activation's encoding. Any other float tensor without an
   encoding stays float (float fallback); ops around it dequantize and quantize.
-- `params`: weight name -> [Encoding] (one, or one per output channel), signed symmetric; and
+- `params`: weight name -> [Encoding] (one, or one per output channel; block encodings, one per
+  output channel with its blocks: udo_build.ir.encodings), signed symmetric; and
   bias name -> [Encoding] (32 or 8 bit, scale = input scale x weight scale, offset 0).
 
 In a bundle the encodings travel as the part `encodings.json` (AIMET format) and the settings
@@ -77,6 +78,9 @@ def from_bundle(bundle: Any, file: str = "bundle") -> QuantizedModel:
     except (ValueError, RecursionError) as exc:
         raise UserError(f"part {ENCODINGS_PART} of the bundle is not valid JSON "
                         f"({str(exc)[:80]})", file=file, field=ENCODINGS_PART) from None
-    activations, params = from_aimet(doc, file, f"{ENCODINGS_PART}: ")
+    from .blocks import block_layouts
+
+    activations, params = from_aimet(doc, file, f"{ENCODINGS_PART}: ",
+                                     block_layouts(bundle.model))
     return QuantizedModel(bundle.model, {k: v[0] for k, v in activations.items()}, params,
                           dict(bundle.meta.get("quantization") or {}))

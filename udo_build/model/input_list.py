@@ -7,7 +7,9 @@
 
 Paths are relative to the list file's folder. A `#` inside a path is part of the path (only a
 leading `#` in the header lines names layers). Blank lines are skipped. Files are raw
-little-endian float32 or .npy.
+little-endian float32 or .npy; an integer input's raw file (token ids) may also be in the
+input's own type (int64: 8 bytes a value; int32: 4, told from float32 by its values, since whole
+numbers written as int32 are not whole as float32).
 """
 
 from __future__ import annotations
@@ -121,14 +123,30 @@ def load_tensor(path: Path, name: str, dtype: str, shape: tuple[int, ...] | None
                         file=path, hint="give the input's dimensions (input_dimensions) or "
                                         "use .npy files")
     expected = int(np.prod(shape)) * 4
-    data = read_limited(path, max(expected, MAX_LIST_BYTES), "input file")
+    native = np.dtype(dtype).newbyteorder("<")
+    data = read_limited(path, max(expected, int(np.prod(shape)) * native.itemsize,
+                                  MAX_LIST_BYTES), "input file")
+    if native.kind in "iu" and len(data) == int(np.prod(shape)) * native.itemsize and (
+            native.itemsize != 4 or not _integral_float32(data)):
+        return np.frombuffer(data, dtype=native).reshape(shape).astype(dtype, copy=False)
     if len(data) != expected:
         found = len(data) / 4
+        also = f" or {native.name}" if native.kind in "iu" else ""
         raise UserError(
-            f"input '{name}': expected {expected} bytes (float32 {list(shape)}), found "
+            f"input '{name}': expected {expected} bytes (float32{also} {list(shape)}), found "
             f"{len(data)} bytes ({found:g} float32 values)", file=path,
-            hint="raw inputs are little-endian float32 in the model's input shape")
+            hint="raw inputs are little-endian float32 in the model's input shape (an "
+                 "integer input's also in its own type)")
     return np.frombuffer(data, dtype="<f4").reshape(shape).astype(dtype, copy=False)
+
+
+def _integral_float32(data: bytes) -> bool:
+    """Every value, read as float32, is a whole number: SNPE's float32 form of an integer
+    input (token ids written as int32 read as float32 are tiny fractions: 1 is 1.4e-45)."""
+    import numpy as np
+
+    values = np.frombuffer(data, dtype="<f4")
+    return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)))
 
 
 def _load_npy(path: Path, name: str) -> Any:

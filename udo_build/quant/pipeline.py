@@ -4,7 +4,10 @@
     qmodel, figures = quantize_and_measure(model, packages, read_feeds, settings, ...)
 
 Settings: act_bitwidth (8|16), weights_bitwidth (4|8|16), bias_bitwidth (8|32), per_channel,
-quantizer (tf|enhanced|symmetric), float_fallback. Activation encodings come from the calibration
+quantizer (tf|enhanced|symmetric), float_fallback; weights_block_size (> 0: MatMul, Gemm and
+Conv weights per block along their input axis, and Gather tables (embeddings) per row by blocks,
+as LPBQ with `lpbq`: udo_build.quant.blocks).
+Activation encodings come from the calibration
 statistics through the quantizer; tensors that only move data (Reshape, Transpose, MaxPool, ...)
 take their input's encoding so the integer path moves bytes; a Conv/Gemm/MatMul/Add output read
 only by a Relu or Clip gets no encoding (the activation absorbs it). Weights of Conv (per output
@@ -33,8 +36,10 @@ from typing import Any
 import numpy as np
 
 from ..ir import DEFAULT_PACKAGE, Graph, Model, Node
+from ..ir.blocks import block_input, weight_layout
 from ..ir.encodings import Encoding
 from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
+from .blocks import block_or_channel
 from .calibrate import calibrate, calibration_request, observed_tensors
 from .fold import fold_for_quantization
 from .quantizers import (
@@ -173,20 +178,38 @@ class _Chooser:
     def _absorbed(self, node: Node, out: str) -> bool:
         return _absorbed(self.graph, self.consumers, node, out)
 
+    def _blocks(self, node: Node, w: np.ndarray) -> list[Encoding] | None:
+        """Block encodings (weights_block_size, lpbq) when the weight's input axis takes
+        them (udo_build.quant.blocks), else None."""
+        size = self.config.get("weights_block_size", 0)
+        layout = weight_layout(node, tuple(w.shape)) if size else None
+        if layout is None:
+            return None
+        return block_or_channel(w, layout, self.config["weights_bitwidth"], size,
+                                bool(self.config.get("lpbq", False)))
+
     def _weights(self, node: Node) -> None:
         weights = self.model.weights
         w_name = node.inputs[1] if len(node.inputs) > 1 else ""
         if node.op in ("Conv", "Gemm", "MatMul") and w_name in weights:
             axis = _channel_axis(node, weights[w_name])
-            encs = symmetric_weights(weights[w_name], self.config["weights_bitwidth"],
-                                     axis if self.config["per_channel"] else None)
+            encs = self._blocks(node, weights[w_name]) or symmetric_weights(
+                weights[w_name], self.config["weights_bitwidth"],
+                axis if self.config["per_channel"] else None)
             self.params[w_name] = encs
             bias = node.inputs[2] if len(node.inputs) > 2 else ""
             x = self.acts.get(node.inputs[0])
-            if bias in weights and x is not None:
-                self.params[bias] = [Encoding(self.config["bias_bitwidth"], x.scale * e.scale, 0,
-                                              signed=True) for e in encs]
+            if bias in weights and x is not None:  # a PER_BLOCK channel: its largest scale
+                self.params[bias] = [Encoding(
+                    self.config["bias_bitwidth"], x.scale * e.scale * max(
+                        e.block_scales if e.blocked and not e.lpbq_bitwidth else [1.0]), 0,
+                    signed=True) for e in encs]
             return
+        table = node.inputs[0] if block_input(node) == 0 else ""
+        if table in weights and table not in self.params and weights[table].dtype.kind == "f":
+            encs = self._blocks(node, weights[table])  # an embedding per row, by blocks
+            if encs is not None:
+                self.params[table] = encs
         for name in node.inputs:  # other constant operands: the range they hold
             if (name in weights and name not in self.params and name not in self.exact
                     and weights[name].dtype.kind == "f"):

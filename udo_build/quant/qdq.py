@@ -32,7 +32,7 @@ import numpy as np
 from ..ir.encodings import Encoding
 from ..ir.graph import DEFAULT_PACKAGE, Graph, Node, TensorInfo
 from ..ir.qmodel import QuantizedModel
-from ..runtime.integer.fixed import qtype, quantize_along
+from ..runtime.integer.fixed import dequantize_along, lpbq_integers, qtype, quantize_along
 from ..runtime.integer.registry import channel_axis
 
 if TYPE_CHECKING:
@@ -126,9 +126,16 @@ class _Builder:
         index = reader.inputs.index(name) if reader is not None else 0
         axis = channel_axis(reader, index, value.ndim, len(encs), value.shape) \
             if reader is not None else 0
+        q = quantize_along(value, encs, axis)
+        if encs[0].blocked and not encs[0].lpbq_bitwidth:  # PER_BLOCK: its dequantized values
+            self.initializers.append(numpy_helper.from_array(
+                dequantize_along(q, encs, axis), name))
+            return
+        if encs[0].blocked:  # LPBQ: the integers q x block scale, one scale per channel
+            q, plain = lpbq_integers(q, encs)
+            encs = list(plain)
         quantized = self.fresh(f"{name}_quantized")
-        self.initializers.append(numpy_helper.from_array(quantize_along(value, encs, axis),
-                                                         quantized))
+        self.initializers.append(numpy_helper.from_array(q, quantized))
         scale, zp = self._encoding_tensors(name, encs)
         attrs = {"axis": axis} if len(encs) > 1 else {}
         self.nodes.append(self.helper.make_node(

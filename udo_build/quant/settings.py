@@ -8,6 +8,8 @@ activation ranges (tf: min/max, enhanced: a range search minimizing the error, s
 `float_fallback` (no calibration: only the override encodings are used, every other tensor stays
 float). See udo_build.quant.pipeline. `report_inputs`: how many calibration inputs the per-layer
 SQNR is measured over after quantizing (udo_build.quant.report; 0: not measured).
+`weights_block_size` and `lpbq`: weights per block along their input axis, LPBQ or not
+(udo_build.quant.blocks); written into the parameters only when set.
 """
 
 from __future__ import annotations
@@ -26,17 +28,24 @@ class QuantizeSettings:
     quantizer: str = "tf"
     float_fallback: bool = False
     report_inputs: int = 1
+    weights_block_size: int = 0  # > 0: weights per block along the input axis
+    lpbq: bool = False  # the blocks' scales as LPBQ (per-channel float x per-block integer)
 
     KEY_PARAMS: ClassVar[tuple[str, ...]] = ("act_bitwidth", "weights_bitwidth",
                                              "bias_bitwidth", "per_channel", "quantizer",
-                                             "float_fallback", "report_inputs")
+                                             "float_fallback", "report_inputs",
+                                             "weights_block_size", "lpbq")
+    # parameters written only when set, so the settings of earlier builds read as they were
+    UNSET_OMITTED: ClassVar[tuple[str, ...]] = ("weights_block_size", "lpbq")
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> QuantizeSettings:
-        return cls(**{name: params[name] for name in cls.KEY_PARAMS})
+        return cls(**{name: params[name] for name in cls.KEY_PARAMS
+                      if name in params or name not in cls.UNSET_OMITTED})
 
     def to_params(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.KEY_PARAMS}
+        return {name: getattr(self, name) for name in self.KEY_PARAMS
+                if getattr(self, name) or name not in self.UNSET_OMITTED}
 
     def quantizer_params(self) -> dict[str, Any]:
         """The parameters the quantization itself reads (and the quantized bundle records): all

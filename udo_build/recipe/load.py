@@ -304,9 +304,26 @@ class _Builder:
             self.error(("quantize", "adaround"), "AdaRound settings, but quantize.algorithms "
                        "does not list adaround", "add adaround to quantize.algorithms, or "
                        "remove quantize.adaround")
+        self._check_blocks(q, algorithms)
         return QuantizeSpec(self.file(("quantize", "input_list")),
                             override_encodings=override, algorithms=algorithms,
                             adaround=tuple(sorted((q.get("adaround") or {}).items())), **plain)
+
+    def _check_blocks(self, q: dict[str, Any], algorithms: tuple[str, ...]) -> None:
+        """Block weights (weights_block_size, lpbq: udo_build.quant.blocks) and what they
+        need."""
+        if q.get("lpbq") and not q.get("weights_block_size"):
+            self.error(("quantize", "lpbq"), "LPBQ quantizes weights per block, but "
+                       "quantize.weights_block_size is not given", "add weights_block_size "
+                       "(e.g. 64)")
+        tuned = sorted({"adaround", "bias_correction"} & set(algorithms))
+        if q.get("weights_block_size") and tuned:
+            self.error(("quantize", "algorithms"), f"{', '.join(tuned)} tune per-channel "
+                       "weights; block weights (weights_block_size) are not supported by them",
+                       "leave them out, or quantize per channel")
+        if q.get("weights_block_size") and q.get("weights_bitwidth", 8) not in (4, 8):
+            self.error(("quantize", "weights_block_size"), "block weights are 4 or 8 bit",
+                       "set weights_bitwidth to 4 or 8")
 
     def _targets(self, default_precision: str) -> list[Any]:
         prepare = self.data.get("prepare")

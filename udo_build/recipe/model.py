@@ -198,6 +198,8 @@ class QuantizeSpec:
     override_encodings: Path | None = None
     float_fallback: bool = False
     report_inputs: int = 1  # calibration inputs the per-layer SQNR is measured over
+    weights_block_size: int = 0  # > 0: weights per block (udo_build.quant.blocks)
+    lpbq: bool = False
     algorithms: tuple[str, ...] = ()  # of cle, bias_correction, adaround (udo_build.quant)
     adaround: tuple[tuple[str, Any], ...] = ()  # AdaRound settings the recipe states, sorted
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.encodings import Encoding
+from ..ir.encodings import Encoding, from_list, to_list
 from ..ir.graph import DEFAULT_PACKAGE, freeze, thaw
 
 NONE = -1  # an omitted optional input
@@ -99,13 +99,12 @@ class TType:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"shape": list(self.shape), "dtype": self.dtype}
         if self.enc:
-            out["enc"] = [[e.bitwidth, e.scale, e.offset, e.signed] for e in self.enc]
+            out["enc"] = [to_list(e) for e in self.enc]
         return out
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> TType:
-        enc = tuple(Encoding(int(b), float(s), int(o), bool(g)) for b, s, o, g in
-                    data.get("enc", ()))
+        enc = tuple(from_list(e) for e in data.get("enc", ()))
         return TType(tuple(int(d) for d in data["shape"]), str(data["dtype"]), enc)
 
 

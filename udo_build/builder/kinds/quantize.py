@@ -53,7 +53,7 @@ def quantize(ctx: ActionContext) -> Produced:
     overrides = unknown = None
     if "override_encodings" in ctx.input_names():
         overrides, unknown = encodings.known_only(encodings.load(ctx.input_path(
-            "override_encodings")), encodings.model_tensors(bundle.model))
+            "override_encodings"), bundle.model), encodings.model_tensors(bundle.model))
     count = len(listing.inferences)
     lines = [inference[0].line if inference else 0 for inference in listing.inferences]
     qmodel, figures = quantize_and_measure(

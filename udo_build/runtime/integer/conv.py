@@ -105,8 +105,9 @@ def weighted(ctx: Context, x: Encoding, w: np.ndarray, encs: Sequence[Encoding],
     """The load-time constants of a product by quantized weights w (G, M, K) with symmetric
     encodings: the packed weights, the requantization per output channel (shaped for `rank`
     trailing axes) and the bias (input 2) in accumulator units; None when they do not apply."""
-    if any(e.offset != 0 for e in encs) or (bias is not None and not bias.encodings):
-        return None
+    if any(e.offset != 0 or e.blocked for e in encs) or (
+            bias is not None and not bias.encodings):
+        return None  # block scales (PER_BLOCK) have no integer product: float fallback
     s_acc = x.scale * _per_channel([e.scale for e in encs], w.shape[0] * w.shape[1])
     packed = pack(w, reach(x))
     bound, replace = packed.acc_bound, {}

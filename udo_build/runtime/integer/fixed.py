@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,13 @@ def quantize(x: np.ndarray, enc: Encoding) -> np.ndarray:
 
 def quantize_along(x: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
                    axis: int) -> np.ndarray:
-    """A constant quantized with one encoding, or one per index of `axis` (as `quantize`)."""
+    """A constant quantized with one encoding, or one per index of `axis` (as `quantize`);
+    block encodings by block (their own axes, `block_grid`: `axis` is not read)."""
+    if encs[0].blocked:
+        scale = np.asarray(encs[0].scale if len(encs) == 1 else block_grid(
+            [[e.scale] for e in encs], encs, np.shape(x)))
+        return _codes(x, scale * block_grid([e.block_scales for e in encs], encs, np.shape(x)),
+                      np.float64(0.0), encs[0])
     if len(encs) == 1:
         return quantize(x, encs[0])
     shape = [1] * x.ndim
@@ -103,6 +110,11 @@ def _codes(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding) 
 
 def dequantize_along(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
                      axis: int) -> np.ndarray:
+    if encs[0].blocked:  # scale x (block scale x q): LPBQ's integers q x block scale, exact
+        shape = np.shape(q)
+        scale = block_grid([[e.scale] for e in encs], encs, shape)
+        mult = block_grid([e.block_scales for e in encs], encs, shape)
+        return (scale * (mult * q.astype(np.float64))).astype(np.float32)
     if len(encs) == 1:
         return encs[0].dequantize(q)
     shape = [1] * q.ndim
@@ -110,6 +122,30 @@ def dequantize_along(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
     scale = np.array([e.scale for e in encs], np.float64).reshape(shape)
     offset = np.array([e.offset for e in encs], np.float64).reshape(shape)
     return (scale * (q.astype(np.float64) + offset)).astype(np.float32)
+
+
+def block_grid(values: list[Any], encs: tuple[Encoding, ...] | list[Encoding],
+               shape: tuple[int, ...]) -> np.ndarray:
+    """Values per (channel, block) (one per channel: [[v], ...]) broadcast against a weight of
+    `shape` quantized with block encodings `encs`: blocks of block_size along its input axis
+    (the first of a blocks_first 2-D weight, else the second), channels along the other."""
+    grid = np.asarray(values, np.float64)  # (channels, blocks or 1)
+    first = encs[0]
+    if grid.shape[1] > 1:
+        grid = np.repeat(grid, first.block_size, axis=1)  # (channels, input length)
+    if first.blocks_first:
+        return grid.T
+    return grid.reshape(grid.shape + (1,) * (len(shape) - 2))
+
+
+def lpbq_integers(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding]
+                  ) -> tuple[np.ndarray, tuple[Encoding, ...]]:
+    """LPBQ weights as the integers q x block scale (of the decompressed width) and one plain
+    symmetric encoding per channel: what an integer product takes."""
+    width = encs[0].lpbq_bitwidth
+    plain = tuple(Encoding(width, e.scale, 0, signed=True) for e in encs)
+    mult = block_grid([e.block_scales for e in encs], encs, q.shape).astype(np.int64)
+    return (q.astype(np.int64) * mult).astype(qtype(plain[0])), plain
 
 
 def multiplier_bits(acc_bound: float) -> int | None:

@@ -33,7 +33,7 @@ from ...ir.graph import DEFAULT_PACKAGE, Node, needed_nodes
 from ...ir.qmodel import QuantizedModel
 from ...kernels.oppkg import Impl
 from . import registry
-from .fixed import dequantize_along, qtype, quantize_along
+from .fixed import dequantize_along, lpbq_integers, qtype, quantize_along
 from .movement import clamp_of
 from .registry import Bound, Context, Operand, OutputSpec
 
@@ -80,6 +80,7 @@ class Planner:
         self.float_impl = float_impl
         self._readers = {o: n for n in self.graph.nodes for o in n.inputs}
         self._params: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._lpbq_ints: dict[str, tuple[np.ndarray, tuple[Encoding, ...]]] = {}
 
     def build(self, outputs: tuple[str, ...]) -> QPlan:
         nodes = needed_nodes(self.graph.nodes, outputs)
@@ -127,6 +128,9 @@ class Planner:
             if not encs or (w.dtype.kind != "f" and w.dtype != qtype(encs[0])):
                 return Operand(name, str(w.dtype), None, w, w, w.shape)
             q, real = self._param(node, i, encs)
+            if encs[0].lpbq_bitwidth:  # the integers q x block scale, one scale per channel
+                ints, plain = self._lpbq(node, i, encs)
+                return Operand(name, str(ints.dtype), plain, ints, real, w.shape)
             return Operand(name, str(q.dtype), tuple(encs), q, real, w.shape)
         if name in state.encodings:
             enc = state.encodings[name]
@@ -141,7 +145,9 @@ class Planner:
         axis = registry.channel_axis(node, i, w.ndim, len(encs), w.shape)
         key = (name, axis)
         if key not in self._params:
-            if len(encs) > 1 and (w.ndim == 0 or w.shape[axis] != len(encs)):
+            if encs[0].blocked:
+                _check_blocks(name, w.shape, encs)
+            elif len(encs) > 1 and (w.ndim == 0 or w.shape[axis] != len(encs)):
                 raise UserError(f"weight {name!r} of shape {list(w.shape)} has {len(encs)} "
                                 f"encodings, not one per index of axis {axis}",
                                 hint="give one encoding, or one per output channel")
@@ -149,12 +155,21 @@ class Planner:
             self._params[key] = (q, dequantize_along(q, encs, axis))
         return self._params[key]
 
+    def _lpbq(self, node: Node, i: int, encs: list[Encoding]
+              ) -> tuple[np.ndarray, tuple[Encoding, ...]]:
+        name = node.inputs[i]
+        if name not in self._lpbq_ints:
+            self._lpbq_ints[name] = lpbq_integers(self._param(node, i, encs)[0], encs)
+        return self._lpbq_ints[name]
+
     def _real(self, name: str) -> np.ndarray | None:
         """A constant's real value (a quantized one with one encoding dequantized)."""
         w = self.weights.get(name)
         encs = self.qmodel.params.get(name)
         if w is None or w.dtype.kind == "f" or not encs:
             return w
+        if encs[0].blocked:
+            return None
         return encs[0].dequantize(w) if len(encs) == 1 else None
 
     def _target(self, name: str, state: _State) -> OutputSpec:
@@ -207,6 +222,18 @@ class Planner:
         return QStep(impl.fn, tuple(inputs), node.outputs, node.kwargs,
                      f"{node.package}::{node.op} (node {node.name})",
                      node.package != DEFAULT_PACKAGE, False, tuple(dequantize), quantize)
+
+
+def _check_blocks(name: str, shape: tuple[int, ...], encs: list[Encoding]) -> None:
+    """Block encodings must cover the weight: one per channel, blocks x size = its input axis."""
+    first = encs[0]
+    channel, block = (1, 0) if first.blocks_first else (0, 1)
+    covered = len(first.block_scales) * first.block_size
+    if len(shape) < 2 or shape[channel] != len(encs) or shape[block] != covered:
+        raise UserError(f"weight {name!r} of shape {list(shape)} does not take {len(encs)} "
+                        f"channel(s) of {len(first.block_scales)} blocks of {first.block_size}",
+                        hint="block encodings are for MatMul, Gemm and Conv weights, one per "
+                             "output channel, blocks covering the input axis")
 
 
 def _without_unread(node: Node, live: set[str]) -> Node:
