@@ -68,6 +68,7 @@ class PartsProject:
 
     def __init__(self, root: Path, limit: str | int | None = FP16_LIMIT,
                  precision: str = "fp16") -> None:
+        root.mkdir(parents=True, exist_ok=True)
         (root / ".udo-build-root").write_text("")
         (root / "model").mkdir()
         (root / "data").mkdir()
