@@ -52,6 +52,9 @@ def test_each_part_is_a_record_under_the_limit_shared_by_equal_socs(fp16) -> Non
     assert [(p["inputs"], p["outputs"]) for p in report["partition"]] == [
         (["x"], ["h0"]), (["h0"], ["h1"]), (["h1"], ["y"])]
     assert not report["online_prepare"] and report["switches"] == 0
+    page = Path(summary["page"]).read_text()
+    assert ("(3 subnets: HTP 4 | HTP 4 | HTP 4 nodes; 0 runtime switches; boundaries of "
+            "parts: h0 | h1)") in page
 
 
 def test_the_chained_parts_equal_the_unsplit_model(fp16, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
