@@ -26,7 +26,7 @@ model:
   onnx: model/stack.onnx
 {quantize}prepare:
 {limit}  matrix:
-    soc: [sm8550, qcs9100, sm8650]
+    soc: [{socs}]
     precision: [{precision}]
 run:
   - name: smoke
@@ -67,7 +67,8 @@ class PartsProject:
     """The stack model in `root`, with its recipe (the limit, the precision) and test data."""
 
     def __init__(self, root: Path, limit: str | int | None = FP16_LIMIT,
-                 precision: str = "fp16") -> None:
+                 precision: str = "fp16", socs: str = "sm8550, qcs9100, sm8650") -> None:
+        self.socs = socs
         root.mkdir(parents=True, exist_ok=True)
         (root / ".udo-build-root").write_text("")
         (root / "model").mkdir()
@@ -86,6 +87,7 @@ class PartsProject:
     def write(self, limit: str | int | None, precision: str = "fp16") -> None:
         self.recipe.write_text(RECIPE.format(
             quantize=QUANTIZE if precision == "int8" else "", precision=precision,
+            socs=self.socs,
             limit="" if limit is None else f"  max_record_bytes: {limit}\n"))
 
     def cli(self, *args: str, code: int = 0) -> tuple[dict[str, Any], str]:

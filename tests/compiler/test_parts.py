@@ -112,3 +112,20 @@ def test_the_parts_chained_equal_the_whole_graph(precision: str) -> None:
     b = chained.runner({}).run({"x": x})["y"]
     assert np.array_equal(a, b)
 
+
+
+def test_cuts_stay_inside_the_htp_subnets() -> None:
+    """relu1 on the CPU alone: the HTP subnets around it are cut, the CPU subnet never."""
+    bundle = _bundle()
+    allowed = {**node_runtimes(bundle.model, None), "relu1": ("CPU",)}
+    whole = partition(bundle.model, allowed, ["y"])
+    plan = plan_parts(bundle.model, whole, constant_sizes(bundle, "fp16"), FP16_LIMIT,
+                      "fp16", ["y"])
+    assert plan.cuts == ("mm1",)  # the last HTP subnet (res1 .. res2) holds one weight
+    cut = partition(bundle.model, allowed, ["y"], plan.cuts)
+    assert [(s.runtime, s.nodes[0], s.nodes[-1]) for s in cut.subnets] == [
+        ("HTP", "mm0", "res0"), ("HTP", "mm1", "bias1"), ("CPU", "relu1", "relu1"),
+        ("HTP", "res1", "res2")]
+    assert cut.switches == 2 and [p.index for p in plan.parts] == [0, 1, 3]
+    assert cut.to_json()["cuts"] == ["mm1"]
+    assert "cuts" not in whole.to_json()  # a partition without parts: its JSON as before
