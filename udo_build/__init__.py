@@ -21,7 +21,8 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
                 export), compiler/ (bundle -> HTP cache record: lowering, rule passes,
                 selection, memory planning, the record format, serve: the record a run
                 loads or prepares online; partition: the HTP and CPU subnets, subnets and
-                subnet_run: preparing and running them)
+                subnet_run: preparing and running them; parts: the cuts of the HTP subnets
+                into parts under a limit on record bytes)
     runtime/    the emulator's float session and integer session; choosing the record a run
                 loads (records.py), the run metrics and checks (metrics.py), writing results,
                 pool (runs over many inputs spread over worker processes, results in order)

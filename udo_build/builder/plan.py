@@ -16,6 +16,8 @@
     run:<name>               deployable bundle + inputs (+ kernels) -> outputs, metrics
     runtimes                 the recipe's runtime choices (only when it states any) -> the
                              choices prepare, assemble and run read (their input `runtimes`)
+    parts:<precision>[:<i>]  bundle + tensor names + prepare.max_record_bytes (only when the
+                             recipe sets it) -> the cuts into parts its prepares read
     check:<name>             the run's metrics + its check bounds -> the verdict
     native-check             float bundle + calibration list (+ kernels) + the C++ (the
                              cpu_library, or the CPU package and native_check.sources) -> the
@@ -213,9 +215,10 @@ def plan_recipe(recipe: Recipe) -> Plan:
     _plan_native_check(plan, recipe)
     resolved = _plan_outputs(plan, recipe)
     chosen = _plan_runtimes(plan, recipe)
+    cuts = _plan_parts(plan, recipe, resolved, chosen)
     for target in recipe.targets:
-        plan.add(_prepare(target, {**kernels, **chosen},
-                          resolved[target.precision, target.outputs],
+        tensors = resolved[target.precision, target.outputs]
+        plan.add(_prepare(target, {**kernels, **chosen, **cuts.get(tensors, {})}, tensors,
                           _bundle(recipe, target.precision)))
     if recipe.targets:  # records by position: a SoC's name enters no key
         records = _plan_records(plan, recipe)
@@ -274,6 +277,28 @@ def _plan_runtimes(plan: Plan, recipe: Recipe) -> dict[str, Input]:
     plan.add(PlannedAction("runtimes", "runtimes", {"choices": choices}, inputs,
                            f"runtime choices ({len(choices)})"))
     return {"runtimes": Dep("runtimes", "choices")}
+
+
+def _plan_parts(plan: Plan, recipe: Recipe, resolved: dict[tuple[str, Outputs], Dep],
+                chosen: dict[str, Input]) -> dict[Dep, dict[str, Input]]:
+    """One `parts` action per bundle and output set the targets prepare, when the recipe sets
+    prepare.max_record_bytes: each output set's Dep -> the input `parts` of its prepares."""
+    if recipe.max_record_bytes is None:
+        return {}
+    found: dict[Dep, dict[str, Input]] = {}
+    for (precision, _), tensors in resolved.items():
+        if tensors in found:
+            continue
+        aid = f"parts:{precision}" + ("" if tensors.output == "tensors[0]"
+                                      else f":{tensors.output[8:-1]}")
+        params = {"max_record_bytes": recipe.max_record_bytes, "precision": precision,
+                  "at": list(_place(recipe, ("prepare", "max_record_bytes")))}
+        plan.add(PlannedAction(aid, "parts", params,
+                               {"bundle": _bundle(recipe, precision), "outputs": tensors,
+                                **chosen},
+                               f"cut the {precision} model into parts"))
+        found[tensors] = {"parts": Dep(aid, "cuts")}
+    return found
 
 
 def _kernels(recipe: Recipe) -> dict[str, Input]:

@@ -342,7 +342,11 @@ def _subnets(report: dict[str, Any]) -> str:
     if not isinstance(parts, list):
         return ""
     shown = " | ".join(f"{p.get('runtime')} {p.get('nodes')}" for p in parts)
-    return f" ({len(parts)} subnets: {shown} nodes; {report.get('switches')} runtime switches)"
+    cuts = [", ".join(a.get("outputs") or ()) for a, b in zip(parts, parts[1:], strict=False)
+            if a.get("runtime") == b.get("runtime")]  # parts (udo_build.compiler.parts)
+    tail = f"; boundaries of parts: {' | '.join(cuts)}" if cuts else ""
+    return (f" ({len(parts)} subnets: {shown} nodes; {report.get('switches')} runtime "
+            f"switches{tail})")
 
 
 def _status(status: str) -> str:

@@ -29,6 +29,10 @@ subnet reads, and the requested outputs it makes (the vendor's rule for offline 
 fallback: a record's outputs include every tensor a later subnet reads). A graph whose nodes all
 run on the HTP is one subnet (`split` is False) and prepares and runs as it always did.
 
+`cuts` (node names; udo_build.compiler.parts: a recipe's limit on record bytes) also start a new
+subnet at those nodes when they run on the HTP: consecutive parts of one runtime, each its own
+record, the tensors a later part reads its outputs as across any other boundary.
+
 An HTP subnet is prepared as its own record from `subnet_bundle`: the subnet's nodes as a graph
 named `<graph>:subnet<i>` (the record's identifier), its inputs and outputs at the shapes of
 the whole graph at the target's input dimensions, the bundle's weights it reads, encodings and
@@ -37,7 +41,7 @@ op definitions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -99,6 +103,8 @@ class Subnet:
 class Partition:
     graph: str
     subnets: tuple[Subnet, ...]
+    cuts: tuple[str, ...] = ()  # the nodes that start a part (udo_build.compiler.parts)
+    outputs: tuple[str, ...] = ()  # the requested outputs
 
     @property
     def split(self) -> bool:
@@ -107,14 +113,21 @@ class Partition:
 
     @property
     def switches(self) -> int:
-        """How many times a run passes from one runtime to the other."""
-        return max(len(self.subnets) - 1, 0)
+        """How many times a run passes from one runtime to the other (not from a part to the
+        next on the same runtime)."""
+        pairs = zip(self.subnets, self.subnets[1:], strict=False)
+        return sum(a.runtime != b.runtime for a, b in pairs)
 
     def htp(self) -> list[Subnet]:
         return [s for s in self.subnets if s.runtime == HTP]
 
     def to_json(self) -> dict[str, Any]:
-        return {"subnets": [s.to_json() for s in self.subnets], "switches": self.switches}
+        found: dict[str, Any] = {"subnets": [s.to_json() for s in self.subnets],
+                                 "switches": self.switches}
+        if self.cuts:  # (only then: a partition without parts writes the bytes it always did)
+            found["cuts"] = list(self.cuts)
+            found["outputs"] = sorted(self.outputs)
+        return found
 
 
 def op_runtimes(node: Node, opdefs: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -182,12 +195,17 @@ def _nowhere(node: Node, own: Sequence[str], said: Sequence[RuntimeChoice]) -> U
 
 
 def partition(model: Model, allowed: Mapping[str, Sequence[str]],
-              outputs: Sequence[str]) -> Partition:
-    """The subnets of the nodes `outputs` need (see the module's docstring)."""
+              outputs: Sequence[str], cuts: Collection[str] = ()) -> Partition:
+    """The subnets of the nodes `outputs` need (see the module's docstring); `cuts`: nodes
+    that start a new HTP subnet (a part)."""
     groups: list[tuple[str, list[Node]]] = []
+    cut = set(cuts)
+    used = []
     for node in needed_nodes(model.graph.nodes, outputs):
         runtime = next(r for r in RUNTIMES if r in allowed.get(node.name, RUNTIMES))
-        if groups and groups[-1][0] == runtime:
+        starts = node.name in cut and runtime == HTP
+        used += [node.name] if starts else []
+        if groups and groups[-1][0] == runtime and not starts:
             groups[-1][1].append(node)
         else:
             groups.append((runtime, [node]))
@@ -203,7 +221,7 @@ def partition(model: Model, allowed: Mapping[str, Sequence[str]],
         subnets.append(Subnet(k, runtime, tuple(n.name for n in nodes), tuple(inputs),
                               tuple(o for o in made if last_read.get(o, -1) > k
                                     or o in requested)))
-    return Partition(model.graph.name, tuple(subnets))
+    return Partition(model.graph.name, tuple(subnets), tuple(used), tuple(outputs))
 
 
 def subnet_model(model: Model, subnet: Subnet, infos: Mapping[str, TensorInfo]) -> Model:

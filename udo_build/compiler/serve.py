@@ -15,7 +15,9 @@ cannot run, or the recipe's runtime choices, which a deployable bundle keeps in 
 `runtimes`) runs by subnets: `record` is then a SubnetProgram (udo_build.compiler.subnet_run)
 whose runner runs the HTP subnets on their records (chosen per subnet, or prepared online) and
 the CPU subnets on the CPU runtime, and `selection` adds the partition and the switches. A
-graph that is one HTP subnet is served as it always was.
+graph that is one HTP subnet is served as it always was. A bundle whose records are parts (its
+meta `parts`: udo_build.compiler.parts) is cut as its prepare cut it, for the run's precision and
+outputs, and runs its parts in order as subnets.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..runtime.records import RunSettings, choose_record, native_dims
 from .driver import compile_bundle
 from .lower import resolve_outputs
 from .partition import RuntimeChoices, node_runtimes, partition
+from .parts import cuts_for
 from .record import Record, read_record
 
 if TYPE_CHECKING:
@@ -42,7 +45,9 @@ def record_for_run(bundle: Any, settings: RunSettings, packages: Any, *, choose:
     outputs = resolve_outputs(bundle.model, settings.target.outputs)
     choices = RuntimeChoices.from_json(runtimes if runtimes is not None
                                        else bundle.meta.get("runtimes"))
-    part = partition(bundle.model, node_runtimes(bundle.model, bundle.opdefs, choices), outputs)
+    cuts = cuts_for(bundle.meta, settings.target.precision, outputs) if choose else ()
+    part = partition(bundle.model, node_runtimes(bundle.model, bundle.opdefs, choices), outputs,
+                     cuts)
     if part.split:
         from .subnet_run import run_subnets
 

@@ -42,6 +42,7 @@ from .model import (
     Recipe,
     RunCheck,
     RunSpec,
+    parse_bytes,
 )
 
 RECIPE_VERSIONS = (1,)
@@ -179,7 +180,7 @@ class _Builder:
             path=self.path, root=self.root, name=d["name"],
             package=self._package(targets), model=self._model(), quantize=quantize,
             targets=tuple(targets), runs=self._runs(default_precision),
-            socs=self.socs, positions=self.positions,
+            max_record_bytes=self._max_record_bytes(), socs=self.socs, positions=self.positions,
         )
         self._check_precisions(recipe)
         self._check_dims()
@@ -338,6 +339,18 @@ class _Builder:
             self.error(("prepare", "matrix"), "the matrix yields no target",
                        "list SoCs under soc:, or check the exclude entries")
         return targets
+
+    def _max_record_bytes(self) -> int | None:
+        """prepare.max_record_bytes, in bytes (None: the model is not cut into parts)."""
+        value = (self.data.get("prepare") or {}).get("max_record_bytes")
+        if value is None:
+            return None
+        try:
+            return parse_bytes(value)
+        except ValueError as exc:
+            self.error(("prepare", "max_record_bytes"), str(exc),
+                       "a whole number of bytes, or a number and a unit: 2GiB, 500MB, 64KiB")
+            return None
 
     def _runs(self, default_precision: str) -> tuple[RunSpec, ...]:
         runs = []

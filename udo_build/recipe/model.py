@@ -21,6 +21,35 @@ from ..source import FieldPath, Positions
 
 DEFAULT_BACKENDS = ("CPU", "HTP")
 DEFAULT_LEVEL = 2
+BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+              "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def parse_bytes(value: Any) -> int:
+    """A size in bytes: a whole number, or a number with a unit ("2GiB", "1.5 GB", "512KiB");
+    a ValueError that says what is wrong and what is right."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        number, unit = float(value), ""
+    elif isinstance(value, str):
+        text = value.strip()
+        digits = text.rstrip("".join(sorted({c for u in BYTE_UNITS for c in u})))
+        number_text, unit = digits.strip(), text[len(digits):].strip()
+        if unit not in BYTE_UNITS:
+            raise ValueError(f"unknown unit {unit!r} in {value!r}: the units are "
+                             + ", ".join(u for u in BYTE_UNITS if u))
+        try:
+            number = float(number_text)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a size (a number and a unit, like 2GiB)"
+                             ) from None
+    else:
+        raise ValueError(f"{value!r} is not a size (a number and a unit, like 2GiB)")
+    size = number * BYTE_UNITS[unit]
+    if not size >= 1 or size != size or size == float("inf"):
+        raise ValueError(f"{value!r} is not a positive size")
+    return int(size)
 
 
 @dataclass(frozen=True)
@@ -239,6 +268,7 @@ class Recipe:
     quantize: QuantizeSpec | None = None
     targets: tuple[RecordTarget, ...] = ()
     runs: tuple[RunSpec, ...] = ()
+    max_record_bytes: int | None = None  # prepare.max_record_bytes: parts (compiler.parts)
     socs: dict[str, Soc] = field(default_factory=dict, compare=False)
     positions: Positions | None = field(default=None, compare=False, repr=False)
 

@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     opdef,
     outputs,
     package,
+    parts,
     prepare,
     quant_algorithms,
     quantize,

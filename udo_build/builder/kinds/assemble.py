@@ -14,7 +14,10 @@ A partitioned target's prepare step gives a record set (udo_build.compiler.subne
 its records is a record of the bundle like any other, its row naming its subnet (`subnet`: the
 index; its identifier is `<graph>:subnet<i>`), and the meta `runtimes` keeps the recipe's
 runtime choices (input `runtimes`, when the recipe states any) so that a run and `udo-build
-info` find the same subnets (udo_build.compiler.partition).
+info` find the same subnets (udo_build.compiler.partition). A record set cut into parts
+(prepare.max_record_bytes, udo_build.compiler.parts) adds its cuts to the meta `parts`
+({"precision", "outputs", "cuts"} per distinct one, sorted), so that a run cuts the graph as
+its prepare did and chains the parts' records.
 
 The output is a file of parts (udo_build.store.parts): the head (header, graph, weights and the
 bundle's own parts) is a new blob, each record part is the prepare step's own blob. The store
@@ -28,6 +31,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from ...canonical import canonical_json
 from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import numbered
 
@@ -44,9 +48,10 @@ def assemble(ctx: ActionContext) -> Produced:
     external: dict[str, External] = {}
     blobs = {}
     rows = []
+    cuts: list[dict[str, Any]] = []
     names = numbered(ctx, "record")
     for name in names:
-        for part, data, subnet in _records(ctx, name):
+        for part, data, subnet in _records(ctx, name, cuts):
             key = f"records/{part.digest[:16]}.udr"
             if key in external or key in bundle.parts:
                 continue  # an identical record: stored once
@@ -63,6 +68,9 @@ def assemble(ctx: ActionContext) -> Produced:
     rows.sort(key=lambda r: (r["arch"], r["vtcm_mb"], r["level"], r["name"], r["part"],
                              r.get("graph", "")))
     meta = {**bundle.meta, "records": rows}
+    if cuts:
+        meta["parts"] = sorted({canonical_json(c): c for c in cuts}.values(),
+                               key=canonical_json)
     if "runtimes" in ctx.input_names():
         meta["runtimes"] = json.loads(ctx.input_bytes("runtimes"))
     deployable = bundle.with_parts(meta=meta)
@@ -73,9 +81,12 @@ def assemble(ctx: ActionContext) -> Produced:
         f"({len(rows)} graphs) from {len(names)} targets"))
 
 
-def _records(ctx: ActionContext, name: str) -> Iterator[tuple[Any, bytes, int | None]]:
+def _records(ctx: ActionContext, name: str, cuts: list[dict[str, Any]]
+             ) -> Iterator[tuple[Any, bytes, int | None]]:
     """The records of input `name` (part, bytes, subnet index): the record itself, or each of a
-    record set's, each the blob the prepare step stored (shared, not copied)."""
+    record set's, each the blob the prepare step stored (shared, not copied); a set's cuts into
+    parts are added to `cuts`."""
+    from ...compiler.record import read_header
     from ...compiler.subnets import read_record_set
     from ...store.parts import Part, parse_layout
 
@@ -84,7 +95,11 @@ def _records(ctx: ActionContext, name: str) -> Iterator[tuple[Any, bytes, int | 
         yield part, data, None
         return
     reader = ctx.input_reader(name)
-    _, entries = read_record_set(reader, name)
-    for entry in entries:
-        yield Part(0, entry.sha256, entry.size), bytes(reader.read(entry.offset, entry.size)), \
-            entry.subnet
+    found, entries = read_record_set(reader, name)
+    for i, entry in enumerate(entries):
+        data = bytes(reader.read(entry.offset, entry.size))
+        if i == 0 and found.get("cuts"):
+            precision = read_header(data, name)[0]["key"].get("precision")
+            cuts.append({"precision": precision, "outputs": found["outputs"],
+                         "cuts": found["cuts"]})
+        yield Part(0, entry.sha256, entry.size), data, entry.subnet

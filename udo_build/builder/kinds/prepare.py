@@ -19,6 +19,11 @@ did. A partitioned one gives a record set (udo_build.compiler.subnets): one reco
 subnet, each with its own identifier `<graph>:subnet<i>`, whose outputs include every tensor a
 later subnet reads; stored as a file of parts, each record its own blob.
 
+Input `parts` (when the recipe sets `prepare.max_record_bytes`: the `parts` step's cuts,
+udo_build.compiler.parts) cuts the HTP subnets further into sequential parts, each its own
+record of the set; every record is then checked against the limit: one over it is this step's
+failure, naming the part and its bytes.
+
 The record is not published in the output folder on its own: the assemble step packs every
 record into the deployable bundle.
 
@@ -69,6 +74,7 @@ def prepare(ctx: ActionContext) -> Produced:
     except RuleLoopError as exc:  # the default package's rules looping: a bug of udo-build
         raise RuntimeError(str(exc)) from None
     data = compiled.record()
+    _check_parts(ctx, [(0, len(data))])
     key = compiled.key()
     memory = compiled.memory
     return Produced({"record": data}, description=(
@@ -77,14 +83,35 @@ def prepare(ctx: ActionContext) -> Produced:
         f"peak VTCM {memory.peak / (1 << 20):.2f} MB, {len(data):,} bytes"))
 
 
-def partition_of(ctx: ActionContext, bundle: Any, outputs: list[str]) -> Any:
-    """The subnets of the bundle's graph for these outputs, under the recipe's choices."""
+def partition_of(ctx: ActionContext, bundle: Any, outputs: list[str], cut: bool = True) -> Any:
+    """The subnets of the bundle's graph for these outputs, under the recipe's choices, cut
+    into parts by the input `parts` when it has one (and `cut`)."""
     from ...compiler.partition import RuntimeChoices, node_runtimes, partition
 
     choices = RuntimeChoices()
     if "runtimes" in ctx.input_names():
         choices = RuntimeChoices.from_json(json.loads(ctx.input_bytes("runtimes")))
-    return partition(bundle.model, node_runtimes(bundle.model, bundle.opdefs, choices), outputs)
+    plan = _parts_plan(ctx) if cut else None
+    return partition(bundle.model, node_runtimes(bundle.model, bundle.opdefs, choices), outputs,
+                     plan.cuts if plan is not None else ())
+
+
+def _parts_plan(ctx: ActionContext) -> Any:
+    """The `parts` step's cuts (udo_build.compiler.parts.PartsPlan), or None."""
+    if "parts" not in ctx.input_names():
+        return None
+    from ...compiler.parts import PartsPlan
+
+    return PartsPlan.from_json(json.loads(ctx.input_bytes("parts")))
+
+
+def _check_parts(ctx: ActionContext, records: list[tuple[int, int]]) -> None:
+    """Every part's record (subnet index, bytes) within the recipe's limit, else a StepFailed."""
+    plan = _parts_plan(ctx)
+    if plan is not None:
+        from ...compiler.parts import check_records
+
+        check_records(plan, records)
 
 
 def _prepare_subnets(ctx: ActionContext, bundle: Any, target: CompileTarget,
@@ -93,8 +120,11 @@ def _prepare_subnets(ctx: ActionContext, bundle: Any, target: CompileTarget,
 
     prepared = compile_subnets(bundle, target, packages, part, ctx.progress("rule passes"))
     records = [(subnet.index, compiled.record()) for subnet, compiled in prepared]
+    _check_parts(ctx, [(index, len(data)) for index, data in records])
     segments, size = record_set(part, records)
     shown = ", ".join(f"{s.runtime} {len(s.nodes)}" for s in part.subnets)
+    if part.cuts:
+        shown += f"; parts cut at {', '.join(part.cuts)}"
     sizes = ", ".join(f"{len(data):,}" for _, data in records)
     return Produced({"record": FileOfParts(segments, size)}, description=(
         f"prepare {part.graph} in {len(part.subnets)} subnets ({shown} nodes) for "
