@@ -92,6 +92,14 @@ def parse_layout(data: bytes) -> FileLayout | None:
     return FileLayout(size, sha, tuple(parts))
 
 
+def whole_blob(layout: FileLayout) -> bool:
+    """Whether the file is one stored blob from its first byte to its last (a small bundle
+    whose head holds everything): it is then written as that blob is, hard-linked from the
+    store where the blob is kept raw."""
+    return len(layout.parts) == 1 and layout.parts[0].offset == 0 and \
+        layout.parts[0].size == layout.size and layout.parts[0].digest == layout.sha256
+
+
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
