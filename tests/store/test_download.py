@@ -68,7 +68,9 @@ def test_each_mode_reads_what_it_says(shared: Warm, tmp_path: Path) -> None:
     full = out_bytes(shared.source.out)
     # every output of every action; those of the output folder only; none
     assert read["all"] > read["outputs"] and read["minimal"] == 0
-    assert 0 < read["outputs"] <= full, (read, full)
+    # a file made of parts (the bundles) also reads its manifest: a few hundred bytes
+    assert 0 < read["outputs"] <= full + 1024 * len(list(shared.source.out.rglob("*.udb"))), \
+        (read, full)
 
 
 def test_minimal_reads_no_blob_and_says_what_stays_remote(shared: Warm, tmp_path: Path) -> None:
