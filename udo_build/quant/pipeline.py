@@ -44,7 +44,7 @@ from .quantizers import (
     symmetric_weights,
 )
 from .report import KeptInferences, LayerFigures, layer_sqnr
-from .settings import QuantizeSettings
+from .settings import QuantizeSettings, Widths
 from .stats import TensorStats
 
 SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
@@ -68,8 +68,10 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
                    overrides: Overrides | None = None,
                    progress: Callable[[int, int], None] | None = None,
                    observe: Observer | None = None, cores: int = 1, count: int | None = None,
-                   label: Callable[[int], str] | None = None) -> QuantizedModel:
-    """`observe`, `cores`, `count` and `label`: see calibrate."""
+                   label: Callable[[int], str] | None = None,
+                   widths: Widths | None = None) -> QuantizedModel:
+    """`observe`, `cores`, `count` and `label`: see calibrate. `widths`: per-tensor bit widths
+    instead of act_bitwidth / weights_bitwidth (mixed precision)."""
     config = {**DEFAULTS, **settings}
     prepared = fold_for_quantization(model)
     stats: dict[str, TensorStats] = {}
@@ -79,7 +81,7 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
                                  histograms=config["quantizer"] == "enhanced",
                                  progress=progress, observe=observe, cores=cores,
                                  count=count, label=label)
-    chooser = _Chooser(prepared, stats, config)
+    chooser = _Chooser(prepared, stats, config, widths or Widths())
     activations, params = chooser.choose()
     if overrides is not None:
         activations.update({k: v[0] for k, v in overrides[0].items()})
@@ -99,6 +101,7 @@ def quantize_and_measure(model: Model, packages: Mapping[str, Any],
                          measuring: Callable[[int, int], None] | None = None,
                          cores: int = 1, count: int | None = None,
                          label: Callable[[int], str] | None = None,
+                         widths: Widths | None = None,
                          ) -> tuple[QuantizedModel, LayerFigures | None]:
     """The quantized model and, unless `settings.report_inputs` is 0, the SQNR of its layers
     over that many first inputs (None: not measured). `feeds()` reads the inputs afresh;
@@ -106,7 +109,7 @@ def quantize_and_measure(model: Model, packages: Mapping[str, Any],
     limit = settings.report_inputs
     kept = KeptInferences(limit)
     qmodel = quantize_model(model, packages, feeds(), settings.quantizer_params(), overrides,
-                            progress, kept if limit > 0 else None, cores, count, label)
+                            progress, kept if limit > 0 else None, cores, count, label, widths)
     if limit <= 0:
         return qmodel, None
     measured = min(limit, count) if count is not None else None
@@ -136,8 +139,10 @@ class _Counted:
 
 
 class _Chooser:
-    def __init__(self, model: Model, stats: dict[str, TensorStats], config: dict[str, Any]):
+    def __init__(self, model: Model, stats: dict[str, TensorStats], config: dict[str, Any],
+                 widths: Widths):
         self.model = model
+        self.widths = widths
         self.graph = model.graph
         self.stats = stats
         self.config = config
@@ -157,8 +162,8 @@ class _Chooser:
 
     def _activation(self, name: str) -> None:
         if name in self.stats and name not in self.exact:
-            self.acts[name] = activation_encoding(self.stats[name], self.config["act_bitwidth"],
-                                                  self.config["quantizer"])
+            bits = self.widths.activation(name, self.config["act_bitwidth"])
+            self.acts[name] = activation_encoding(self.stats[name], bits, self.config["quantizer"])
 
     def _outputs(self, node: Node) -> None:
         source = node.inputs[0] if node.inputs else ""
@@ -178,7 +183,8 @@ class _Chooser:
         w_name = node.inputs[1] if len(node.inputs) > 1 else ""
         if node.op in ("Conv", "Gemm", "MatMul") and w_name in weights:
             axis = _channel_axis(node, weights[w_name])
-            encs = symmetric_weights(weights[w_name], self.config["weights_bitwidth"],
+            encs = symmetric_weights(weights[w_name],
+                                     self.widths.weight(w_name, self.config["weights_bitwidth"]),
                                      axis if self.config["per_channel"] else None)
             self.params[w_name] = encs
             bias = node.inputs[2] if len(node.inputs) > 2 else ""
