@@ -14,6 +14,8 @@ range (none when they hold no finite value: see udo_build.quant.quantizers); bia
 input scale x weight scale. Inputs read for their exact values (Range's bounds, Resize's
 scales, a QuantizeLinear's scale, IsNaN's input, Pow's exponent: FLOAT_INPUTS) keep their float
 values.
+`widths` (udo_build.quant.settings.Widths: the mixed precision search's choice) give tensors their
+own bit widths instead of act_bitwidth / weights_bitwidth.
 `overrides` (AIMET encodings, e.g. from `override_encodings`) replace what was computed for the
 tensors they name; with float_fallback only they are used, and no calibration runs: every other
 tensor stays float.
@@ -81,7 +83,7 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
                                  histograms=config["quantizer"] == "enhanced",
                                  progress=progress, observe=observe, cores=cores,
                                  count=count, label=label)
-    chooser = _Chooser(prepared, stats, config, widths or Widths())
+    chooser = _Chooser(prepared, stats, config, widths)
     activations, params = chooser.choose()
     if overrides is not None:
         activations.update({k: v[0] for k, v in overrides[0].items()})
@@ -140,9 +142,9 @@ class _Counted:
 
 class _Chooser:
     def __init__(self, model: Model, stats: dict[str, TensorStats], config: dict[str, Any],
-                 widths: Widths):
+                 widths: Widths | None = None):
         self.model = model
-        self.widths = widths
+        self.widths = widths or Widths()
         self.graph = model.graph
         self.stats = stats
         self.config = config
