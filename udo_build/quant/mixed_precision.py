@@ -219,8 +219,7 @@ class OutputNoise(Job[Widths, tuple[float, float]]):
         """The output SQNR (dB; inf: exact) of each choice, spread over `cores`."""
         from ..runtime.pool import labels
 
-        self.start()
-        found = []
+        found = []  # the pool starts the job (the references) on one BLAS thread
         for done, (_, (signal, noise)) in enumerate(ordered(
                 self, choices, cores, len(choices), labels("width choice")), 1):
             found.append(db(signal, noise))
