@@ -227,6 +227,10 @@ def bench_mixed(name: str, args: argparse.Namespace) -> Mixed:
         row.reached_db = row.searched_db = float("nan")
         return row
     row.costs["search"] = time.perf_counter() - start
+    for t in result.tried:
+        changed = sum(b != u.reference for u, b in t.bits.items())
+        print(f"  {name} search: {changed} units changed, predicted {t.predicted_db:.2f} dB, "
+              f"measured {t.sqnr_db:.2f} dB", flush=True)
     widths = candidates.widths(result.chosen.bits)
     final, row.costs["quantize at the widths"] = timed(lambda: quantize_model(
         model, {}, calibration, settings, widths=widths))

@@ -35,7 +35,7 @@ from typing import Any
 from ..ir.qmodel import QuantizedModel
 from .mixed_precision import ACTIVATION, WEIGHT, Candidates, Unit
 
-ROUNDS = 6
+ROUNDS = 12
 Bits = dict[Unit, int]
 
 
