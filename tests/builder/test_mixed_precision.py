@@ -158,3 +158,25 @@ def test_target_settings_the_search_cannot_choose_from_are_refused(tmp_path: Pat
         load_recipe(recipe)
     assert [(p.line, p.field) for p in info.value.problems] == [(6, "quantize.weights_bitwidth")]
     assert "chooses weights of 4 or 8 bits, not 16" in info.value.problems[0].message
+
+
+def test_the_report_section_reads_only_the_search_document(tmp_path: Path) -> None:
+    from udo_build.builder.report_mixed import mixed_section, read_mixed
+
+    (tmp_path / "quant").mkdir()
+    doc = {"target_db": 35, "inputs": 4, "tried": [],
+           "reference": {"sqnr_db": 30.0, "record_bytes": 1000, "activation_bytes": 400},
+           "chosen": {"sqnr_db": 35.5, "predicted_db": 36.0, "record_bytes": 1200,
+                      "activation_bytes": 500},
+           "activations": {"units": 4, "bits": {"8": 3, "16": 1}},
+           "weights": {"units": 2, "bits": {"8": 1, "16": 1}},
+           "units": [{"kind": "weight", "name": "w1", "node": "conv1", "op": "Conv", "index": 3,
+                      "elements": 100, "bits": 16, "reference_bits": 8, "alternate_bits": 16,
+                      "alternate_sqnr_db": 33.2}]}
+    (tmp_path / "quant/mixed.json").write_text(json.dumps(doc))
+    html = mixed_section(read_mixed(tmp_path))
+    assert "35.50 dB (predicted 36.00 dB" in html and "1200 bytes, against 1000" in html
+    assert "(1.20x)" in html and "4: 3 at 8 bits (75%), 1 at 16 bits (25%)" in html
+    assert "<td>conv1</td><td>Conv</td><td>weight</td><td>w1</td><td>100</td><td><b>16</b>" in html
+    (tmp_path / "quant/mixed.json").write_text(json.dumps({**doc, "chosen": []}))
+    assert read_mixed(tmp_path) is None and mixed_section(None) == ""
