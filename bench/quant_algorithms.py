@@ -184,13 +184,14 @@ class Mixed:
     costs: dict[str, float] = field(default_factory=dict)
 
 
-def bench_mixed(name: str, args: argparse.Namespace) -> Mixed:
+def bench_mixed(name: str, args: argparse.Namespace) -> list[Mixed]:
     """The recipe's steps in one process: reference and alternate models, the sensitivities,
-    the search (over --search-inputs inputs, seed+3), the quantize with the chosen widths; its
-    logits' SQNR over the held-out inputs (seed+2), as the other rows."""
+    then for each --target the search (over --search-inputs inputs, seed+3) and the quantize
+    with the chosen widths; its logits' SQNR over the held-out inputs (seed+2), as the other
+    rows. The sensitivities serve every target, as the build's cached actions do."""
     from udo_build.model.onnx_import import import_onnx
     from udo_build.quant.mixed_precision import Candidates, OutputNoise, elements
-    from udo_build.quant.mixed_search import Unreachable, record_bytes, search
+    from udo_build.quant.mixed_search import record_bytes
     from udo_build.quant.pipeline import quantize_model
 
     proto, logits = with_logits(light.randomized(name, args.seed, import_onnx))
@@ -202,45 +203,61 @@ def bench_mixed(name: str, args: argparse.Namespace) -> Mixed:
     held_out = inputs(model, args.held_out, args.seed + 2)
     low, high = (int(w) for w in args.weight_widths.split(","))
     settings = {**SETTINGS, "quantizer": "enhanced"}
-    row = Mixed(name, args.target)
-    reference, row.costs["quantize x2"] = timed(lambda: quantize_model(model, {}, calibration,
-                                                                       settings))
+    costs: dict[str, float] = {}
+    reference, costs["quantize x2"] = timed(lambda: quantize_model(model, {}, calibration,
+                                                                   settings))
     alternate, more = timed(lambda: quantize_model(model, {}, calibration, {
         **settings, "act_bitwidth": 16, "weights_bitwidth": low if high == 8 else high}))
-    row.costs["quantize x2"] += more
+    costs["quantize x2"] += more
     candidates = Candidates.of(reference, alternate)
     measure = OutputNoise(candidates, {}, inputs(model, args.search_inputs, args.seed + 3))
     alone = [candidates.widths({u: u.alternate}) for u in candidates.units]
-    figures, row.costs["sensitivity"] = timed(lambda: measure.sqnr_db(alone, args.cores))
+    figures, costs["sensitivity"] = timed(lambda: measure.sqnr_db(alone, args.cores))
     sensitivity = dict(zip(candidates.units, figures, strict=True))
     sizes = elements(candidates, {}, held_out[0])
+    reference_db = _logits_db(reference, held_out, logits)
+    print(f"  {name}: {len(candidates.units)} units, 8-bit {reference_db:.2f} dB on the "
+          f"held-out inputs", flush=True)
+
+    def one(target: float) -> Mixed:
+        row = Mixed(name, target, reference_db, costs=dict(costs))
+        chosen = _searched(row, candidates, sensitivity, sizes, measure, args)
+        if chosen is None:
+            return row
+        final, row.costs["quantize at the widths"] = timed(lambda: quantize_model(
+            model, {}, calibration, settings, widths=candidates.widths(chosen)))
+        row.reached_db = _logits_db(final, held_out, logits)
+        row.layers = len({u.node or u.name for u in candidates.units})
+        row.layers_16 = len({u.node or u.name for u, b in chosen.items() if b == 16})
+        row.record, row.record_reference = record_bytes(final), record_bytes(reference)
+        return row
+
+    return [one(float(t)) for t in args.target.split(",")]
+
+
+def _searched(row: Mixed, candidates: Any, sensitivity: dict, sizes: dict, measure: Any,
+              args: argparse.Namespace) -> dict | None:
+    """The search's choice for row.target (None, the best printed, when out of reach)."""
+    from udo_build.quant.mixed_search import Unreachable, search
 
     def measured(bits: dict) -> float:
         return measure.sqnr_db([candidates.widths(bits)], args.cores)[0]
 
     start = time.perf_counter()
     try:
-        result = search(candidates.units, sensitivity, measured({}), sizes, args.target,
+        result = search(candidates.units, sensitivity, measured({}), sizes, row.target,
                         measured)
     except Unreachable as exc:
-        print(f"  {name}: {exc}", flush=True)
+        print(f"  {row.model}: {exc} dB on the search inputs", flush=True)
         row.reached_db = row.searched_db = float("nan")
-        return row
+        return None
     row.costs["search"] = time.perf_counter() - start
     for t in result.tried:
         changed = sum(b != u.reference for u, b in t.bits.items())
-        print(f"  {name} search: {changed} units changed, predicted {t.predicted_db:.2f} dB, "
-              f"measured {t.sqnr_db:.2f} dB", flush=True)
-    widths = candidates.widths(result.chosen.bits)
-    final, row.costs["quantize at the widths"] = timed(lambda: quantize_model(
-        model, {}, calibration, settings, widths=widths))
-    row.reference_db = _logits_db(reference, held_out, logits)
-    row.reached_db, row.searched_db = _logits_db(final, held_out, logits), result.chosen.sqnr_db
-    nodes = {u.node or u.name for u in candidates.units}
-    row.layers, row.layers_16 = len(nodes), len({u.node or u.name for u, b in
-                                                 result.chosen.bits.items() if b == 16})
-    row.record, row.record_reference = record_bytes(final), record_bytes(reference)
-    return row
+        print(f"  {row.model} {row.target:g} dB search: {changed} units changed, predicted "
+              f"{t.predicted_db:.2f} dB, measured {t.sqnr_db:.2f} dB", flush=True)
+    row.searched_db = result.chosen.sqnr_db
+    return result.chosen.bits
 
 
 def _logits_db(qmodel: Any, held_out: list, logits: str) -> float:
@@ -293,9 +310,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mixed", action="store_true",
                    help="mixed precision (quantize.target) instead of the algorithms")
-    p.add_argument("--target", type=float, default=35.0, help="--mixed: output SQNR dB (35)")
-    p.add_argument("--weight-widths", default="8,16",
-                   help="--mixed: the two widths a weight takes (8,16; or 4,8)")
+    p.add_argument("--target", default="35",
+                   help="--mixed: output SQNR dB, or several (35; 35,32: one search each)")
+    p.add_argument("--weight-widths", default="4,8",
+                   help="--mixed: the two widths a weight takes (4,8; or 8,16)")
     p.add_argument("--search-inputs", type=int, default=4,
                    help="--mixed: inputs the sensitivities and the search run over (4)")
     p.add_argument("--cores", type=int, default=2, help="--mixed: worker processes (2)")
@@ -318,8 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     if args.mixed:
-        return 0 if report_mixed([bench_mixed(n, args) for n in args.models.split(",")],
-                                 args) else 1
+        rows = [r for n in args.models.split(",") for r in bench_mixed(n, args)]
+        return 0 if report_mixed(rows, args) else 1
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
