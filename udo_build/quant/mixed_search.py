@@ -18,9 +18,9 @@ its low width; then the upgrades to the high width in order of noise removed per
 efficient first, is dropped again if the prediction still meets it without. The budget is the
 target's noise; the choice is measured on the held-out inputs, and when it misses (the noises
 did not add up as predicted) the budget shrinks by the ratio missed and the greedy runs again,
-up to ROUNDS times; last, every unit at its high width is measured: the best there is. The
-target met, the first choice that met it is the answer; else `Unreachable`, with the best
-reached.
+up to ROUNDS times; last, every unit at its high width is measured (the best there is when the
+noises add up). The target met, the first choice that met it is the answer; else `Unreachable`,
+with the best reached.
 
     result = search(units, sensitivity, reference_db, elements, target_db, measure)
 """
@@ -40,9 +40,14 @@ Bits = dict[Unit, int]
 
 
 class Unreachable(Exception):
-    def __init__(self, target_db: float, best_db: float) -> None:
-        super().__init__(f"{target_db} dB is out of reach: the best widths reach {best_db:.2f}")
-        self.target_db, self.best_db = target_db, best_db
+    """The target missed by every choice measured: `best_db` the best of them (the reference
+    included), `highest_db` every unit at its high width (the best there is when the noises
+    add up)."""
+
+    def __init__(self, target_db: float, best_db: float, highest_db: float) -> None:
+        super().__init__(f"{target_db} dB is out of reach: the best widths tried reach "
+                         f"{best_db:.2f} (every unit at its high width: {highest_db:.2f})")
+        self.target_db, self.best_db, self.highest_db = target_db, best_db, highest_db
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ def search(units: Sequence[Unit], sensitivity: Mapping[Unit, float], reference_d
         tried.append(best)
     if best.sqnr_db >= target_db:
         return SearchResult(best, tuple(tried))
-    raise Unreachable(target_db, best.sqnr_db)
+    raise Unreachable(target_db, max([reference_db, *(t.sqnr_db for t in tried)]), best.sqnr_db)
 
 
 def byte_count(bits: Bits, sizes: Mapping[Unit, int], kind: str) -> int:

@@ -123,9 +123,10 @@ def _unreachable(ctx: ActionContext, exc: Any, inputs: int, candidates: Candidat
     file, line, column, field = (ctx.params.get("at")
                                  or [None, None, None, "quantize.target.min_sqnr_db"])
     wider = "" if highest[-1] >= 16 else ", weights of 8 or 16 bits (weight_widths: [8, 16])"
-    return UserError(f"{exc.target_db:g} dB is out of reach: every activation at 16 bits and "
-                     f"every weight at {highest[-1]} give {exc.best_db:.2f} dB over the first "
-                     f"{inputs} held-out inputs", file=file, line=line, column=column,
+    return UserError(f"{exc.target_db:g} dB is out of reach: the best widths tried give "
+                     f"{exc.best_db:.2f} dB over the first {inputs} held-out inputs (every "
+                     f"activation at 16 bits and every weight at {highest[-1]}: "
+                     f"{exc.highest_db:.2f} dB)", file=file, line=line, column=column,
                      field=field,
                      hint=f"lower quantize.target.min_sqnr_db to at most {exc.best_db:.2f}"
                           f"{wider}, or improve the 8-bit model (quantize.algorithms, "
