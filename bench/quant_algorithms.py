@@ -40,6 +40,7 @@ import _light_models as light  # noqa: E402
 from quant import SETTINGS, Accuracy, inputs, ort_static, sqnr_db, top1, with_logits  # noqa: E402
 
 MARGINS = {"resnet50": 1.5, "shufflenet": 3.0}  # dB over onnxruntime's best
+MIXED_SHARE, MIXED_RECORD = 0.25, 1.3  # --mixed: layers at 16 bits, record / 8-bit record
 
 
 @dataclass
@@ -166,6 +167,134 @@ def _targets(rows: Sequence[Row]) -> bool:
     return ok
 
 
+# -- mixed precision (quantize.target) ----------------------------------------------------------
+
+
+@dataclass
+class Mixed:
+    model: str
+    target: float
+    reference_db: float = 0.0  # the quantize settings' widths everywhere, held-out inputs
+    reached_db: float = 0.0  # the chosen widths, held-out inputs (nan: out of reach)
+    searched_db: float = 0.0  # the chosen widths, the search's own inputs
+    layers: int = 0  # layers (nodes, and the graph input) with a unit
+    layers_16: int = 0  # of them, those with a unit at 16 bits
+    record: int = 0  # constants' bytes, chosen widths
+    record_reference: int = 0  # at the quantize settings' widths
+    costs: dict[str, float] = field(default_factory=dict)
+
+
+def bench_mixed(name: str, args: argparse.Namespace) -> list[Mixed]:
+    """The recipe's steps in one process: reference and alternate models, the sensitivities,
+    then for each --target the search (over --search-inputs inputs, seed+3) and the quantize
+    with the chosen widths; its logits' SQNR over the held-out inputs (seed+2), as the other
+    rows. The sensitivities serve every target, as the build's cached actions do."""
+    from udo_build.model.onnx_import import import_onnx
+    from udo_build.quant.mixed_precision import Candidates, OutputNoise, elements
+    from udo_build.quant.mixed_search import record_bytes
+    from udo_build.quant.pipeline import quantize_model
+
+    proto, logits = with_logits(light.randomized(name, args.seed, import_onnx))
+    kept = [o for o in proto.graph.output if o.name == logits]  # the search measures logits
+    del proto.graph.output[:]
+    proto.graph.output.extend(kept)
+    model = import_onnx(proto)
+    calibration = inputs(model, args.calibration, args.seed + 1)
+    held_out = inputs(model, args.held_out, args.seed + 2)
+    low, high = (int(w) for w in args.weight_widths.split(","))
+    settings = {**SETTINGS, "quantizer": "enhanced"}
+    costs: dict[str, float] = {}
+    reference, costs["quantize x2"] = timed(lambda: quantize_model(model, {}, calibration,
+                                                                   settings))
+    alternate, more = timed(lambda: quantize_model(model, {}, calibration, {
+        **settings, "act_bitwidth": 16, "weights_bitwidth": low if high == 8 else high}))
+    costs["quantize x2"] += more
+    candidates = Candidates.of(reference, alternate)
+    measure = OutputNoise(candidates, {}, inputs(model, args.search_inputs, args.seed + 3))
+    alone = [candidates.widths({u: u.alternate}) for u in candidates.units]
+    figures, costs["sensitivity"] = timed(lambda: measure.sqnr_db(alone, args.cores))
+    sensitivity = dict(zip(candidates.units, figures, strict=True))
+    sizes = elements(candidates, {}, held_out[0])
+    reference_db = _logits_db(reference, held_out, logits)
+    print(f"  {name}: {len(candidates.units)} units, 8-bit {reference_db:.2f} dB on the "
+          f"held-out inputs", flush=True)
+
+    def one(target: float) -> Mixed:
+        row = Mixed(name, target, reference_db, costs=dict(costs))
+        chosen = _searched(row, candidates, sensitivity, sizes, measure, args)
+        if chosen is None:
+            return row
+        final, row.costs["quantize at the widths"] = timed(lambda: quantize_model(
+            model, {}, calibration, settings, widths=candidates.widths(chosen)))
+        row.reached_db = _logits_db(final, held_out, logits)
+        row.layers = len({u.node or u.name for u in candidates.units})
+        row.layers_16 = len({u.node or u.name for u, b in chosen.items() if b == 16})
+        row.record, row.record_reference = record_bytes(final), record_bytes(reference)
+        return row
+
+    return [one(float(t)) for t in args.target.split(",")]
+
+
+def _searched(row: Mixed, candidates: Any, sensitivity: dict, sizes: dict, measure: Any,
+              args: argparse.Namespace) -> dict | None:
+    """The search's choice for row.target (None, the best printed, when out of reach)."""
+    from udo_build.quant.mixed_search import Unreachable, search
+
+    def measured(bits: dict) -> float:
+        return measure.sqnr_db([candidates.widths(bits)], args.cores)[0]
+
+    start = time.perf_counter()
+    try:
+        result = search(candidates.units, sensitivity, measured({}), sizes, row.target,
+                        measured)
+    except Unreachable as exc:
+        print(f"  {row.model}: {exc} dB on the search inputs", flush=True)
+        row.reached_db = row.searched_db = float("nan")
+        return None
+    row.costs["search"] = time.perf_counter() - start
+    for t in result.tried:
+        changed = sum(b != u.reference for u, b in t.bits.items())
+        print(f"  {row.model} {row.target:g} dB search: {changed} units changed, predicted "
+              f"{t.predicted_db:.2f} dB, measured {t.sqnr_db:.2f} dB", flush=True)
+    row.searched_db = result.chosen.sqnr_db
+    return result.chosen.bits
+
+
+def _logits_db(qmodel: Any, held_out: list, logits: str) -> float:
+    from udo_build.runtime.float_session import Session
+    from udo_build.runtime.integer import QuantizedSession
+
+    exact, approx = Session(qmodel.model), QuantizedSession(qmodel)
+    return sqnr_db([exact.run(f, [logits])[logits] for f in held_out],
+                   [approx.run(f, [logits])[logits] for f in held_out])
+
+
+def report_mixed(rows: Sequence[Mixed], args: argparse.Namespace) -> bool:
+    print(f"\n{'model':<11} {'target':>7} {'8-bit dB':>9} {'chosen dB':>10} {'search dB':>10} "
+          f"{'layers at 16':>13} {'record / 8-bit':>15}")
+    ok = True
+    for r in rows:
+        share = r.layers_16 / r.layers if r.layers else float("nan")
+        ratio = r.record / r.record_reference if r.record_reference else float("nan")
+        print(f"{r.model:<11} {r.target:7.1f} {r.reference_db:9.2f} {r.reached_db:10.2f} "
+              f"{r.searched_db:10.2f} {f'{r.layers_16}/{r.layers} ({share:.0%})':>13} "
+              f"{ratio:15.3f}")
+        print("  " + ", ".join(f"{k} {v:.1f} s" for k, v in r.costs.items()))
+        if args.smoke:
+            continue
+        checks = [(r.reached_db >= r.target, f"{r.reached_db:.2f} dB >= {r.target} dB on the "
+                   f"{args.held_out} held-out inputs"),
+                  (share <= MIXED_SHARE, f"{share:.0%} of layers at 16 bits <= "
+                   f"{MIXED_SHARE:.0%}"),
+                  (ratio <= MIXED_RECORD, f"record {ratio:.3f}x <= {MIXED_RECORD}x the 8-bit")]
+        for passed, text in checks:
+            ok &= passed
+            print(f"  {'PASS' if passed else 'FAIL'}  {r.model}: {text}")
+    if args.smoke:
+        print("smoke: targets not judged at this size")
+    return ok
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="resnet50,shufflenet")
@@ -179,9 +308,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="what to run besides the enhanced quantizer: cle, adaround, "
                         "bias_correction alone, all (cle, adaround and bias correction)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mixed", action="store_true",
+                   help="mixed precision (quantize.target) instead of the algorithms")
+    p.add_argument("--target", default="35",
+                   help="--mixed: output SQNR dB, or several (35; 35,32: one search each)")
+    p.add_argument("--weight-widths", default="4,8",
+                   help="--mixed: the two widths a weight takes (4,8; or 8,16)")
+    p.add_argument("--search-inputs", type=int, default=4,
+                   help="--mixed: inputs the sensitivities and the search run over (4)")
+    p.add_argument("--cores", type=int, default=2, help="--mixed: worker processes (2)")
     p.add_argument("--smoke", action="store_true", help="a small run for CI (~30 s)")
     args = p.parse_args(argv)
-    if args.smoke:
+    if args.smoke and args.mixed:
+        args.models, args.calibration, args.held_out, args.search_inputs = "squeezenet", 2, 2, 1
+    elif args.smoke:
         args.models, args.calibration, args.held_out = "shufflenet", 1, 1
         args.methods, args.iterations, args.samples = "MinMax", 5, 64
         args.configs = "all"
@@ -195,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown model {unknown[0]!r}; the light models are: {', '.join(light.NAMES)}",
               file=sys.stderr)
         return 2
+    if args.mixed:
+        rows = [r for n in args.models.split(",") for r in bench_mixed(n, args)]
+        return 0 if report_mixed(rows, args) else 1
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):

@@ -7,6 +7,9 @@
     quantize                 float bundle + calibration list and files (+ kernels) -> int8 bundle
     adaround, bias-correct   int8 bundle + calibration list and files (+ kernels) -> int8 bundle
                              (quantize.algorithms: adaround, bias_correction; in that order)
+    quantize:reference, quantize:alternate, mixed-sensitivity:<g>, mixed-search
+                             quantize.target: the widths the final quantize takes (input
+                             `widths`; see kinds/mixed_precision.py)
     outputs:<precision>      bundle + the targets' output requests -> each as tensor names
     prepare:<target id>      bundle + SoC arch/VTCM, level, dims, precision + tensor names
                              -> record
@@ -51,6 +54,7 @@ from ..runtime.decode import DecodeSettings
 from ..source import format_path
 
 BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
+SENSITIVITY_GROUPS = 8  # mixed precision: the per-unit sensitivities in this many actions
 
 
 @dataclass(frozen=True)
@@ -364,6 +368,9 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
     if q.report_inputs > 0:
         publish["quant/layers.json"] = "layers"
     steps = _weight_steps(recipe)
+    if q.target is not None:  # mixed precision: the final quantize takes the chosen widths
+        _plan_target(plan, recipe, settings, inputs, kernels)
+        inputs = {**inputs, "widths": Dep("mixed-search", "widths")}
     plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
                            f"quantize with {q.quantizer} over {count} inputs",
                            {} if steps else publish))
@@ -377,6 +384,46 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
                                step_inputs, f"{label} over {count} inputs",
                                publish if i == len(steps) - 1 else {}))
         previous = aid
+
+
+def _plan_target(plan: Plan, recipe: Recipe, settings: QuantizeSettings,
+                 inputs: dict[str, Input], kernels: dict[str, Input]) -> None:
+    """quantize.target: the reference and alternate models (the recipe's widths, the other
+    ones: activations 8 <-> 16, weights the other of target.weight_widths), the
+    sensitivities in SENSITIVITY_GROUPS actions, the search (kinds/mixed_precision.py).
+    Held-out inputs: target.input_list, else the first run's, else the calibration list."""
+    from dataclasses import replace
+
+    from ..quant.settings import TargetSettings
+
+    q = recipe.quantize
+    assert q is not None and q.target is not None
+    target = q.target
+    models = {"reference": replace(settings, report_inputs=0),
+              "alternate": replace(settings, act_bitwidth=24 - settings.act_bitwidth,
+                                   weights_bitwidth=sum(target.weight_widths)
+                                   - settings.weights_bitwidth, report_inputs=0)}
+    for name, chosen in models.items():
+        plan.add(PlannedAction(f"quantize:{name}", "quantize", chosen.to_params(), inputs,
+                               f"quantize at the {name} widths (act {chosen.act_bitwidth}, "
+                               f"weights {chosen.weights_bitwidth})"))
+    listing = target.input_list or (recipe.runs[0].input_list if recipe.runs else q.input_list)
+    _, files = _input_files(listing, recipe.root)
+    held: dict[str, Input] = {"reference": Dep("quantize:reference", "bundle"),
+                              "alternate": Dep("quantize:alternate", "bundle"),
+                              "input_list": Source(listing), **files, **kernels}
+    for g in range(SENSITIVITY_GROUPS):
+        plan.add(PlannedAction(f"mixed-sensitivity:{g}", "mixed-sensitivity",
+                               {"group": g, "groups": SENSITIVITY_GROUPS,
+                                "inputs": target.inputs}, held,
+                               f"width sensitivities, group {g + 1} of {SENSITIVITY_GROUPS}"))
+    sensitivities = {f"sensitivity[{g}]": Dep(f"mixed-sensitivity:{g}", "sensitivity")
+                     for g in range(SENSITIVITY_GROUPS)}
+    params = {**TargetSettings(target.min_sqnr_db, target.inputs).to_params(),
+              "at": list(_place(recipe, ("quantize", "target", "min_sqnr_db")))}
+    plan.add(PlannedAction("mixed-search", "mixed-search", params, {**held, **sensitivities},
+                           f"mixed precision search for {target.min_sqnr_db:g} dB",
+                           {"quant/mixed.json": "mixed"}))
 
 
 def _weight_steps(recipe: Recipe) -> list[tuple[str, dict[str, Any], str]]:

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, Protocol
 
 from .report_chart import LayerRow, decode_section, layer_rows, layer_section
 from .report_generation import generation_sections
+from .report_mixed import mixed_section, read_mixed
 from .report_native import NativeFigures, native_section, read_native
 from .report_stages import Stage, read_stages, stages_section
 
@@ -122,7 +123,8 @@ def write_page(report: BuildReport, out: Path,
     if layers is None:
         layers = read_layers(report.out)
     native = read_native(report.actions, report.out)
-    page = render(report, runs, layers, native, read_stages(report.out))
+    page = render(report, runs, layers, native, read_stages(report.out),
+                  read_mixed(report.out))
     # a name the locale could not decode holds surrogates: written replaced
     write_atomic(path, page.encode("utf-8", "replace"), readonly=False, durable=False)
     return path
@@ -182,20 +184,22 @@ def _verdict(check: ActionOutcome | None) -> str:
 
 def render(report: BuildReport, runs: Sequence[RunFigures],
            layers: Sequence[LayerRow] | None = None, native: NativeFigures | None = None,
-           stages: Sequence[Stage] | None = None) -> str:
+           stages: Sequence[Stage] | None = None,
+           mixed: dict[str, Any] | None = None) -> str:
     """The whole page (a pure function of its arguments)."""
     return document(f"{report.recipe}: build report",
-                    [_summary(report), *sections(report, runs, layers, native, stages)])
+                    [_summary(report), *sections(report, runs, layers, native, stages, mixed)])
 
 
 def sections(report: BuildReport, runs: Sequence[RunFigures], layers: Sequence[LayerRow] | None,
-             native: NativeFigures | None, stages: Sequence[Stage] | None) -> list[str]:
+             native: NativeFigures | None, stages: Sequence[Stage] | None,
+             mixed: dict[str, Any] | None = None) -> list[str]:
     """A build's sections, below its summary (a workspace's page has them per recipe)."""
     return [_runs(runs), *_decodes(runs), *generation_sections(runs, report.actions),
             native_section(native), _matrix(report.actions),
             layer_section(layers) if layers else "",
             stages_section(stages, layers) if stages and layers else "",
-            _fleet(runs), _actions(report.actions)]
+            mixed_section(mixed), _fleet(runs), _actions(report.actions)]
 
 
 def document(title: str, body: Sequence[str]) -> str:

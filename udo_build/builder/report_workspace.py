@@ -13,6 +13,7 @@ from html import escape
 from pathlib import Path
 from typing import Protocol
 
+from .report_mixed import read_mixed
 from .report_native import read_native
 from .report_page import (
     SUFFIX,
@@ -59,7 +60,7 @@ def render_workspace(report: WorkspaceReport) -> str:
         runs = read_runs(part, part.out)
         layers = read_layers(part.out)
         inner = sections(part, runs, layers, read_native(part.actions, part.out),
-                          read_stages(part.out))
+                          read_stages(part.out), read_mixed(part.out))
         parts.append(f"<section class=\"recipe\" id=\"recipe-{n}\"><h2>Recipe "
                      f"{escape(part.recipe)}</h2>" + facts_table(_partfacts_table(part))
                      + _scoped("".join(inner), n) + "</section>")

@@ -17,6 +17,8 @@ range (none when they hold no finite value: see udo_build.quant.quantizers); bia
 input scale x weight scale. Inputs read for their exact values (Range's bounds, Resize's
 scales, a QuantizeLinear's scale, IsNaN's input, Pow's exponent: FLOAT_INPUTS) keep their float
 values.
+`widths` (udo_build.quant.settings.Widths: the mixed precision search's choice) give tensors their
+own bit widths instead of act_bitwidth / weights_bitwidth.
 `overrides` (AIMET encodings, e.g. from `override_encodings`) replace what was computed for the
 tensors they name; with float_fallback only they are used, and no calibration runs: every other
 tensor stays float.
@@ -49,7 +51,7 @@ from .quantizers import (
     symmetric_weights,
 )
 from .report import KeptInferences, LayerFigures, layer_sqnr
-from .settings import QuantizeSettings
+from .settings import QuantizeSettings, Widths
 from .stats import TensorStats
 
 SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
@@ -73,8 +75,10 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
                    overrides: Overrides | None = None,
                    progress: Callable[[int, int], None] | None = None,
                    observe: Observer | None = None, cores: int = 1, count: int | None = None,
-                   label: Callable[[int], str] | None = None) -> QuantizedModel:
-    """`observe`, `cores`, `count` and `label`: see calibrate."""
+                   label: Callable[[int], str] | None = None,
+                   widths: Widths | None = None) -> QuantizedModel:
+    """`observe`, `cores`, `count` and `label`: see calibrate. `widths`: per-tensor bit widths
+    instead of act_bitwidth / weights_bitwidth (mixed precision)."""
     config = {**DEFAULTS, **settings}
     prepared = fold_for_quantization(model)
     stats: dict[str, TensorStats] = {}
@@ -84,7 +88,7 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
                                  histograms=config["quantizer"] == "enhanced",
                                  progress=progress, observe=observe, cores=cores,
                                  count=count, label=label)
-    chooser = _Chooser(prepared, stats, config)
+    chooser = _Chooser(prepared, stats, config, widths)
     activations, params = chooser.choose()
     if overrides is not None:
         activations.update({k: v[0] for k, v in overrides[0].items()})
@@ -104,6 +108,7 @@ def quantize_and_measure(model: Model, packages: Mapping[str, Any],
                          measuring: Callable[[int, int], None] | None = None,
                          cores: int = 1, count: int | None = None,
                          label: Callable[[int], str] | None = None,
+                         widths: Widths | None = None,
                          ) -> tuple[QuantizedModel, LayerFigures | None]:
     """The quantized model and, unless `settings.report_inputs` is 0, the SQNR of its layers
     over that many first inputs (None: not measured). `feeds()` reads the inputs afresh;
@@ -111,7 +116,7 @@ def quantize_and_measure(model: Model, packages: Mapping[str, Any],
     limit = settings.report_inputs
     kept = KeptInferences(limit)
     qmodel = quantize_model(model, packages, feeds(), settings.quantizer_params(), overrides,
-                            progress, kept if limit > 0 else None, cores, count, label)
+                            progress, kept if limit > 0 else None, cores, count, label, widths)
     if limit <= 0:
         return qmodel, None
     measured = min(limit, count) if count is not None else None
@@ -141,8 +146,10 @@ class _Counted:
 
 
 class _Chooser:
-    def __init__(self, model: Model, stats: dict[str, TensorStats], config: dict[str, Any]):
+    def __init__(self, model: Model, stats: dict[str, TensorStats], config: dict[str, Any],
+                 widths: Widths | None = None):
         self.model = model
+        self.widths = widths or Widths()
         self.graph = model.graph
         self.stats = stats
         self.config = config
@@ -162,8 +169,8 @@ class _Chooser:
 
     def _activation(self, name: str) -> None:
         if name in self.stats and name not in self.exact:
-            self.acts[name] = activation_encoding(self.stats[name], self.config["act_bitwidth"],
-                                                  self.config["quantizer"])
+            bits = self.widths.activation(name, self.config["act_bitwidth"])
+            self.acts[name] = activation_encoding(self.stats[name], bits, self.config["quantizer"])
 
     def _outputs(self, node: Node) -> None:
         source = node.inputs[0] if node.inputs else ""
@@ -194,7 +201,7 @@ class _Chooser:
         if node.op in ("Conv", "Gemm", "MatMul") and w_name in weights:
             axis = _channel_axis(node, weights[w_name])
             encs = self._blocks(node, weights[w_name]) or symmetric_weights(
-                weights[w_name], self.config["weights_bitwidth"],
+                weights[w_name], self.widths.weight(w_name, self.config["weights_bitwidth"]),
                 axis if self.config["per_channel"] else None)
             self.params[w_name] = encs
             bias = node.inputs[2] if len(node.inputs) > 2 else ""

@@ -42,6 +42,7 @@ from .model import (
     Recipe,
     RunCheck,
     RunSpec,
+    TargetSpec,
     parse_bytes,
 )
 
@@ -297,7 +298,8 @@ class _Builder:
         if q is None:
             return None
         plain = {k: v for k, v in q.items()
-                 if k not in ("input_list", "override_encodings", "algorithms", "adaround")}
+                 if k not in ("input_list", "override_encodings", "algorithms", "adaround",
+                              "target")}
         override = (self.file(("quantize", "override_encodings"))
                     if "override_encodings" in q else None)
         algorithms = tuple(q.get("algorithms") or ())
@@ -308,7 +310,32 @@ class _Builder:
         self._check_blocks(q, algorithms)
         return QuantizeSpec(self.file(("quantize", "input_list")),
                             override_encodings=override, algorithms=algorithms,
-                            adaround=tuple(sorted((q.get("adaround") or {}).items())), **plain)
+                            adaround=tuple(sorted((q.get("adaround") or {}).items())),
+                            target=self._target(q), **plain)
+
+    def _target(self, q: dict[str, Any]) -> TargetSpec | None:
+        """quantize.target (mixed precision): the widths it chooses from must hold the
+        quantize settings' own, and it needs calibration."""
+        t = q.get("target")
+        if t is None:
+            return None
+        pair = tuple(t.get("weight_widths", (4, 8)))
+        if q.get("weights_bitwidth", 8) not in pair:
+            self.error(("quantize", "weights_bitwidth"), f"quantize.target chooses weights of "
+                       f"{pair[0]} or {pair[1]} bits, not {q['weights_bitwidth']}",
+                       "set weights_bitwidth to one of quantize.target.weight_widths, or "
+                       "choose the pair that holds it")
+        if q.get("float_fallback"):
+            self.error(("quantize", "float_fallback"), "quantize.target needs calibration, "
+                       "which float_fallback skips", "remove one of the two")
+        if q.get("weights_block_size"):
+            self.error(("quantize", "target"), "quantize.target chooses per-tensor widths; "
+                       "block weights (weights_block_size) are not supported with it",
+                       "remove one of the two")
+        held_out = (self.file(("quantize", "target", "input_list"))
+                    if "input_list" in t else None)
+        return TargetSpec(float(t["min_sqnr_db"]), held_out, int(t.get("inputs", 8)),
+                          (int(pair[0]), int(pair[1])))
 
     def _check_blocks(self, q: dict[str, Any], algorithms: tuple[str, ...]) -> None:
         """Block weights (weights_block_size, lpbq: udo_build.quant.blocks) and what they

@@ -217,6 +217,18 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class TargetSpec:
+    """`quantize.target`: mixed precision for an output SQNR (udo_build.quant.mixed_search),
+    measured over the first `inputs` inferences of `input_list` (None: the first run's input
+    list, else the calibration list); activations take 8 or 16 bits, weights `weight_widths`."""
+
+    min_sqnr_db: float
+    input_list: Path | None = None
+    inputs: int = 8
+    weight_widths: tuple[int, int] = (4, 8)  # or (8, 16): the two widths a weight takes
+
+
+@dataclass(frozen=True)
 class QuantizeSpec:
     input_list: Path
     act_bitwidth: int = 8
@@ -231,6 +243,7 @@ class QuantizeSpec:
     lpbq: bool = False
     algorithms: tuple[str, ...] = ()  # of cle, bias_correction, adaround (udo_build.quant)
     adaround: tuple[tuple[str, Any], ...] = ()  # AdaRound settings the recipe states, sorted
+    target: TargetSpec | None = None  # mixed precision (quantize.target)
 
 
 @dataclass(frozen=True)

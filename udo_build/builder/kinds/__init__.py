@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     assemble,
     check,
     convert,
+    mixed_precision,
     native_check,
     opdef,
     outputs,

@@ -5,8 +5,10 @@ first `report_inputs` calibration inputs (udo_build.quant.report). Calibration a
 measure spread over the action's cores (`ctx.cores`); the outputs are the same bits whatever
 their number (udo_build.quant.calibrate).
 
-Parameters: udo_build.quant.settings.QuantizeSettings. Published by the plan as
-`model/<model>_quantized.udb`, `model/<model>_quantized.encodings.json` (the vendor's
+Parameters: udo_build.quant.settings.QuantizeSettings. Input `widths`, when given (the mixed
+precision search's choice, udo_build.builder.kinds.mixed_precision): per-tensor bit widths
+instead of act_bitwidth / weights_bitwidth (udo_build.quant.settings.Widths). Published by the
+plan as `model/<model>_quantized.udb`, `model/<model>_quantized.encodings.json` (the vendor's
 `_quantized` naming) and `quant/layers.json` (read by the build report page).
 """
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ...canonical import canonical_json
 from ...errors import Problem
-from ...quant.settings import QuantizeSettings
+from ...quant.settings import QuantizeSettings, Widths
 from ..actions import ActionContext, Produced, action_kind
 from .inputs import input_list, kernel_files
 
@@ -50,6 +52,8 @@ def quantize(ctx: ActionContext) -> Produced:
     bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")
     packages = packages_for(bundle, kernel_files(ctx))
     listing = input_list(ctx)
+    widths = (Widths.from_bytes(ctx.input_bytes("widths")) if "widths" in ctx.input_names()
+              else None)
     overrides = unknown = None
     if "override_encodings" in ctx.input_names():
         overrides, unknown = encodings.known_only(encodings.load(ctx.input_path(
@@ -60,7 +64,7 @@ def quantize(ctx: ActionContext) -> Produced:
         bundle.model, packages, lambda: feeds(listing, list(bundle.model.graph.inputs)),
         settings, overrides, ctx.progress("calibration", count),
         ctx.progress("layer SQNR", min(settings.report_inputs, count)), cores=ctx.cores,
-        count=count, label=labels("calibration input", listing.file, lines))
+        count=count, label=labels("calibration input", listing.file, lines), widths=widths)
     quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta))
     outputs = {"bundle": quantized.to_bytes(), "encodings": qmodel.encodings_json()}
     measured = ""
