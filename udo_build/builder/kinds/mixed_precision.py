@@ -92,8 +92,8 @@ def _read(ctx: ActionContext) -> tuple[Candidates, Any, list[Any]]:
     from ...model.input_list import feeds
     from ...quant.mixed_precision import Candidates
 
-    reference = read_bundle(ctx.input_bytes("reference"), "reference quantized bundle")
-    alternate = read_bundle(ctx.input_bytes("alternate"), "alternate quantized bundle")
+    reference = read_bundle(ctx.input_reader("reference"), "reference quantized bundle")
+    alternate = read_bundle(ctx.input_reader("alternate"), "alternate quantized bundle")
     packages = packages_for(reference, kernel_files(ctx))
     listing = input_list(ctx)
     held_out = list(islice(feeds(listing, list(reference.model.graph.inputs)),
