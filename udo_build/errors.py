@@ -214,3 +214,20 @@ def with_path(exc: OSError, path: str | os.PathLike[str]) -> OSError:
     if exc.filename is not None or exc.errno is None:
         return exc
     return OSError(exc.errno, exc.strerror, os.fspath(path))
+
+
+def during_interrupt(exc: BaseException | None) -> bool:
+    """Whether `exc` was raised while a KeyboardInterrupt was being handled, or from one (its
+    context or cause: Python 3.11 wraps an interrupt that lands in a class's creation in
+    "RuntimeError: Error calling __set_name__")."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        todo += [exc.__context__, exc.__cause__]
+    return False

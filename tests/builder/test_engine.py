@@ -307,7 +307,7 @@ def test_parallel_workers_build_the_same(project: Project) -> None:
 def test_an_error_raised_while_a_ctrl_c_unwinds_is_the_interrupt() -> None:
     """A file closed under an action by Ctrl-C's unwinding (EBADF in a `finally`) is the
     interrupt (exit 130), not a bug of udo-build (exit 3)."""
-    from udo_build.builder.execute import during_interrupt
+    from udo_build.errors import during_interrupt
 
     def unwinding() -> None:
         try:

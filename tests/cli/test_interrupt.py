@@ -73,3 +73,27 @@ def test_elsewhere_it_raises_at_once(raising_handler: None) -> None:
         os.kill(os.getpid(), signal.SIGINT)
         _wait(2.0)
     assert time.monotonic() - started < 1.0
+
+
+class _Interrupted:
+    """A class attribute whose __set_name__ meets a Ctrl-C: Python 3.11 wraps it in
+    "RuntimeError: Error calling __set_name__" (later versions raise it as it is)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        raise KeyboardInterrupt
+
+
+def test_a_ctrl_c_wrapped_by_a_class_creation_is_the_interrupt(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from udo_build.cli import info, main
+
+    def interrupted(args: object, rep: object) -> int:
+        type("Sync", (), {"damaged": _Interrupted()})
+        return 0
+
+    monkeypatch.setattr(info, "run", interrupted)
+    err = io.StringIO()
+    assert main(["info", "x.udb"], stdout=io.StringIO(), stderr=err, env={}) == 130
+    assert "interrupted (Ctrl-C)" in err.getvalue() and "internal error" not in err.getvalue()

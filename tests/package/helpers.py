@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from udo_build.builder.actions import ActionContext, Tree, get_kind, load_kinds
+from udo_build.builder.actions import ActionContext, FileOfParts, Tree, get_kind, load_kinds
+from udo_build.store.parts import Part
 
 from ..conftest import EXAMPLES
 
@@ -31,7 +32,8 @@ def run_kind(kind: str, params: dict[str, object], sources: dict[str, Path]) -> 
     from udo_build.store import Store
 
     folder = tempfile.TemporaryDirectory(prefix="udo-build-kind-")
-    ctx = ActionContext.of_files(params, sources, Store(folder.name).cas)
+    cas = Store(folder.name).cas
+    ctx = ActionContext.of_files(params, sources, cas)
     try:
         produced = found.run(ctx)
         outputs: dict[str, object] = {}
@@ -39,6 +41,13 @@ def run_kind(kind: str, params: dict[str, object], sources: dict[str, Path]) -> 
             if isinstance(value, Tree):
                 outputs[name] = {p.relative_to(value.path).as_posix(): p.read_bytes()
                                  for p in sorted(value.path.rglob("*")) if p.is_file()}
+            elif isinstance(value, FileOfParts):  # the file its parts make
+                whole = bytearray(value.size)
+                for offset, segment in value.segments:
+                    data = cas.get(segment.digest) if isinstance(segment, Part) \
+                        else bytes(segment)
+                    whole[offset:offset + len(data)] = data
+                outputs[name] = bytes(whole)
             else:
                 outputs[name] = value
         outputs["_publish"] = produced.publish

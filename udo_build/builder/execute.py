@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import StepFailed, UserError, environment_problem
+from ..errors import StepFailed, UserError, during_interrupt, environment_problem
 from ..store import ActionResult, Output, Store
 from ..store.ac import now
 from ..store.parts import MissingPart
@@ -99,17 +99,6 @@ def execute(store_root: str, spec: ActionSpec,
         raise Failed(machine_fault(spec.kind, failed.error), failed.seconds) from None
     except Exception as exc:
         raise Failed(machine_fault(spec.kind, exc), 0.0) from None
-
-
-def during_interrupt(exc: BaseException | None) -> bool:
-    """Whether `exc` was raised while a KeyboardInterrupt was being handled (its context)."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        seen.add(id(exc))
-        exc = exc.__context__
-    return False
 
 
 def machine_fault(kind_name: str, exc: BaseException) -> BaseException:

@@ -26,6 +26,7 @@ from ..errors import (
     Problem,
     StepFailed,
     UserError,
+    during_interrupt,
     environment_problem,
 )
 from .reporter import Reporter, choose_mode
@@ -179,6 +180,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
         rep.emit({"ok": False, "errors": [fault.to_json()]})
         return EXIT_USER_ERROR
     except Exception as exc:
+        if during_interrupt(exc):  # a Ctrl-C that Python wrapped: while a class was created
+            return _interrupted(err)  # ("Error calling __set_name__"), or a file was closed
         return _internal(exc, args.debug, err)
 
 

@@ -171,7 +171,7 @@ def quantize_plan(bundle: Path, listing: Path, settings: QuantizeSettings,
     """One `quantize` action with the inputs a recipe's quantize gets, under the same names:
     the float bundle, the list and each file it names, the overrides, the kernels files (keyed
     by their code, as a recipe keys them)."""
-    from ..builder.plan import Input, Plan, PlannedAction, Source
+    from ..builder.plan import Dep, Input, Plan, PlannedAction, Source
     from ..model.input_list import parse_input_list
     from ..recipe import Recipe
 
@@ -180,7 +180,7 @@ def quantize_plan(bundle: Path, listing: Path, settings: QuantizeSettings,
         if path is not None and not path.is_file():
             raise UserError("no such file", file=path, field=field)
     parsed = parse_input_list(listing.resolve())
-    inputs: dict[str, Input] = {"bundle": Source(bundle.resolve()),
+    inputs: dict[str, Input] = {"bundle": Dep("bundle", "bundle"),
                                 "input_list": Source(listing.resolve())}
     inputs.update({f"input_list.files[{i}]": Source(p.resolve())
                    for i, p in enumerate(parsed.files())})
@@ -190,6 +190,8 @@ def quantize_plan(bundle: Path, listing: Path, settings: QuantizeSettings,
                    for i, p in enumerate(dict.fromkeys(kernels))})
     where = bundle.resolve()
     plan = Plan(Recipe(where, where.parent, "quantize"))
+    plan.add(PlannedAction("bundle", "bundle-file", {}, {"file": Source(where)},
+                           "store the float bundle as convert does"))
     plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
                            f"quantize with {settings.quantizer} over "
                            f"{len(parsed.inferences)} inputs"))
@@ -226,12 +228,26 @@ def _run(plan: Plan, store_dir: str | None,
         assert result is not None
         outputs = {}
         for name in ("bundle", "encodings"):
-            data = store.cas.get(result.outputs[name].digest)
+            data = _output_bytes(store, result.outputs[name])
             if data is None:
                 raise UserError("the quantized bundle is missing from the store",
                                 hint="run 'udo-build store verify --repair' and quantize again")
             outputs[name] = data
         return state.status, result.description, outputs, override_unknown(store, state)
+
+
+def _output_bytes(store: Any, output: Any) -> bytes | None:
+    """An output's bytes: a blob, or a file of parts read part by part."""
+    from ..store.parts import MissingPart, PartsReader, parse_layout
+
+    data = store.cas.get(output.digest)
+    layout = None if data is None or output.type != "tree" else parse_layout(data)
+    if layout is None:
+        return data
+    try:
+        return PartsReader(store.cas, layout).read(0, layout.size)
+    except MissingPart:  # missing or corrupt (then quarantined)
+        return None
 
 
 def _check_out(bundle: Path, out: Path) -> None:

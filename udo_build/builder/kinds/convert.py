@@ -57,3 +57,15 @@ def place_external_data(ctx: ActionContext, folder: Path) -> None:
         target = folder / location.replace("\\", "/")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(written, target)  # the same file system: moved, not copied
+
+
+@action_kind("bundle-file", version=1, params=())
+def bundle_file(ctx: ActionContext) -> Produced:
+    """A bundle file given on the command line (`udo-build quantize BUNDLE`) stored as convert
+    stores its bundle: the same parts, so the same digest, so a step reading it has the key a
+    recipe's step reading convert's output has (and shares its cached result)."""
+    from ...ir.bundle import bundle_segments, load_bundle
+
+    segments, size = bundle_segments(load_bundle(ctx.input_path("file")))
+    return Produced({"bundle": FileOfParts(segments, size)},  # type: ignore[arg-type]
+                    description="store the bundle as parts")
