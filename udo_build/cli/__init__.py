@@ -12,6 +12,7 @@ from . import interrupt  # first: Ctrl-C while the rest imports exits quietly (s
 # isort: split
 import argparse
 import contextlib
+import functools
 import importlib
 import sys
 import traceback
@@ -98,6 +99,14 @@ def build_parser(commands: Sequence[str] | None = None, *,
     return parser
 
 
+@functools.cache
+def _parser(commands: tuple[str, ...] | None, *, listed: bool = True) -> argparse.ArgumentParser:
+    """build_parser's parser, made once per process: parsing leaves a parser as it was, and a
+    process that runs many commands (a test session, a conformance run: thousands) would
+    otherwise spend a fifth of its time making parsers (each help text a gettext lookup)."""
+    return build_parser(commands, listed=listed)
+
+
 def _add_arguments(parser: argparse.ArgumentParser, names: Sequence[str],
                    common: argparse.ArgumentParser | None = None) -> None:
     common = common or _common(top=False)
@@ -137,10 +146,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
          stderr: IO[str] | None = None, env: dict[str, str] | None = None) -> int:
     out = _escaping(stdout or sys.stdout)
     err = _escaping(stderr or sys.stderr)
-    parser = build_parser(["build"], listed=False)
+    parser = _parser(("build",), listed=False)
     argv, command = _with_default_command(parser, list(sys.argv[1:] if argv is None else argv))
     if command != "build":  # every command listed; that one's arguments (all when none)
-        parser = build_parser([command] if command else None)
+        parser = _parser((command,) if command else None)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args, extra = parser.parse_known_args(argv)
