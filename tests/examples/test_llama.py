@@ -62,18 +62,24 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
 
 def test_the_tiny_recipe_prepares_two_socs_at_ar128_and_ar1_and_passes_its_runs(
         built: tuple[Path, dict[str, Any]]) -> None:
+    """Each SoC's record holds both graphs (AR-128 and AR-1, weights once), each graph its own
+    prepare joined by a combine; the runs take their graph from it."""
     root, summary = built
     assert summary["failed"] == 0 and summary["skipped"] == 0
     prepared = sorted(a["id"] for a in summary["actions"] if a["id"].startswith("prepare:"))
     assert len(prepared) == 4
     assert {p.split(":")[1].split("/")[0] for p in prepared} == {"sm8550", "sm8650"}
-    assert sum("input_ids=1x128" in p for p in prepared) == 2
-    assert sum("input_ids=1x1," in p for p in prepared) == 2
-    for run in ("token", "prompt"):
+    assert sum("graph:ar128/" in p for p in prepared) == 2
+    assert sum("graph:ar1/" in p for p in prepared) == 2
+    combined = [a for a in summary["actions"] if a["id"].startswith("combine:")]
+    assert len(combined) == 2 and all("2 graphs (ar1, ar128)" in a["description"]
+                                      for a in combined)
+    for run, graph in (("token", "ar1"), ("prompt", "ar128")):
         check = json.loads((root / "out" / "runs" / run / "check.json").read_text())
         assert check["passed"] is True and check["metrics"]["sqnr_db"] >= 30, check
         report = json.loads((root / "out" / "runs" / run / "report.json").read_text())
         assert report["online_prepare"] is False  # a prepared record serves each run
+        assert report["graph"] == graph
     encodings = json.loads((root / "out" / "model" / "llama_tiny_quantized.encodings.json")
                            .read_text())
     assert {e["bw"] for e in encodings["activation_encodings"]} == {16}
