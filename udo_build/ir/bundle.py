@@ -21,7 +21,8 @@ deployable bundle, kept once in the store): the head holds everything up to them
 
 Weights too large to hold twice (ONNX external data) stay in their files until written: a
 model whose weights mapping has `streamed(name)` (udo_build.model.external_data.LazyWeights)
-gives `Streamed` sources, hashed piece by piece for the header; `write_bundle_to` streams the
+gives `Streamed` sources, hashed piece by piece for the header (and any other weight of OWN_PART
+bytes or more stays an array, `ArrayPart`, until written); `write_bundle_to` streams the
 bundle to a file, and `bundle_segments` gives it as segments for a file of parts in the store
 (what the convert step returns: each weight of OWN_PART bytes or more a blob of its own, a
 streamed one read when its segment is taken). All three writers give the same bytes.
@@ -212,14 +213,38 @@ def _entries(bundle: Bundle) -> list[Entry]:
         a = np.asarray(weights[name], order="C")  # a 0-d weight stays 0-d
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
-        entries.append(({"name": f"weights/{i}", "tensor": name, "dtype": a.dtype.name,
-                         "shape": list(a.shape)}, a.tobytes()))
+        entry = {"name": f"weights/{i}", "tensor": name, "dtype": a.dtype.name,
+                 "shape": list(a.shape)}
+        # a large one stays an array until written, as a streamed one stays in its file
+        entries.append((entry, _streamed_part(ArrayPart(a)) if a.nbytes >= OWN_PART
+                        else a.tobytes()))
     if bundle.opdefs is not None:
         entries.append(({"name": "opdefs.json"}, canonical_json(bundle.opdefs)))
     for name, data in sorted(bundle.parts.items()):
         _check_part_name(name)
         entries.append(({"name": name}, bytes(data)))
     return entries
+
+
+class ArrayPart:
+    """A weight in memory (C-order, little-endian) as a `Streamed` source: its bytes are
+    hashed in place and copied when its segment is taken, one weight at a time."""
+
+    CHUNK = 16 << 20
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+        self.size = array.nbytes
+        self.dtype = array.dtype.name
+        self.shape = tuple(array.shape)
+
+    def chunks(self) -> Iterator[bytes]:
+        flat = self.array.reshape(-1).view(np.uint8)
+        for start in range(0, self.size, self.CHUNK):
+            yield flat[start:start + self.CHUNK].data  # type: ignore[misc]
+
+    def read(self) -> bytes:
+        return self.array.tobytes()
 
 
 def _streamed_part(source: Streamed) -> StreamedPart:

@@ -30,7 +30,7 @@ def parts(ctx: ActionContext) -> Produced:
     from ...ir.bundle import read_bundle
     from .prepare import partition_of
 
-    bundle = read_bundle(ctx.input_bytes("bundle"), "bundle")
+    bundle = read_bundle(ctx.input_reader("bundle"), "bundle")
     outputs = json.loads(ctx.input_bytes("outputs"))
     limit, precision = int(ctx.params["max_record_bytes"]), str(ctx.params["precision"])
     by_runtime = partition_of(ctx, bundle, outputs, cut=False)
