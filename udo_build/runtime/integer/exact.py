@@ -39,7 +39,7 @@ _WIDER = {1: np.int16, 2: np.int32}  # holds |w| of an integer this wide (|-128|
 class Packed:
     """Integer weights (G, M, K) as BLAS operands, split along K into exact chunks."""
 
-    operands: tuple[np.ndarray, ...]  # (G, M, k1 - k0) each, integers (made `dtype` per use)
+    operands: tuple[np.ndarray, ...]  # (G, M, k1 - k0) views, integers (`dtype` per use)
     bounds: tuple[tuple[int, int], ...]  # the K range of each chunk
     dtype: np.dtype
     acc_bound: float  # max |sum_k x_k w_k| over outputs, for |x| <= the x_reach packed for
@@ -53,7 +53,7 @@ class Packed:
 def pack(w: np.ndarray, x_reach: int) -> Packed:
     """Pack integer weights (G, M, K) for products with inputs of |x| <= x_reach."""
     w = np.asarray(w)
-    rows = w.reshape(-1, w.shape[-1])
+    rows = w[0] if w.shape[0] == 1 else w.reshape(-1, w.shape[-1])  # a view, even transposed
     acc_bound = float(_largest_sum(rows, [0])) * x_reach
     dtype: type = np.float32
     bounds = _chunks(rows, x_reach, F32_LIMIT, MAX_F32_CHUNKS)
@@ -61,7 +61,7 @@ def pack(w: np.ndarray, x_reach: int) -> Packed:
         dtype, bounds = np.float64, _chunks(rows, x_reach, F64_LIMIT, w.shape[-1])
     if bounds is None:  # pragma: no cover (one column is always exact in float64)
         raise ValueError("weights too large for an exact product")
-    operands = tuple(np.ascontiguousarray(w[..., k0:k1]) for k0, k1 in bounds)
+    operands = tuple(w[..., k0:k1] for k0, k1 in bounds)  # views: the weights held once
     return Packed(operands, tuple(bounds), np.dtype(dtype), acc_bound)
 
 
