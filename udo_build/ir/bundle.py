@@ -352,6 +352,7 @@ def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
     header = _header(reader, file)
     parts = LazyParts(reader, file)
     model_parts: dict[str, bytes] = {}
+    lazy = None if isinstance(reader, MemoryReader) else BundleWeights(reader, file)
     weights: dict[str, np.ndarray] = {}
     seen: set[str] = set()
     for i, entry in enumerate(header["parts"]):
@@ -364,6 +365,9 @@ def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
         if tensor is not None:
             blob = _verified(reader, name, offset, size, digest, i, file)
             weights[tensor] = _weight(blob, entry, i, file)
+            if lazy is not None:  # checked; read again when first asked for
+                lazy.add(tensor, (entry, offset, size, digest, i))
+                weights[tensor] = blob = None  # type: ignore[assignment]
         elif name in ("graph.json", "opdefs.json"):
             model_parts[name] = bytes(_verified(reader, name, offset, size, digest, i, file))
         else:
@@ -377,7 +381,43 @@ def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
     if "opdefs.json" in model_parts:
         opdefs = _check_opdefs(_json_part(model_parts["opdefs.json"], "opdefs.json", file), file)
     _check_records(header["meta"], parts, file)
-    return Bundle(Model(graph, weights), opdefs, header["meta"], parts)
+    return Bundle(Model(graph, weights if lazy is None else lazy), opdefs,  # type: ignore[arg-type]
+                  header["meta"], parts)
+
+
+class BundleWeights(Mapping[str, np.ndarray]):
+    """The weights of a bundle that is not in memory (a file of parts in the store), each
+    checked when the bundle is read and read again, and kept, when first asked for: a step that
+    never reads a bundle's weights (a run of one of its records) holds none of them. A copy
+    made for another process (pickled) holds them all."""
+
+    def __init__(self, reader: Reader, file: str) -> None:
+        self._reader = reader
+        self._file = file
+        self._index: dict[str, tuple[dict[str, Any], int, int, str, int]] = {}
+        self._read: dict[str, np.ndarray] = {}
+
+    def add(self, tensor: str, where: tuple[dict[str, Any], int, int, str, int]) -> None:
+        self._index[tensor] = where
+
+    def __getitem__(self, tensor: str) -> np.ndarray:
+        if tensor not in self._read:
+            entry, offset, size, digest, i = self._index[tensor]
+            blob = _verified(self._reader, entry["name"], offset, size, digest, i, self._file)
+            self._read[tensor] = _weight(blob, entry, i, self._file)
+        return self._read[tensor]
+
+    def __contains__(self, tensor: object) -> bool:  # without reading the weight
+        return tensor in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self.items()),)
 
 
 def _json_part(data: bytes, name: str, file: str) -> Any:
