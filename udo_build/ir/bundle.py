@@ -144,6 +144,11 @@ def bundle_segments(bundle: Bundle) -> tuple[Sequence[tuple[int, bytes]], int]:
     read when the segment is taken), so a FileOfParts output stores each as a blob: equal
     weights are stored once, and one streamed weight is in memory at a time."""
     header, entries, offsets = _layout(_entries(bundle), bundle.meta)
+    return _segments(header, entries, offsets)
+
+
+def _segments(header: bytes, entries: list[Entry], offsets: list[int]
+              ) -> tuple[_Segments, int]:
     runs: list[tuple[int, bytes | bytearray | StreamedPart]] = [(0, bytearray(header))]
     end = len(header)
     for (_, data), offset in zip(entries, offsets, strict=True):
@@ -162,14 +167,16 @@ def bundle_segments(bundle: Bundle) -> tuple[Sequence[tuple[int, bytes]], int]:
 
 
 class _Segments(Sequence[tuple[int, bytes]]):
-    def __init__(self, runs: list[tuple[int, bytes | StreamedPart]]) -> None:
-        self._runs = runs
+    """Segments whose streamed parts are read when taken (any other run is given as it is)."""
+
+    def __init__(self, runs: list[tuple[int, Any]]) -> None:
+        self.runs = runs
 
     def __len__(self) -> int:
-        return len(self._runs)
+        return len(self.runs)
 
     def __getitem__(self, i: int) -> tuple[int, bytes]:  # type: ignore[override]
-        offset, data = self._runs[i]
+        offset, data = self.runs[i]
         return offset, data.source.read() if isinstance(data, StreamedPart) else data
 
 
@@ -179,20 +186,34 @@ def split_bundle(bundle: Bundle, external: Mapping[str, External]
     the first external part, [(offset, name) of each external part], the whole file's size).
     The file is the head, then each external part at its offset, zeros between: the bytes
     `write_bundle` would give with those parts inline (external parts come last, by name)."""
+    segments, placed, end = split_segments(bundle, external)
+    head = bytearray()
+    for offset, data in segments:
+        head.extend(b"\0" * (offset - len(head)))
+        head.extend(data)
+    return bytes(head), placed, end
+
+
+def split_segments(bundle: Bundle, external: Mapping[str, External],
+                   blobs: Mapping[str, Any] | None = None
+                   ) -> tuple[Sequence[tuple[int, Any]], list[tuple[int, str]], int]:
+    """`split_bundle` with the head as segments (as `bundle_segments` gives them: each large
+    weight a segment of its own, read when it is taken), so that a deployable bundle is never
+    whole in memory and its weights are the blobs the quantized bundle's are. `blobs`, when
+    given: what stands for each external part, placed after the head's segments at its offset
+    (a stored blob of a file of parts)."""
     extra = [({"name": name}, part) for name, part in sorted(external.items())]
     for name, _ in sorted(external.items()):
         _check_part_name(name)
     header, entries, offsets = _layout([*_entries(bundle), *extra], bundle.meta)
     inline = len(entries) - len(extra)
-    head = bytearray(header)
-    for (_, data), offset in zip(entries[:inline], offsets[:inline], strict=True):
-        head.extend(b"\0" * (offset - len(head)))
-        head.extend(data.source.read() if isinstance(data, StreamedPart)
-                    else data)  # type: ignore[arg-type]
+    segments, head_end = _segments(header, entries[:inline], offsets[:inline])
     placed = [(offset, entry["name"]) for (entry, _), offset in zip(
         entries[inline:], offsets[inline:], strict=True)]
-    end = offsets[-1] + entries[-1][1].size if extra else len(head)  # type: ignore[union-attr]
-    return bytes(head), placed, end
+    if blobs is not None:
+        segments.runs.extend((offset, blobs[name]) for offset, name in placed)
+    end = offsets[-1] + entries[-1][1].size if extra else head_end  # type: ignore[union-attr]
+    return segments, placed, end
 
 
 Entry = tuple[dict[str, Any], "bytes | External | StreamedPart"]
@@ -248,6 +269,9 @@ class ArrayPart:
 
 
 def _streamed_part(source: Streamed) -> StreamedPart:
+    known = getattr(source, "sha256", None)  # a bundle's part: its digest checked when read
+    if known is not None:
+        return StreamedPart(source, known)
     digest = hashlib.sha256()
     for piece in source.chunks():
         digest.update(piece)
@@ -418,6 +442,33 @@ class BundleWeights(Mapping[str, np.ndarray]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return dict, (dict(self.items()),)
+
+    def streamed(self, tensor: str) -> Streamed | None:
+        """A weight of OWN_PART bytes or more as a source for writing it into another bundle,
+        read when it is written and not kept (see _entries); None for a smaller one."""
+        entry, offset, size, digest, _ = self._index[tensor]
+        if size < OWN_PART:
+            return None
+        return _StoredPart(self._reader, offset, size, digest, entry["dtype"],
+                           tuple(entry["shape"]))
+
+
+@dataclass(frozen=True)
+class _StoredPart:
+    """A weight part of a bundle read through a Reader, as a `Streamed` source."""
+
+    reader: Reader
+    offset: int
+    size: int
+    sha256: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def chunks(self) -> Iterator[bytes]:
+        yield self.read()
+
+    def read(self) -> bytes:
+        return bytes(self.reader.read(self.offset, self.size))
 
 
 def _json_part(data: bytes, name: str, file: str) -> Any:

@@ -57,7 +57,7 @@ def zero_point(enc: Encoding) -> int:
     return -int(enc.offset)
 
 
-ROWS_CHUNK = 1 << 20  # elements computed at a time (see by_rows)
+ROWS_CHUNK = 1 << 18  # elements computed at a time (see by_rows)
 
 
 def reach(enc: Encoding) -> int:
