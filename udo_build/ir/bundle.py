@@ -338,7 +338,8 @@ class MemoryReader:
 class LazyParts(Mapping[str, bytes]):
     """The further parts of a bundle (encodings, cache records, ...), each read and verified
     when it is first asked for: choosing a record reads the header's rows, loading it reads
-    that record only."""
+    that record only. Small parts are kept once read; a part of OWN_PART bytes or more is read
+    again when asked for again (a record, loaded once, is not held twice)."""
 
     def __init__(self, reader: Reader, file: str) -> None:
         self._reader = reader
@@ -350,11 +351,13 @@ class LazyParts(Mapping[str, bytes]):
         self._index[name] = (offset, size, digest, i)
 
     def __getitem__(self, name: str) -> bytes:
-        if name not in self._read:
-            offset, size, digest, i = self._index[name]
-            self._read[name] = bytes(_verified(self._reader, name, offset, size, digest, i,
-                                               self._file))
-        return self._read[name]
+        if name in self._read:
+            return self._read[name]
+        offset, size, digest, i = self._index[name]
+        data = bytes(_verified(self._reader, name, offset, size, digest, i, self._file))
+        if size < OWN_PART:  # a large one (a record) is the caller's to keep, or not
+            self._read[name] = data
+        return data
 
     def __contains__(self, name: object) -> bool:  # without reading the part
         return name in self._index

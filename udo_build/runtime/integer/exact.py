@@ -31,6 +31,7 @@ import numpy as np
 F32_LIMIT = 2 ** 24
 F64_LIMIT = 2 ** 53
 MAX_F32_CHUNKS = 4
+OPERAND_ROWS = 1 << 22  # elements of a weight made BLAS operands at a time (_by_rows)
 SUM_ROWS = 1 << 20  # elements of a weight whose |w| are summed at a time (_largest_sum)
 _WIDER = {1: np.int16, 2: np.int32}  # holds |w| of an integer this wide (|-128| is 128)
 
@@ -101,9 +102,8 @@ def product(packed: Packed, cols: np.ndarray) -> np.ndarray:
         raise TypeError(f"columns are {cols.dtype}, the packed weights {packed.dtype}")
     acc = None
     for (k0, k1), operand in zip(packed.bounds, packed.operands, strict=True):
-        w = (operand[0] if cols.ndim == 2 else operand).astype(packed.dtype)
-        part = np.matmul(w, cols[..., k0:k1, :])
-        w = None  # type: ignore[assignment]  (one chunk as floats at a time)
+        part = _by_rows(operand[0] if cols.ndim == 2 else operand, cols[..., k0:k1, :],
+                        packed.dtype)
         if len(packed.bounds) == 1:
             return part
         if acc is None:
@@ -112,6 +112,24 @@ def product(packed: Packed, cols: np.ndarray) -> np.ndarray:
             acc += part
     assert acc is not None
     return acc
+
+
+def _by_rows(w: np.ndarray, cols: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """w @ cols with the integers w made BLAS operands of `dtype` OPERAND_ROWS elements or so
+    at a time (slices of its rows): a large weight is never whole as floats. Exact whatever
+    the slices, so the same bits."""
+    m = w.shape[-2]
+    step = max(1, OPERAND_ROWS // max(1, w.shape[-1]))
+    if step >= m:
+        return np.matmul(w.astype(dtype), cols)
+    out = None
+    for m0 in range(0, m, step):
+        part = np.matmul(w[..., m0:m0 + step, :].astype(dtype), cols)
+        if out is None:
+            out = np.empty((*part.shape[:-2], m, part.shape[-1]), part.dtype)
+        out[..., m0:m0 + step, :] = part
+    assert out is not None
+    return out
 
 
 def chunk_size(reach_a: int, reach_b: int, k: int) -> tuple[np.dtype, int]:
