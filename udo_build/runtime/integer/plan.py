@@ -230,11 +230,16 @@ class Planner:
     def _fallback(self, node: Node, operands: Sequence[Operand | None],
                   state: _State) -> QStep:
         impl = self.float_impl(node)
+        fn = impl.fn
         inputs, dequantize = [], []
         for i, operand in enumerate(operands):
             name = "" if operand is None else operand.name
             enc = None
-            if operand is not None and operand.constant and operand.encodings:
+            if i == 0 and _gathers_codes(node, operand):  # a table: the rows taken dequantized
+                name = f"{name}#q"
+                state.constants[name] = operand.value  # type: ignore[union-attr,assignment]
+                fn = partial(_dequantized_rows, impl.fn, operand.encodings[0])  # type: ignore
+            elif operand is not None and operand.constant and operand.encodings:
                 name = f"{name}#dq"
                 state.constants[name] = self._dequantized(node, i, list(operand.encodings))
             elif operand is not None and operand.encodings:
@@ -245,9 +250,23 @@ class Planner:
         for name, enc in zip(node.outputs, quantize, strict=True):
             if enc is not None:
                 state.encodings[name] = enc
-        return QStep(impl.fn, tuple(inputs), node.outputs, node.kwargs,
+        return QStep(fn, tuple(inputs), node.outputs, node.kwargs,
                      f"{node.package}::{node.op} (node {node.name})",
                      node.package != DEFAULT_PACKAGE, False, tuple(dequantize), quantize)
+
+
+def _gathers_codes(node: Node, operand: Operand | None) -> bool:
+    """A default Gather of a constant table with one encoding: it takes the rows of its codes
+    and dequantizes those (the same values as the rows of the table dequantized, each element
+    alone), so the table is held once, as codes, not also as floats (an LLM's embedding)."""
+    return (node.op == "Gather" and node.package == DEFAULT_PACKAGE and operand is not None
+            and operand.constant and operand.encodings is not None
+            and len(operand.encodings) == 1 and not operand.encodings[0].blocked)
+
+
+def _dequantized_rows(gather: Callable[..., np.ndarray], enc: Encoding, codes: np.ndarray,
+                      *args: Any, **kwargs: Any) -> np.ndarray:
+    return enc.dequantize(gather(codes, *args, **kwargs))
 
 
 def _check_blocks(name: str, shape: tuple[int, ...], encs: list[Encoding]) -> None:
