@@ -220,8 +220,32 @@ def _integer_plan(graph: OpGraph, io: IO, packages: Mapping[str, OpPackage],
     """The integer path's plan of the prepared graph (which kernel runs each op)."""
     stand_ins = {op.package: _stand_in(op.package, graph) for op in graph.ops.values()
                  if op.package != DEFAULT_PACKAGE and op.package not in packages}
+    from ..runtime.integer.session import release_freed_memory
+
     runner = Runner(graph, io, "int8", {**packages, **stand_ins}, settings)
-    return runner.session.plan(tuple(dict.fromkeys(runner.values.values())))
+    plan = runner.session.plan(tuple(dict.fromkeys(runner.values.values())))
+    kernels = _kernels_only(plan)
+    del runner, plan  # its quantized weights: what the record is written beside needs none
+    release_freed_memory()
+    return kernels
+
+
+@dataclass(frozen=True)
+class _StepKind:
+    label: str  # as the integer plan's step has it: "<kernel> (node op<id>)"
+    integer: bool  # an integer kernel (else a float kernel between dequantize and quantize)
+
+
+@dataclass(frozen=True)
+class _Kernels:
+    """What `choose` reads of an integer plan: each step's label and kind, without the
+    constants the plan holds (every weight quantized, some dequantized)."""
+
+    steps: tuple[_StepKind, ...]
+
+
+def _kernels_only(plan: Any) -> _Kernels:
+    return _Kernels(tuple(_StepKind(step.label, step.integer) for step in plan.steps))
 
 
 def _stand_in(name: str, graph: OpGraph) -> OpPackage:

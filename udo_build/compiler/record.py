@@ -127,12 +127,11 @@ def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
     digest = hashlib.sha256()
     compressor = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True,
                                           write_checksum=True).compressobj(size=length)
-    parts = []
+    compressed = bytearray()  # grown in place: the record is in memory twice at most
     for chunk in chunks:
         digest.update(chunk)
-        parts.append(compressor.compress(chunk))
-    parts.append(compressor.flush())
-    compressed = b"".join(parts)
+        compressed += compressor.compress(chunk)
+    compressed += compressor.flush()
     constants = length - align(8 + len(text)) if arrays else 0
     head = canonical_json({
         **header, "format": FORMAT, "version": version,
@@ -141,7 +140,7 @@ def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
                   "payload": length, "compressed": len(compressed)},
         "payload": {"sha256": digest.hexdigest(), "codec": "zstd"},
     })
-    return _PREFIX.pack(MAGIC, version, len(head)) + head + compressed
+    return b"".join((_PREFIX.pack(MAGIC, version, len(head)), head, compressed))
 
 
 def _numbering(graph: OpGraph) -> tuple[list[Op], dict[int, int], dict[int, int]]:

@@ -21,7 +21,8 @@ deployable bundle, kept once in the store): the head holds everything up to them
 
 Weights too large to hold twice (ONNX external data) stay in their files until written: a
 model whose weights mapping has `streamed(name)` (udo_build.model.external_data.LazyWeights)
-gives `Streamed` sources, hashed piece by piece for the header; `write_bundle_to` streams the
+gives `Streamed` sources, hashed piece by piece for the header (and any other weight of OWN_PART
+bytes or more stays an array, `ArrayPart`, until written); `write_bundle_to` streams the
 bundle to a file, and `bundle_segments` gives it as segments for a file of parts in the store
 (what the convert step returns: each weight of OWN_PART bytes or more a blob of its own, a
 streamed one read when its segment is taken). All three writers give the same bytes.
@@ -143,6 +144,11 @@ def bundle_segments(bundle: Bundle) -> tuple[Sequence[tuple[int, bytes]], int]:
     read when the segment is taken), so a FileOfParts output stores each as a blob: equal
     weights are stored once, and one streamed weight is in memory at a time."""
     header, entries, offsets = _layout(_entries(bundle), bundle.meta)
+    return _segments(header, entries, offsets)
+
+
+def _segments(header: bytes, entries: list[Entry], offsets: list[int]
+              ) -> tuple[_Segments, int]:
     runs: list[tuple[int, bytes | bytearray | StreamedPart]] = [(0, bytearray(header))]
     end = len(header)
     for (_, data), offset in zip(entries, offsets, strict=True):
@@ -161,14 +167,16 @@ def bundle_segments(bundle: Bundle) -> tuple[Sequence[tuple[int, bytes]], int]:
 
 
 class _Segments(Sequence[tuple[int, bytes]]):
-    def __init__(self, runs: list[tuple[int, bytes | StreamedPart]]) -> None:
-        self._runs = runs
+    """Segments whose streamed parts are read when taken (any other run is given as it is)."""
+
+    def __init__(self, runs: list[tuple[int, Any]]) -> None:
+        self.runs = runs
 
     def __len__(self) -> int:
-        return len(self._runs)
+        return len(self.runs)
 
     def __getitem__(self, i: int) -> tuple[int, bytes]:  # type: ignore[override]
-        offset, data = self._runs[i]
+        offset, data = self.runs[i]
         return offset, data.source.read() if isinstance(data, StreamedPart) else data
 
 
@@ -178,20 +186,34 @@ def split_bundle(bundle: Bundle, external: Mapping[str, External]
     the first external part, [(offset, name) of each external part], the whole file's size).
     The file is the head, then each external part at its offset, zeros between: the bytes
     `write_bundle` would give with those parts inline (external parts come last, by name)."""
+    segments, placed, end = split_segments(bundle, external)
+    head = bytearray()
+    for offset, data in segments:
+        head.extend(b"\0" * (offset - len(head)))
+        head.extend(data)
+    return bytes(head), placed, end
+
+
+def split_segments(bundle: Bundle, external: Mapping[str, External],
+                   blobs: Mapping[str, Any] | None = None
+                   ) -> tuple[Sequence[tuple[int, Any]], list[tuple[int, str]], int]:
+    """`split_bundle` with the head as segments (as `bundle_segments` gives them: each large
+    weight a segment of its own, read when it is taken), so that a deployable bundle is never
+    whole in memory and its weights are the blobs the quantized bundle's are. `blobs`, when
+    given: what stands for each external part, placed after the head's segments at its offset
+    (a stored blob of a file of parts)."""
     extra = [({"name": name}, part) for name, part in sorted(external.items())]
     for name, _ in sorted(external.items()):
         _check_part_name(name)
     header, entries, offsets = _layout([*_entries(bundle), *extra], bundle.meta)
     inline = len(entries) - len(extra)
-    head = bytearray(header)
-    for (_, data), offset in zip(entries[:inline], offsets[:inline], strict=True):
-        head.extend(b"\0" * (offset - len(head)))
-        head.extend(data.source.read() if isinstance(data, StreamedPart)
-                    else data)  # type: ignore[arg-type]
+    segments, head_end = _segments(header, entries[:inline], offsets[:inline])
     placed = [(offset, entry["name"]) for (entry, _), offset in zip(
         entries[inline:], offsets[inline:], strict=True)]
-    end = offsets[-1] + entries[-1][1].size if extra else len(head)  # type: ignore[union-attr]
-    return bytes(head), placed, end
+    if blobs is not None:
+        segments.runs.extend((offset, blobs[name]) for offset, name in placed)
+    end = offsets[-1] + entries[-1][1].size if extra else head_end  # type: ignore[union-attr]
+    return segments, placed, end
 
 
 Entry = tuple[dict[str, Any], "bytes | External | StreamedPart"]
@@ -212,8 +234,11 @@ def _entries(bundle: Bundle) -> list[Entry]:
         a = np.asarray(weights[name], order="C")  # a 0-d weight stays 0-d
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
-        entries.append(({"name": f"weights/{i}", "tensor": name, "dtype": a.dtype.name,
-                         "shape": list(a.shape)}, a.tobytes()))
+        entry = {"name": f"weights/{i}", "tensor": name, "dtype": a.dtype.name,
+                 "shape": list(a.shape)}
+        # a large one stays an array until written, as a streamed one stays in its file
+        entries.append((entry, _streamed_part(ArrayPart(a)) if a.nbytes >= OWN_PART
+                        else a.tobytes()))
     if bundle.opdefs is not None:
         entries.append(({"name": "opdefs.json"}, canonical_json(bundle.opdefs)))
     for name, data in sorted(bundle.parts.items()):
@@ -222,7 +247,31 @@ def _entries(bundle: Bundle) -> list[Entry]:
     return entries
 
 
+class ArrayPart:
+    """A weight in memory (C-order, little-endian) as a `Streamed` source: its bytes are
+    hashed in place and copied when its segment is taken, one weight at a time."""
+
+    CHUNK = 16 << 20
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+        self.size = array.nbytes
+        self.dtype = array.dtype.name
+        self.shape = tuple(array.shape)
+
+    def chunks(self) -> Iterator[bytes]:
+        flat = self.array.reshape(-1).view(np.uint8)
+        for start in range(0, self.size, self.CHUNK):
+            yield flat[start:start + self.CHUNK].data  # type: ignore[misc]
+
+    def read(self) -> bytes:
+        return self.array.tobytes()
+
+
 def _streamed_part(source: Streamed) -> StreamedPart:
+    known = getattr(source, "sha256", None)  # a bundle's part: its digest checked when read
+    if known is not None:
+        return StreamedPart(source, known)
     digest = hashlib.sha256()
     for piece in source.chunks():
         digest.update(piece)
@@ -289,7 +338,8 @@ class MemoryReader:
 class LazyParts(Mapping[str, bytes]):
     """The further parts of a bundle (encodings, cache records, ...), each read and verified
     when it is first asked for: choosing a record reads the header's rows, loading it reads
-    that record only."""
+    that record only. Small parts are kept once read; a part of OWN_PART bytes or more is read
+    again when asked for again (a record, loaded once, is not held twice)."""
 
     def __init__(self, reader: Reader, file: str) -> None:
         self._reader = reader
@@ -301,11 +351,13 @@ class LazyParts(Mapping[str, bytes]):
         self._index[name] = (offset, size, digest, i)
 
     def __getitem__(self, name: str) -> bytes:
-        if name not in self._read:
-            offset, size, digest, i = self._index[name]
-            self._read[name] = bytes(_verified(self._reader, name, offset, size, digest, i,
-                                               self._file))
-        return self._read[name]
+        if name in self._read:
+            return self._read[name]
+        offset, size, digest, i = self._index[name]
+        data = bytes(_verified(self._reader, name, offset, size, digest, i, self._file))
+        if size < OWN_PART:  # a large one (a record) is the caller's to keep, or not
+            self._read[name] = data
+        return data
 
     def __contains__(self, name: object) -> bool:  # without reading the part
         return name in self._index
@@ -327,6 +379,7 @@ def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
     header = _header(reader, file)
     parts = LazyParts(reader, file)
     model_parts: dict[str, bytes] = {}
+    lazy = None if isinstance(reader, MemoryReader) else BundleWeights(reader, file)
     weights: dict[str, np.ndarray] = {}
     seen: set[str] = set()
     for i, entry in enumerate(header["parts"]):
@@ -339,6 +392,9 @@ def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
         if tensor is not None:
             blob = _verified(reader, name, offset, size, digest, i, file)
             weights[tensor] = _weight(blob, entry, i, file)
+            if lazy is not None:  # checked; read again when first asked for
+                lazy.add(tensor, (entry, offset, size, digest, i))
+                weights[tensor] = blob = None  # type: ignore[assignment]
         elif name in ("graph.json", "opdefs.json"):
             model_parts[name] = bytes(_verified(reader, name, offset, size, digest, i, file))
         else:
@@ -352,7 +408,70 @@ def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
     if "opdefs.json" in model_parts:
         opdefs = _check_opdefs(_json_part(model_parts["opdefs.json"], "opdefs.json", file), file)
     _check_records(header["meta"], parts, file)
-    return Bundle(Model(graph, weights), opdefs, header["meta"], parts)
+    return Bundle(Model(graph, weights if lazy is None else lazy), opdefs,  # type: ignore[arg-type]
+                  header["meta"], parts)
+
+
+class BundleWeights(Mapping[str, np.ndarray]):
+    """The weights of a bundle that is not in memory (a file of parts in the store), each
+    checked when the bundle is read and read again, and kept, when first asked for: a step that
+    never reads a bundle's weights (a run of one of its records) holds none of them. A copy
+    made for another process (pickled) holds them all."""
+
+    def __init__(self, reader: Reader, file: str) -> None:
+        self._reader = reader
+        self._file = file
+        self._index: dict[str, tuple[dict[str, Any], int, int, str, int]] = {}
+        self._read: dict[str, np.ndarray] = {}
+
+    def add(self, tensor: str, where: tuple[dict[str, Any], int, int, str, int]) -> None:
+        self._index[tensor] = where
+
+    def __getitem__(self, tensor: str) -> np.ndarray:
+        if tensor not in self._read:
+            entry, offset, size, digest, i = self._index[tensor]
+            blob = _verified(self._reader, entry["name"], offset, size, digest, i, self._file)
+            self._read[tensor] = _weight(blob, entry, i, self._file)
+        return self._read[tensor]
+
+    def __contains__(self, tensor: object) -> bool:  # without reading the weight
+        return tensor in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self.items()),)
+
+    def streamed(self, tensor: str) -> Streamed | None:
+        """A weight of OWN_PART bytes or more as a source for writing it into another bundle,
+        read when it is written and not kept (see _entries); None for a smaller one."""
+        entry, offset, size, digest, _ = self._index[tensor]
+        if size < OWN_PART:
+            return None
+        return _StoredPart(self._reader, offset, size, digest, entry["dtype"],
+                           tuple(entry["shape"]))
+
+
+@dataclass(frozen=True)
+class _StoredPart:
+    """A weight part of a bundle read through a Reader, as a `Streamed` source."""
+
+    reader: Reader
+    offset: int
+    size: int
+    sha256: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def chunks(self) -> Iterator[bytes]:
+        yield self.read()
+
+    def read(self) -> bytes:
+        return bytes(self.reader.read(self.offset, self.size))
 
 
 def _json_part(data: bytes, name: str, file: str) -> Any:

@@ -42,7 +42,7 @@ from .inputs import numbered
 @action_kind("assemble", version=2, params=(), set_inputs=("record",))
 def assemble(ctx: ActionContext) -> Produced:
     from ...compiler.record import read_header, record_keys, summary
-    from ...ir.bundle import External, read_bundle, split_bundle
+    from ...ir.bundle import External, read_bundle, split_segments
 
     bundle = read_bundle(ctx.input_reader("bundle"), "bundle")
     external: dict[str, External] = {}
@@ -74,8 +74,8 @@ def assemble(ctx: ActionContext) -> Produced:
     if "runtimes" in ctx.input_names():
         meta["runtimes"] = json.loads(ctx.input_bytes("runtimes"))
     deployable = bundle.with_parts(meta=meta)
-    head, placed, size = split_bundle(deployable, external)
-    segments = ((0, head), *((offset, blobs[name]) for offset, name in placed))
+    # its weights read one at a time, when stored; the records are the prepares' blobs
+    segments, _, size = split_segments(deployable, external, blobs)
     return Produced({"bundle": FileOfParts(segments, size)}, description=(
         f"assemble {bundle.model.graph.name}: {len(blobs)} distinct records "
         f"({len(rows)} graphs) from {len(names)} targets"))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ...canonical import canonical_json
 from ...errors import Problem
 from ...quant.settings import QuantizeSettings, Widths
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import input_list, kernel_files
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ UNKNOWN = "override_unknown"
 @action_kind("quantize", version=7, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
-    from ...ir.bundle import read_bundle
+    from ...ir.bundle import bundle_segments, read_bundle
     from ...ir.qmodel import to_bundle
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
@@ -66,7 +66,10 @@ def quantize(ctx: ActionContext) -> Produced:
         ctx.progress("layer SQNR", min(settings.report_inputs, count)), cores=ctx.cores,
         count=count, label=labels("calibration input", listing.file, lines), widths=widths)
     quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta))
-    outputs = {"bundle": quantized.to_bytes(), "encodings": qmodel.encodings_json()}
+    segments, size = bundle_segments(quantized)  # a file of parts: never whole in memory
+    bundled = FileOfParts(segments, size)  # type: ignore[arg-type]
+    outputs: dict[str, bytes | FileOfParts] = {"bundle": bundled,
+                                               "encodings": qmodel.encodings_json()}
     measured = ""
     if unknown is not None:
         outputs[UNKNOWN] = canonical_json(list(unknown))

@@ -79,8 +79,9 @@ def run(ctx: ActionContext) -> Produced:
     record, selection, online_seconds = record_for_run(bundle, settings, packages,
                                                        runtimes=runtimes)
     listing = input_list(ctx)
-    runner = record.runner(packages)
+    # the float model first: its weights are read while the record's are not yet loaded
     reference = _reference(float_bundle, settings, packages)
+    runner = record.runner(packages)
     results = ctx.workdir / "results"
     if settings.decode is not None:
         from .decoding import decode

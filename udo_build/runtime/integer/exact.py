@@ -9,16 +9,21 @@ convolution padding is the real zero.
 
 `pack` prepares a weight matrix once, at load (like onnxruntime's prepacked weights): it splits
 the reduction axis K into the fewest equal chunks whose bound, with the weights' own sums of
-|w| (per output channel) and the input's largest |x - zp|, stays below 2^24, and keeps each
-chunk as a float32 operand; a product then takes one sgemm per chunk and adds the chunks' exact
-results in float64. When that would take more than MAX_F32_CHUNKS chunks (16-bit activations),
-it uses float64 operands instead (chunked the same way below 2^53). With 8-bit activations and
-weights most layers need a single float32 chunk (He-initialized ResNet-50: all but two).
+|w| (per output channel) and the input's largest |x - zp|, stays below 2^24, for float32
+operands; a product then takes one sgemm per chunk and adds the chunks' exact results in float64.
+The chunks stay integers at the weights' own width (int8 is a quarter of float32 and an eighth
+of float64: a model's weights are held once, narrow) and become BLAS operands one at a time,
+when a product takes them (exact: every integer of 32 bits or less is a float64, and the
+operand's bound keeps it exact in float32 too). When that would take more than MAX_F32_CHUNKS
+chunks (16-bit activations), it uses float64 operands instead (chunked the same way below
+2^53). With 8-bit activations and weights most layers need a single float32 chunk
+(He-initialized ResNet-50: all but two).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,13 +31,16 @@ import numpy as np
 F32_LIMIT = 2 ** 24
 F64_LIMIT = 2 ** 53
 MAX_F32_CHUNKS = 4
+OPERAND_ROWS = 1 << 22  # elements of a weight made BLAS operands at a time (_by_rows)
+SUM_ROWS = 1 << 20  # elements of a weight whose |w| are summed at a time (_largest_sum)
+_WIDER = {1: np.int16, 2: np.int32}  # holds |w| of an integer this wide (|-128| is 128)
 
 
 @dataclass(frozen=True, eq=False)
 class Packed:
     """Integer weights (G, M, K) as BLAS operands, split along K into exact chunks."""
 
-    operands: tuple[np.ndarray, ...]  # (G, M, k1 - k0) each, in `dtype`
+    operands: tuple[np.ndarray, ...]  # (G, M, k1 - k0) views, integers (`dtype` per use)
     bounds: tuple[tuple[int, int], ...]  # the K range of each chunk
     dtype: np.dtype
     acc_bound: float  # max |sum_k x_k w_k| over outputs, for |x| <= the x_reach packed for
@@ -46,31 +54,45 @@ class Packed:
 def pack(w: np.ndarray, x_reach: int) -> Packed:
     """Pack integer weights (G, M, K) for products with inputs of |x| <= x_reach."""
     w = np.asarray(w)
-    magnitude = np.abs(w.astype(np.int64, copy=False))
-    acc_bound = float(magnitude.sum(axis=-1).max(initial=0)) * x_reach
+    rows = w[0] if w.shape[0] == 1 else w.reshape(-1, w.shape[-1])  # a view, even transposed
+    acc_bound = float(_largest_sum(rows, [0])) * x_reach
     dtype: type = np.float32
-    bounds = _chunks(magnitude, x_reach, F32_LIMIT, MAX_F32_CHUNKS)
+    bounds = _chunks(rows, x_reach, F32_LIMIT, MAX_F32_CHUNKS)
     if bounds is None:
-        dtype, bounds = np.float64, _chunks(magnitude, x_reach, F64_LIMIT, w.shape[-1])
+        dtype, bounds = np.float64, _chunks(rows, x_reach, F64_LIMIT, w.shape[-1])
     if bounds is None:  # pragma: no cover (one column is always exact in float64)
         raise ValueError("weights too large for an exact product")
-    operands = tuple(np.ascontiguousarray(w[..., k0:k1], dtype=dtype) for k0, k1 in bounds)
+    operands = tuple(w[..., k0:k1] for k0, k1 in bounds)  # views: the weights held once
     return Packed(operands, tuple(bounds), np.dtype(dtype), acc_bound)
 
 
-def _chunks(magnitude: np.ndarray, x_reach: int, limit: int,
+def _chunks(rows: np.ndarray, x_reach: int, limit: int,
             most: int) -> list[tuple[int, int]] | None:
     """The fewest (at most `most`) equal K chunks in which every row's sum of |w| x x_reach
     stays below `limit` (None: more would be needed)."""
-    k = magnitude.shape[-1]
-    rows = magnitude.reshape(-1, k)
-    total = float(rows.sum(axis=1).max(initial=0)) * x_reach
+    k = rows.shape[-1]
+    total = float(_largest_sum(rows, [0])) * x_reach
     for n in range(max(1, math.ceil(total / (limit - 1))), min(most, max(k, 1)) + 1):
         edges = np.linspace(0, k, n + 1).round().astype(int)
-        sums = np.add.reduceat(rows, edges[:-1], axis=1) if k else np.zeros((1, 1))
-        if float(sums.max(initial=0)) * x_reach < limit:
+        if float(_largest_sum(rows, edges[:-1])) * x_reach < limit:
             return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
     return None
+
+
+def _largest_sum(rows: np.ndarray, edges: Sequence[int]) -> int:
+    """The largest sum of |w| of a row (M, K) over a K range, from each edge to the next (the
+    last to K): integers, summed by slices of rows, so that no wide copy of a large weight is
+    held (the sums are exact whatever the slices)."""
+    if rows.size == 0:
+        return 0
+    step = max(1, SUM_ROWS // rows.shape[1])
+    largest = 0
+    for r0 in range(0, rows.shape[0], step):
+        magnitude = rows[r0:r0 + step].astype(_WIDER.get(rows.dtype.itemsize, np.int64))
+        np.abs(magnitude, out=magnitude)
+        sums = np.add.reduceat(magnitude, edges, axis=1, dtype=np.int64)
+        largest = max(largest, int(sums.max()))
+    return largest
 
 
 def product(packed: Packed, cols: np.ndarray) -> np.ndarray:
@@ -80,8 +102,8 @@ def product(packed: Packed, cols: np.ndarray) -> np.ndarray:
         raise TypeError(f"columns are {cols.dtype}, the packed weights {packed.dtype}")
     acc = None
     for (k0, k1), operand in zip(packed.bounds, packed.operands, strict=True):
-        w = operand[0] if cols.ndim == 2 else operand
-        part = np.matmul(w, cols[..., k0:k1, :])
+        part = _by_rows(operand[0] if cols.ndim == 2 else operand, cols[..., k0:k1, :],
+                        packed.dtype)
         if len(packed.bounds) == 1:
             return part
         if acc is None:
@@ -90,6 +112,24 @@ def product(packed: Packed, cols: np.ndarray) -> np.ndarray:
             acc += part
     assert acc is not None
     return acc
+
+
+def _by_rows(w: np.ndarray, cols: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """w @ cols with the integers w made BLAS operands of `dtype` OPERAND_ROWS elements or so
+    at a time (slices of its rows): a large weight is never whole as floats. Exact whatever
+    the slices, so the same bits."""
+    m = w.shape[-2]
+    step = max(1, OPERAND_ROWS // max(1, w.shape[-1]))
+    if step >= m:
+        return np.matmul(w.astype(dtype), cols)
+    out = None
+    for m0 in range(0, m, step):
+        part = np.matmul(w[..., m0:m0 + step, :].astype(dtype), cols)
+        if out is None:
+            out = np.empty((*part.shape[:-2], m, part.shape[-1]), part.dtype)
+        out[..., m0:m0 + step, :] = part
+    assert out is not None
+    return out
 
 
 def chunk_size(reach_a: int, reach_b: int, k: int) -> tuple[np.dtype, int]:

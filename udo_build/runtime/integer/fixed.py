@@ -57,6 +57,9 @@ def zero_point(enc: Encoding) -> int:
     return -int(enc.offset)
 
 
+ROWS_CHUNK = 1 << 18  # elements computed at a time (see by_rows)
+
+
 def reach(enc: Encoding) -> int:
     """The largest |q - zero point| of the encoding."""
     zp = zero_point(enc)
@@ -101,6 +104,11 @@ def quantize_along(x: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
 
 def _codes(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding) -> np.ndarray:
     """clamp(rint(x / scale) - offset) in the encoding's type; NaN: the zero point (-offset)."""
+    return by_rows(_codes_of, qtype(enc), x, scale, offset, enc=enc)
+
+
+def _codes_of(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding
+              ) -> np.ndarray:
     x = np.asarray(x, np.float64)
     with np.errstate(invalid="ignore", over="ignore"):  # inf / scale is inf: clamped below
         q = np.rint(x / scale) - offset
@@ -108,19 +116,53 @@ def _codes(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding) 
     return np.asarray(np.clip(q, enc.qmin, enc.qmax)).astype(qtype(enc))
 
 
+def by_rows(compute: Callable[..., np.ndarray], dtype: Any, x: np.ndarray,
+            *values: np.ndarray, **options: Any) -> np.ndarray:
+    """compute(x, *values, **options), elementwise over x with `values` broadcast against it,
+    as a new array of `dtype`. A large x goes by slices of its first axis, ROWS_CHUNK elements
+    or so each (with the slices of `values` shaped like x), so its float64 temporaries stay
+    small: a weight of 60 MB would take several of 120 MB at once. Every element is computed
+    alone, so the slices give the same bits."""
+    x = np.asarray(x)
+    if x.ndim == 0 or x.size <= ROWS_CHUNK or x.shape[0] == 1:
+        return compute(x, *values, **options)
+    out = np.empty(x.shape, dtype)
+    rows = max(1, ROWS_CHUNK // (x.size // x.shape[0]))
+    for r0 in range(0, x.shape[0], rows):
+        part = slice(r0, r0 + rows)
+        out[part] = compute(x[part], *(_rows(v, part, x.ndim) for v in values), **options)
+    return out
+
+
+def _rows(values: np.ndarray, part: slice, ndim: int) -> np.ndarray:
+    """The rows `part` of per-element values broadcast against an array of `ndim` axes."""
+    values = np.asarray(values)
+    return values[part] if values.ndim == ndim and values.shape[0] > 1 else values
+
+
 def dequantize_along(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
                      axis: int) -> np.ndarray:
+    """Quantized constants as float32 values (one encoding, one per index of `axis`, or block
+    encodings), by rows (by_rows)."""
     if encs[0].blocked:  # scale x (block scale x q): LPBQ's integers q x block scale, exact
         shape = np.shape(q)
         scale = block_grid([[e.scale] for e in encs], encs, shape)
         mult = block_grid([e.block_scales for e in encs], encs, shape)
-        return (scale * (mult * q.astype(np.float64))).astype(np.float32)
+        return by_rows(_blocks_real, np.float32, q, scale, mult)
     if len(encs) == 1:
-        return encs[0].dequantize(q)
+        return by_rows(encs[0].dequantize, np.float32, q)
     shape = [1] * q.ndim
     shape[axis] = len(encs)
     scale = np.array([e.scale for e in encs], np.float64).reshape(shape)
     offset = np.array([e.offset for e in encs], np.float64).reshape(shape)
+    return by_rows(_real, np.float32, q, scale, offset)
+
+
+def _blocks_real(q: np.ndarray, scale: np.ndarray, mult: np.ndarray) -> np.ndarray:
+    return (scale * (mult * q.astype(np.float64))).astype(np.float32)
+
+
+def _real(q: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
     return (scale * (q.astype(np.float64) + offset)).astype(np.float32)
 
 

@@ -89,7 +89,8 @@ register("MatMul", matmul_activations, combos(ACTIVATIONS, ACTIVATIONS))
 
 def _by_constant(ctx: Context, w_nk: np.ndarray, encs: tuple[Encoding, ...],
                  bias: Operand | None) -> Bound | None:
-    """Gemm and MatMul by weights: w_nk is the quantized (N, K) weight matrix."""
+    """Gemm and MatMul by weights: w_nk is the quantized (N, K) weight matrix (a transposed
+    view of the weight as it is held: packed as it is, not copied)."""
     a = ctx.input(0)
     if a is None or a.encoding is None:
         return None
@@ -109,7 +110,7 @@ def bind_gemm(ctx: Context) -> Bound | None:
     if node.attr("alpha", 1.0) != 1.0 or (c is not None and node.attr("beta", 1.0) != 1.0):
         return None
     w = b.array if node.attr("transB", 0) else b.array.T
-    return _by_constant(ctx, np.ascontiguousarray(w), b.encodings, c)
+    return _by_constant(ctx, w, b.encodings, c)
 
 
 @binds("MatMul")
@@ -120,7 +121,7 @@ def bind_matmul(ctx: Context) -> Bound | None:
     if b.constant:
         if b.array.ndim != 2:
             return None
-        return _by_constant(ctx, np.ascontiguousarray(b.array.T), b.encodings, None)
+        return _by_constant(ctx, b.array.T, b.encodings, None)
     if b.encoding is None:
         return None
     k = _reduction(a, b)

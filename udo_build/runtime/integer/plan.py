@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -79,7 +80,9 @@ class Planner:
         self.infos = self.graph.infos()
         self.float_impl = float_impl
         self._readers = {o: n for n in self.graph.nodes for o in n.inputs}
-        self._params: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._params: dict[tuple[str, int], np.ndarray] = {}  # quantized weights
+        self._reals: dict[tuple[str, int], np.ndarray] = {}  # their values, when asked for
+        self._bound: dict[tuple[Any, ...], Bound | None] = {}  # by node and what it sees
         self._lpbq_ints: dict[str, tuple[np.ndarray, tuple[Encoding, ...]]] = {}
 
     def build(self, outputs: tuple[str, ...]) -> QPlan:
@@ -110,11 +113,21 @@ class Planner:
             targets = tuple(self._target(o, state) for o in node.outputs)
             types = [o.dtype for o in operands if o is not None]
             impl = registry.select(node.op, types)
-            bound = None if impl is None else registry.bind(
-                Context(node, operands, targets))
+            bound = None if impl is None else self._bind(node, operands, targets)
             if impl is not None and bound is not None:
                 return self._integer(node, impl, operands, targets, bound, state)
         return self._fallback(node, operands, state)
+
+    def _bind(self, node: Node, operands: tuple[Operand | None, ...],
+              targets: tuple[OutputSpec, ...]) -> Bound | None:
+        """The node's load-time constants (packed weights, requantizations), made once for
+        what it reads and makes: every plan that runs it alike shares them (a model's packed
+        weights are held once, however many sets of outputs are asked for)."""
+        key = (node.name, tuple(None if o is None else (o.name, o.dtype, o.encodings, o.shape)
+                                for o in operands), targets)
+        if key not in self._bound:
+            self._bound[key] = registry.bind(Context(node, operands, targets))
+        return self._bound[key]
 
     def _operand(self, node: Node, i: int, state: _State) -> Operand | None:
         name = node.inputs[i]
@@ -127,7 +140,8 @@ class Planner:
             encs = self.qmodel.params.get(name)
             if not encs or (w.dtype.kind != "f" and w.dtype != qtype(encs[0])):
                 return Operand(name, str(w.dtype), None, w, w, w.shape)
-            q, real = self._param(node, i, encs)
+            q = self._param(node, i, encs)
+            real = partial(self._dequantized, node, i, encs)  # made when a binder reads it
             if encs[0].lpbq_bitwidth:  # the integers q x block scale, one scale per channel
                 ints, plain = self._lpbq(node, i, encs)
                 return Operand(name, str(ints.dtype), plain, ints, real, w.shape)
@@ -137,29 +151,41 @@ class Planner:
             return Operand(name, str(qtype(enc)), (enc,), shape=shape)
         return Operand(name, info.dtype if info is not None else "float32", shape=shape)
 
-    def _param(self, node: Node, i: int, encs: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
+    def _param(self, node: Node, i: int, encs: list[Encoding]) -> np.ndarray:
         """A weight quantized with its encodings (along the node's channel axis; a quantized
-        one as it is), and those values dequantized, computed once."""
-        name = node.inputs[i]
-        w = self.weights[name]
-        axis = registry.channel_axis(node, i, w.ndim, len(encs), w.shape)
-        key = (name, axis)
+        one as it is), computed once."""
+        key = self._key(node, i, encs)
         if key not in self._params:
+            name, axis = key
+            w = self.weights[name]
             if encs[0].blocked:
                 _check_blocks(name, w.shape, encs)
             elif len(encs) > 1 and (w.ndim == 0 or w.shape[axis] != len(encs)):
                 raise UserError(f"weight {name!r} of shape {list(w.shape)} has {len(encs)} "
                                 f"encodings, not one per index of axis {axis}",
                                 hint="give one encoding, or one per output channel")
-            q = quantize_along(w, encs, axis) if w.dtype.kind == "f" else w
-            self._params[key] = (q, dequantize_along(q, encs, axis))
+            self._params[key] = quantize_along(w, encs, axis) if w.dtype.kind == "f" else w
         return self._params[key]
+
+    def _dequantized(self, node: Node, i: int, encs: list[Encoding]) -> np.ndarray:
+        """A quantized weight's values (`_param` dequantized), computed once, when first
+        asked for: only float kernels and a few binders read them."""
+        key = self._key(node, i, encs)
+        if key not in self._reals:
+            self._reals[key] = dequantize_along(self._param(node, i, encs), encs, key[1])
+        return self._reals[key]
+
+    def _key(self, node: Node, i: int, encs: list[Encoding]) -> tuple[str, int]:
+        """A weight by its name and the axis its encodings are along."""
+        name = node.inputs[i]
+        w = self.weights[name]
+        return name, registry.channel_axis(node, i, w.ndim, len(encs), w.shape)
 
     def _lpbq(self, node: Node, i: int, encs: list[Encoding]
               ) -> tuple[np.ndarray, tuple[Encoding, ...]]:
         name = node.inputs[i]
         if name not in self._lpbq_ints:
-            self._lpbq_ints[name] = lpbq_integers(self._param(node, i, encs)[0], encs)
+            self._lpbq_ints[name] = lpbq_integers(self._param(node, i, encs), encs)
         return self._lpbq_ints[name]
 
     def _real(self, name: str) -> np.ndarray | None:
@@ -204,13 +230,18 @@ class Planner:
     def _fallback(self, node: Node, operands: Sequence[Operand | None],
                   state: _State) -> QStep:
         impl = self.float_impl(node)
+        fn = impl.fn
         inputs, dequantize = [], []
         for i, operand in enumerate(operands):
             name = "" if operand is None else operand.name
             enc = None
-            if operand is not None and operand.constant and operand.encodings:
+            if i == 0 and _gathers_codes(node, operand):  # a table: the rows taken dequantized
+                name = f"{name}#q"
+                state.constants[name] = operand.value  # type: ignore[union-attr,assignment]
+                fn = partial(_dequantized_rows, impl.fn, operand.encodings[0])  # type: ignore
+            elif operand is not None and operand.constant and operand.encodings:
                 name = f"{name}#dq"
-                state.constants[name] = self._param(node, i, list(operand.encodings))[1]
+                state.constants[name] = self._dequantized(node, i, list(operand.encodings))
             elif operand is not None and operand.encodings:
                 enc = operand.encodings[0]
             inputs.append(name)
@@ -219,9 +250,23 @@ class Planner:
         for name, enc in zip(node.outputs, quantize, strict=True):
             if enc is not None:
                 state.encodings[name] = enc
-        return QStep(impl.fn, tuple(inputs), node.outputs, node.kwargs,
+        return QStep(fn, tuple(inputs), node.outputs, node.kwargs,
                      f"{node.package}::{node.op} (node {node.name})",
                      node.package != DEFAULT_PACKAGE, False, tuple(dequantize), quantize)
+
+
+def _gathers_codes(node: Node, operand: Operand | None) -> bool:
+    """A default Gather of a constant table with one encoding: it takes the rows of its codes
+    and dequantizes those (the same values as the rows of the table dequantized, each element
+    alone), so the table is held once, as codes, not also as floats (an LLM's embedding)."""
+    return (node.op == "Gather" and node.package == DEFAULT_PACKAGE and operand is not None
+            and operand.constant and operand.encodings is not None
+            and len(operand.encodings) == 1 and not operand.encodings[0].blocked)
+
+
+def _dequantized_rows(gather: Callable[..., np.ndarray], enc: Encoding, codes: np.ndarray,
+                      *args: Any, **kwargs: Any) -> np.ndarray:
+    return enc.dequantize(gather(codes, *args, **kwargs))
 
 
 def _check_blocks(name: str, shape: tuple[int, ...], encs: list[Encoding]) -> None:

@@ -38,8 +38,15 @@ class Operand:
     dtype: str  # the raw numpy dtype at run time
     encodings: tuple[Encoding, ...] | None = None  # None: not quantized
     value: np.ndarray | None = None  # a constant's raw value (quantized for a quantized param)
-    real: np.ndarray | None = None  # a constant's float value
+    # a constant's float value, or what computes it when first asked (a quantized weight's
+    # dequantized values: only the binders that read them make them, a MatMul's never)
+    real_value: np.ndarray | Callable[[], np.ndarray | None] | None = None
     shape: tuple[int | str, ...] | None = None  # as the graph knows it
+
+    @property
+    def real(self) -> np.ndarray | None:
+        """A constant's float value."""
+        return self.real_value() if callable(self.real_value) else self.real_value
 
     @property
     def encoding(self) -> Encoding | None:

@@ -18,7 +18,8 @@ trimming), so every inference would fault each of them in again, zeroed page by 
 ResNet-50, a tenth of the inference's time). A session therefore raises
 glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB, once per process (`mallopt`;
 Linux with glibc only): freed blocks are reused, as the arena of an inference runtime is. The
-process keeps up to that much freed memory for reuse.
+process keeps up to that much freed memory for reuse; `release_freed_memory` gives it back
+after a one-off use (prepare's plan, made only to choose kernels).
 
 Errors are the float runtime's: bad feeds are a UserError naming the input; a UDO kernel that
 raises, or returns too few outputs or a dtype or shape the model contradicts, is the user's step
@@ -200,3 +201,17 @@ def reuse_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20) and mallopt(M_TRIM_THRESHOLD, 1 << 30))
+
+
+def release_freed_memory() -> bool:
+    """Give the freed heap memory back to the system now (glibc's malloc_trim), after a large
+    one-off use (a plan built only to choose kernels): kept for reuse, it would stay resident
+    for the rest of the process. False where unavailable."""
+    if sys.platform != "linux":
+        return False
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):  # not glibc
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    return bool(trim(0))
