@@ -117,7 +117,7 @@ def _check_a_build_mends(small: Small) -> None:
 
 def test_ctrl_c_at_50_random_moments(small: Small) -> None:
     rng = random.Random(26)
-    start = 1.5 * _startup(small)
+    start = 2.0 * _startup(small)  # Python's own start varies with the load beside it
     codes = []
     for trial in range(50):
         if rng.random() < 0.3:
