@@ -240,8 +240,8 @@ class Planner:
                 state.constants[name] = operand.value  # type: ignore[union-attr,assignment]
                 fn = partial(_dequantized_rows, impl.fn, operand.encodings[0])  # type: ignore
             elif operand is not None and operand.constant and operand.encodings:
-                name = f"{name}#dq"
-                state.constants[name] = self._dequantized(node, i, list(operand.encodings))
+                name = f"{name}#dq"  # the weight's own encodings: an LPBQ operand's are the
+                state.constants[name] = operand.real  # per-channel ones of its integers
             elif operand is not None and operand.encodings:
                 enc = operand.encodings[0]
             inputs.append(name)
