@@ -31,3 +31,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
             and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped, but UDO_BUILD_NO_SKIP=1 (CI) forbids skips: {report.longrepr}"
+
+
+LONGEST_FIRST = ("tests/conformance/",)  # files whose tests take minutes: handed out first
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest file first (the conformance run, minutes over every core): with the tests
+    spread over workers a file at a time (README's `-n auto --dist loadfile`), a worker that
+    took it last would run alone at the end while the others sit idle."""
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))
