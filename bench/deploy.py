@@ -110,10 +110,14 @@ def build(recipe: Path, root: Path, *extra: str) -> tuple[dict[str, Any], float]
 def quantized_parameter_bytes(store: Any, summary: dict[str, Any]) -> int:
     """Weights at their bit width and biases at theirs, from the quantize step's encodings."""
     from udo_build.ir.bundle import read_bundle
+    from udo_build.store.parts import PartsReader, parse_layout
 
     key = next(a["key"] for a in summary["actions"] if a["id"] == "quantize")
     result = store.ac.get(key)
-    bundle = read_bundle(store.cas.get(result.outputs["bundle"].digest), "quantized")
+    stored = store.cas.get(result.outputs["bundle"].digest)
+    layout = parse_layout(stored)  # the bundle is a file of parts: its manifest
+    bundle = read_bundle(stored if layout is None else PartsReader(store.cas, layout),
+                         "quantized")
     encodings = json.loads(bundle.parts["encodings.json"])
     params = {e["name"]: e for e in encodings.get("param_encodings", [])}
     total = 0
@@ -124,25 +128,31 @@ def quantized_parameter_bytes(store: Any, summary: dict[str, Any]) -> int:
 
 
 def distinct_artifact_bytes(store: Any, summary: dict[str, Any]) -> tuple[int, int]:
-    """(bytes of the distinct artifacts, bytes of the deployable's records)."""
+    """(bytes of the distinct artifacts, bytes of the deployable's records). A file of parts
+    (the bundles: convert's and quantize's weights, the deployable's head, records and shared
+    weights) counts each distinct part once."""
     from udo_build.store.parts import parse_layout
 
     seen: dict[str, int] = {}
-    records = 0
+    layouts: dict[str, Any] = {}
+    made: dict[str, str] = {}  # an output's digest -> the kind of the action that made it
     for action in summary["actions"]:
         result = store.ac.get(action["key"])
         for out in result.outputs.values():
+            made[out.digest] = action["kind"]
             if out.type == "blob":
                 seen[out.digest] = out.size
                 continue
-            manifest = store.cas.get(out.digest) or b""
-            layout = parse_layout(manifest)
-            if layout is not None:  # the head is new; the records are prepare outputs
-                seen[layout.parts[0].digest] = layout.parts[0].size
-                records = sum(p.size for p in layout.parts[1:])
+            layout = parse_layout(store.cas.get(out.digest) or b"")
+            if layout is not None:
+                layouts[action["kind"]] = layout
+                seen.update((part.digest, part.size) for part in layout.parts)
                 continue
             for entry in store.cas.tree_entries(out.digest) or []:
                 seen[entry["digest"]] = int(entry["size"])
+    deployable = layouts.get("assemble")
+    records = 0 if deployable is None else sum(
+        part.size for part in deployable.parts if made.get(part.digest) == "prepare")
     return sum(seen.values()), records
 
 
