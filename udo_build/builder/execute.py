@@ -172,12 +172,9 @@ def _store_output(store: Store, value: bytes | Path | Tree | FileOfParts) -> Out
         ref = store.cas.put_tree(value.path)
         return Output(ref.digest, ref.size, "tree")
     if isinstance(value, FileOfParts):  # a tree manifest that says how its parts make a file
-        from ..store.parts import layout_of, whole_blob
+        from ..store.parts import layout_of
 
-        layout = layout_of(value.segments, value.size, store.cas)
-        if whole_blob(layout):  # one part from first byte to last: that blob is the file
-            return Output(layout.sha256, layout.size, "blob")
-        ref = store.cas.put(layout.manifest())
+        ref = store.cas.put(layout_of(value.segments, value.size, store.cas).manifest())
         return Output(ref.digest, ref.size, "tree")
     if isinstance(value, Path):
         ref = store.cas.put_file(value)

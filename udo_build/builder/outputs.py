@@ -48,7 +48,7 @@ from ..errors import UserError, environment_problem, with_path
 from ..store import ActionResult, Output, Store
 from ..store.cas import parse_tree, safe_relpath
 from ..store.manifest import MAX_MANIFEST_BYTES, parse_manifest
-from ..store.parts import parse_layout, write_file
+from ..store.parts import parse_layout, whole_blob, write_file
 
 try:
     import fcntl
@@ -110,6 +110,9 @@ def desired_files(store: Store, results: list[Published],
                 raise MissingContent(f"the tree of {rel} is missing from the store",
                                      hint="build again: its action runs again")
             layout = parse_layout(manifest)
+            if layout is not None and whole_blob(layout):  # one part: the blob is the file
+                files[rel] = (layout.sha256, layout.size, False, "")
+                continue
             if layout is not None:  # one file, made of parts
                 files[rel] = (layout.sha256, layout.size, False, out.digest)
                 continue

@@ -94,8 +94,8 @@ def parse_layout(data: bytes) -> FileLayout | None:
 
 def whole_blob(layout: FileLayout) -> bool:
     """Whether the file is one stored blob from its first byte to its last (a small bundle
-    whose head holds everything): such an output is stored as that blob, not as a layout
-    (its consumers, the output folder's hard links and the remote tier see a plain file)."""
+    whose head holds everything): it is then written as that blob is, hard-linked from the
+    store where the blob is kept raw."""
     return len(layout.parts) == 1 and layout.parts[0].offset == 0 and \
         layout.parts[0].size == layout.size and layout.parts[0].digest == layout.sha256
 
