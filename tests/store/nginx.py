@@ -10,6 +10,8 @@ again on the same port and root.
 
 from __future__ import annotations
 
+import http.client
+import secrets
 import shutil
 import socket
 import subprocess
@@ -35,6 +37,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {prefix}/root;
+        location = /.server-id {{ access_log off; return 200 "{token}"; }}
         location / {{
             {limit}
             dav_methods PUT DELETE MKCOL;
@@ -52,9 +55,18 @@ def nginx_binary() -> str | None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on, drawn below Linux's ephemeral range (32768 and up):
+    a port the kernel hands out for bind(0) or an outgoing connection can be taken by another
+    test worker's client between this check and the server's bind, or while a killed server is
+    restarted on it."""
+    while True:
+        port = secrets.randbelow(32000 - 20000) + 20000
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 class Nginx:
@@ -65,6 +77,7 @@ class Nginx:
         self.root = prefix / "root"
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.served = False  # clients know its port from now on
         for sub in ("root", "tmp"):
             (prefix / sub).mkdir(parents=True, exist_ok=True)
 
@@ -77,7 +90,8 @@ class Nginx:
             return self  # running
         conf = self.prefix / "nginx.conf"
         limit = f"limit_rate {self.limit_rate};" if self.limit_rate else ""
-        conf.write_text(CONF.format(prefix=self.prefix, port=self.port, limit=limit))
+        token = secrets.token_hex(8)
+        conf.write_text(CONF.format(prefix=self.prefix, port=self.port, limit=limit, token=token))
         self.process = subprocess.Popen(
             [self.binary, "-c", str(conf), "-p", str(self.prefix), "-e",
              str(self.prefix / "error.log")],
@@ -88,12 +102,28 @@ class Nginx:
                 log = (self.prefix / "error.log").read_text(errors="replace")
                 raise RuntimeError(f"nginx exited with {self.process.returncode}: {log}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
+                answer = self._server_id()
             except OSError:
                 time.sleep(0.02)
+                continue
+            if answer == token:
+                self.served = True
+                return self
+            self.kill()  # another server holds the port: this one could not bind
+            if self.served:
+                raise RuntimeError(f"port {self.port} is held by another server now")
+            self.port = free_port()  # never served: any port will do
+            return self.start(timeout)
         self.kill()
         raise RuntimeError(f"nginx did not listen on port {self.port} within {timeout} s")
+
+    def _server_id(self) -> str:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+        try:
+            connection.request("GET", "/.server-id")
+            return connection.getresponse().read().decode(errors="replace")
+        finally:
+            connection.close()
 
     def kill(self) -> None:
         """SIGKILL: the server dies mid-whatever, as a crashed or unplugged cache would."""
@@ -103,6 +133,18 @@ class Nginx:
         self.process = None
 
     stop = kill
+
+    def access_log(self, lines: int, timeout: float = 10.0) -> str:
+        """The access log once it holds at least `lines` requests: nginx writes a request's line
+        after the last byte of its answer is handed to the kernel, so a client that has read the
+        whole answer can look before the line is there."""
+        path = self.prefix / "access.log"
+        deadline = time.monotonic() + timeout
+        while True:
+            text = path.read_text() if path.exists() else ""
+            if len(text.splitlines()) >= lines or time.monotonic() > deadline:
+                return text
+            time.sleep(0.02)
 
     def files(self, space: str) -> list[Path]:
         folder = self.root / space
