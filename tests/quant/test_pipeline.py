@@ -173,3 +173,51 @@ def test_calibrating_only_what_gets_an_encoding_changes_no_encoding() -> None:
         config = QuantizeSettings(quantizer=quantizer).to_params()
         assert _Chooser(model, needed, config).choose() == _Chooser(model, everything,
                                                                     config).choose()
+
+
+def _conv_with_a_large_bias() -> onnx.ModelProto:
+    """A 1x1 convolution whose second channel's bias is large against its small weights: at 16-bit
+    activations and weights, bias / (input scale x weight scale) is near 2^33."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((2, 3, 1, 1)) * 0.01).astype(np.float32)
+    b = np.array([1e-4, 40.0], np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_a_32_bit_bias_fits_by_widening_its_weight_scale(per_channel: bool) -> None:
+    """A bias that would saturate int32 at input scale x weight scale widens that channel's
+    weight scale just enough (per tensor: the one scale); the layer keeps 16-bit accuracy
+    instead of losing its bias (it was 6 dB here: 40.0 saturated near 19)."""
+    from udo_build.quant.quantizers import symmetric_weights
+
+    model = import_onnx(_conv_with_a_large_bias())
+    rng = np.random.default_rng(6)
+    feeds = [{"x": (rng.standard_normal((1, 3, 4, 4)) * 0.05).astype(np.float32)}
+             for _ in range(3)]
+    settings = {"act_bitwidth": 16, "weights_bitwidth": 16, "bias_bitwidth": 32,
+                "per_channel": per_channel}
+    q = quantize_model(model, {}, feeds, settings)
+    x = q.activations["x"]
+    w, b = q.params["w"], q.params["b"]
+    plain = symmetric_weights(model.weights["w"], 16, 0 if per_channel else None)
+    scales = [e.scale for e in b] * (2 if len(b) == 1 else 1)
+    codes = [round(float(v) / s) for v, s in zip(model.weights["b"], scales)]
+    assert all(abs(c) <= 2 ** 31 - 1 for c in codes), codes
+    assert [e.scale for e in b] == pytest.approx([x.scale * e.scale for e in w])
+    assert w[-1].scale > plain[-1].scale  # the large bias's channel (or the one scale) widened
+    if per_channel:
+        assert w[0] == plain[0]  # the other channel keeps its grid
+    (layer,) = layer_sqnr(q, {}, feeds)
+    assert layer.sqnr_db > 60, layer
+    eight = quantize_model(model, {}, feeds, {**settings, "act_bitwidth": 8,
+                                              "weights_bitwidth": 8})
+    assert eight.params["w"] == symmetric_weights(model.weights["w"], 8,
+                                                  0 if per_channel else None)

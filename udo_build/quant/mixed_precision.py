@@ -39,6 +39,7 @@ from ..ir.encodings import Encoding
 from ..ir.qmodel import QuantizedModel
 from ..runtime.pool import Job, ordered
 from .pipeline import SHARES_ENCODING
+from .quantizers import bias_fitting
 from .settings import Widths
 
 WEIGHTED = ("Conv", "Gemm", "MatMul")
@@ -109,11 +110,15 @@ class Candidates:
                 params[w] = alt.params[w]
             bias = node.inputs[2] if len(node.inputs) > 2 else ""
             x = acts.get(node.inputs[0])
-            if bias in ref.params and ref.params[bias] != alt.params[bias] and x is not None:
-                # the quantize step's rule (udo_build.quant.pipeline): input scale x weight's
+            if bias in ref.params and x is not None:
+                # the quantize step's rules (udo_build.quant.pipeline): a 32-bit bias fits at
+                # input scale x weight's
                 width = ref.params[bias][0].bitwidth
-                params[bias] = [Encoding(width, x.scale * e.scale, 0, signed=True)
-                                for e in params[w]]
+                if width == 32:
+                    params[w] = bias_fitting(params[w], ref.model.weights[bias], x.scale)
+                if ref.params[bias] != alt.params[bias] or params[w] != ref.params[w]:
+                    params[bias] = [Encoding(width, x.scale * e.scale, 0, signed=True)
+                                    for e in params[w]]
         return QuantizedModel(ref.model, acts, params, dict(ref.settings))
 
     def bits_of(self, widths: Widths) -> dict[Unit, int]:

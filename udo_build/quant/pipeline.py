@@ -14,7 +14,8 @@ only by a Relu or Clip gets no encoding (the activation absorbs it). Weights of 
 channel, axis 0), Gemm (axis of B's output dim) and MatMul (last axis) are signed symmetric,
 per channel when `per_channel`; other constant operands get unsigned encodings of their finite
 range (none when they hold no finite value: see udo_build.quant.quantizers); biases get scale =
-input scale x weight scale. Inputs read for their exact values (Range's bounds, Resize's
+input scale x weight scale, and a weight channel whose 32-bit bias would not fit at that scale
+gets the smallest wider scale at which it does (quantizers.bias_fitting). Inputs read for their exact values (Range's bounds, Resize's
 scales, a QuantizeLinear's scale, IsNaN's input, Pow's exponent: FLOAT_INPUTS) keep their float
 values.
 `widths` (udo_build.quant.settings.Widths: the mixed precision search's choice) give tensors their
@@ -47,6 +48,7 @@ from .fold import fold_for_quantization
 from .quantizers import (
     activation_encoding,
     asymmetric,
+    bias_fitting,
     finite_range,
     symmetric_weights,
 )
@@ -203,9 +205,11 @@ class _Chooser:
             encs = self._blocks(node, weights[w_name]) or symmetric_weights(
                 weights[w_name], self.widths.weight(w_name, self.config["weights_bitwidth"]),
                 axis if self.config["per_channel"] else None)
-            self.params[w_name] = encs
             bias = node.inputs[2] if len(node.inputs) > 2 else ""
             x = self.acts.get(node.inputs[0])
+            if bias in weights and x is not None and self.config["bias_bitwidth"] == 32:
+                encs = bias_fitting(encs, weights[bias], x.scale)
+            self.params[w_name] = encs
             if bias in weights and x is not None:  # a PER_BLOCK channel: its largest scale
                 self.params[bias] = [Encoding(
                     self.config["bias_bitwidth"], x.scale * e.scale * max(

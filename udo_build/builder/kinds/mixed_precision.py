@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 SENSITIVITY_PARAMS = ("group", "groups", "inputs")
 
 
-@action_kind("mixed-sensitivity", version=1, params=SENSITIVITY_PARAMS)
+@action_kind("mixed-sensitivity", version=2, params=SENSITIVITY_PARAMS)
 def mixed_sensitivity(ctx: ActionContext) -> Produced:
     from ...quant.mixed_precision import OutputNoise
 
@@ -53,7 +53,7 @@ def mixed_sensitivity(ctx: ActionContext) -> Produced:
                                  f"(group {group + 1} of {groups}) over {len(feeds)} inputs"))
 
 
-@action_kind("mixed-search", version=1, params=TargetSettings.KEY_PARAMS)
+@action_kind("mixed-search", version=2, params=TargetSettings.KEY_PARAMS)
 def mixed_search(ctx: ActionContext) -> Produced:
     from ...quant.mixed_precision import OutputNoise, elements
     from ...quant.mixed_search import Unreachable, document, search

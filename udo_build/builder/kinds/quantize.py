@@ -38,7 +38,7 @@ UNKNOWN = "override_unknown"
 # version 7: override encodings naming tensors the model lacks are left out (they were written to
 # the encodings), their names the output `override_unknown` (the build warns of them, or refuses
 # them under --strict: `override_problems`)
-@action_kind("quantize", version=7, params=QuantizeSettings.KEY_PARAMS)
+@action_kind("quantize", version=8, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
     from ...ir.bundle import bundle_segments, read_bundle
