@@ -211,7 +211,7 @@ def bench_mixed(name: str, args: argparse.Namespace) -> list[Mixed]:
     costs["quantize x2"] += more
     candidates = Candidates.of(reference, alternate)
     measure = OutputNoise(candidates, {}, inputs(model, args.search_inputs, args.seed + 3))
-    alone = [candidates.widths({u: u.alternate}) for u in candidates.units]
+    alone = [candidates.low_alone(u) for u in candidates.units]
     figures, costs["sensitivity"] = timed(lambda: measure.sqnr_db(alone, args.cores))
     sensitivity = dict(zip(candidates.units, figures, strict=True))
     sizes = elements(candidates, {}, held_out[0])

@@ -165,7 +165,7 @@ def test_the_report_section_reads_only_the_search_document(tmp_path: Path) -> No
     from udo_build.builder.report_mixed import mixed_section, read_mixed
 
     (tmp_path / "quant").mkdir()
-    doc = {"target_db": 35, "inputs": 4, "tried": [],
+    doc = {"target_db": 35, "inputs": 4, "tried": [], "highest": {"sqnr_db": 41.0},
            "reference": {"sqnr_db": 30.0, "record_bytes": 1000, "activation_bytes": 400},
            "chosen": {"sqnr_db": 35.5, "predicted_db": 36.0, "record_bytes": 1200,
                       "activation_bytes": 500},
@@ -173,10 +173,11 @@ def test_the_report_section_reads_only_the_search_document(tmp_path: Path) -> No
            "weights": {"units": 2, "bits": {"8": 1, "16": 1}},
            "units": [{"kind": "weight", "name": "w1", "node": "conv1", "op": "Conv", "index": 3,
                       "elements": 100, "bits": 16, "reference_bits": 8, "alternate_bits": 16,
-                      "alternate_sqnr_db": 33.2}]}
+                      "low_alone_sqnr_db": 33.2}]}
     (tmp_path / "quant/mixed.json").write_text(json.dumps(doc))
     html = mixed_section(read_mixed(tmp_path))
     assert "35.50 dB (predicted 36.00 dB" in html and "1200 bytes, against 1000" in html
+    assert "every unit at its high width: 41.00 dB" in html and "<td>33.20 dB</td>" in html
     assert "(1.20x)" in html and "4: 3 at 8 bits (75%), 1 at 16 bits (25%)" in html
     assert "<td>conv1</td><td>Conv</td><td>weight</td><td>w1</td><td>100</td><td><b>16</b>" in html
     (tmp_path / "quant/mixed.json").write_text(json.dumps({**doc, "chosen": []}))

@@ -68,14 +68,21 @@ def unit(name: str, kind: str = ACTIVATION, reference: int = 8, alternate: int =
 
 def test_the_greedy_takes_the_most_noise_per_byte_first() -> None:
     a, b, w = unit("a"), unit("b"), unit("w", WEIGHT, 8, 4)
-    # reference noise 1e-3: a at 16 removes 6e-4, b at 16 removes 3e-4, w at 4 adds 2e-4
-    model = NoiseModel(30.0, {a: -10 * math.log10(4e-4), b: -10 * math.log10(7e-4),
-                              w: -10 * math.log10(1.2e-3)})
-    sizes = {a: 1000, b: 100, w: 10_000}  # b removes the most per byte
+    # the highest's noise 1e-4; alone at its low width a adds 6e-4, b 3e-4, w (at 4) 2e-4
+    model = NoiseModel(40.0, {a: -10 * math.log10(7e-4), b: -10 * math.log10(4e-4),
+                              w: -10 * math.log10(3e-4)})
+    sizes = {a: 1000, b: 100, w: 10_000}  # b removes the most per byte, then a, then w
+    assert model.predict({a: 8, b: 8, w: 4}) == pytest.approx(1.2e-3)
     assert greedy(model, [a, b, w], sizes, 1.05e-3) == {a: 8, b: 16, w: 4}
     assert greedy(model, [a, b, w], sizes, 6.5e-4) == {a: 16, b: 8, w: 4}  # b dropped again
-    assert greedy(model, [a, b, w], sizes, 1e-4) is None
+    assert greedy(model, [a, b, w], sizes, 5e-5) is None  # below the highest's own noise
     assert model.predict({a: 16, b: 16, w: 8}) == pytest.approx(1e-4)
+
+
+def test_a_unit_measured_quieter_alone_than_the_highest_adds_no_noise() -> None:
+    a = unit("a")
+    model = NoiseModel(40.0, {a: 40.5})  # the measure's own noise: no gain to count
+    assert model.extra(a, 8) == 0.0 and model.predict({a: 8}) == pytest.approx(1e-4)
 
 
 def test_a_target_out_of_reach_names_the_best_measured() -> None:
@@ -86,14 +93,20 @@ def test_a_target_out_of_reach_names_the_best_measured() -> None:
     assert (info.value.best_db, info.value.highest_db) == (30.0, 29.0)
 
 
-def test_a_missed_prediction_tightens_the_budget() -> None:
+@pytest.mark.parametrize("measured_db, chosen", [(33.5, (8, 16)), (31.5, (16, 16))])
+def test_the_search_takes_the_first_choice_measured_to_meet_its_target(
+        measured_db: float, chosen: tuple[int, int]) -> None:
+    """The highest is measured first; b, the larger noise alone at 8 bits, is raised first
+    (predicted 34 dB). Measured at 33.5 dB it is the answer; at 31.5 the budget tightens until
+    the greedy asks the highest again, which is then the answer."""
     a, b = unit("a"), unit("b")
-    sensitivity = {a: 34.0, b: 31.0}  # a alone is predicted to reach 34 dB
-    measured = {(8, 8): 30.0, (16, 8): 31.5, (16, 16): 36.0}  # but a alone reaches 31.5
+    sensitivity = {a: 34.0, b: 31.0}  # alone at 8 bits, the other at 16
+    measured = {(16, 16): 36.0, (8, 16): measured_db}
     result = search([a, b], sensitivity, 30.0, {a: 10, b: 10}, 33.0,
                     lambda bits: measured[bits[a], bits[b]])
-    assert result.chosen.bits == {a: 16, b: 16} and result.chosen.sqnr_db == 36.0
-    assert [t.sqnr_db for t in result.tried] == [31.5, 36.0]
+    assert (result.chosen.bits[a], result.chosen.bits[b]) == chosen
+    assert [t.sqnr_db for t in result.tried] == [36.0, measured_db]
+    assert result.tried[1].predicted_db == pytest.approx(34.0, abs=0.01)
     assert relative_noise(math.inf) == 0.0
 
 
@@ -103,7 +116,7 @@ def test_the_search_meets_its_target_on_the_integer_path(candidates: Candidates)
 
     held_out = feeds(3, seed=7)
     measure = OutputNoise(candidates, {}, held_out)
-    alone = measure.sqnr_db([candidates.widths({u: u.alternate}) for u in candidates.units])
+    alone = measure.sqnr_db([candidates.low_alone(u) for u in candidates.units])
     reference_db = measure.sqnr_db([Widths()])[0]
     sizes = {u: 64 for u in candidates.units}
     target = reference_db - 3  # room for 4-bit weights: a smaller record

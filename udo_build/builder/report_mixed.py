@@ -3,7 +3,7 @@
 widths reach over the held-out inputs against the quantize settings' widths everywhere (the
 reference), the record's constant bytes and the activations' bytes of both, and each unit
 (activation or weight) with its width and its sensitivity: the output SQNR with that unit
-alone at its other width."""
+alone at its low width, every other at its high width (the highest)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def _section(doc: dict[str, Any]) -> str:
     facts = [
         ("target", f"{float(doc['target_db']):g} dB over {int(doc['inputs'])} held-out inputs"),
         ("SQNR reached", f"{_db(chosen['sqnr_db'])} (predicted {_db(chosen['predicted_db'])}; "
-                         f"quantize settings' widths everywhere: {_db(ref['sqnr_db'])})"),
+                         f"quantize settings' widths everywhere: {_db(ref['sqnr_db'])}; every "
+                         f"unit at its high width: {_db(doc['highest']['sqnr_db'])})"),
         ("activations", _census(acts)), ("weights", _census(weights)),
         ("record constants", _versus(int(chosen["record_bytes"]), int(ref["record_bytes"]))),
         ("activation bytes", _versus(int(chosen["activation_bytes"]),
@@ -53,11 +54,11 @@ def _section(doc: dict[str, Any]) -> str:
     rows = "".join(_unit_row(u) for u in doc["units"] if isinstance(u, dict))
     heads = "".join(f"<th>{h}</th>" for h in ("#", "node", "op", "kind", "tensor", "elements",
                                                "bits", "quantize's bits",
-                                               "SQNR alone at the other width dB"))
+                                               "SQNR alone at its low width dB"))
     return ("<section><h2>Mixed precision</h2>"
             f"<table class=\"facts\">{table}</table><table id=\"mixed\" class=\"sortable\">"
-            "<caption>each unit's width, and the output SQNR with it alone at its other width "
-            f"(the others at quantize's: {_db(ref['sqnr_db'])})</caption><thead><tr>{heads}"
+            "<caption>each unit's width, and the output SQNR with it alone at its low width "
+            f"(every other at its high width)</caption><thead><tr>{heads}"
             f"</tr></thead><tbody>{rows}</tbody></table></section>")
 
 
@@ -68,7 +69,7 @@ def _unit_row(unit: dict[str, Any]) -> str:
     cells = ["input" if index < 0 else str(index), escape(str(unit["node"]) or "-"),
              escape(str(unit["op"]) or "-"), escape(str(unit["kind"])), escape(str(unit["name"])),
              str(int(unit["elements"])), f"<b>{bits}</b>" if changed else str(bits),
-             str(reference), _db(unit["alternate_sqnr_db"])]
+             str(reference), _db(unit["low_alone_sqnr_db"])]
     return f"<tr{changed}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 

@@ -19,7 +19,7 @@ each is a function of its tensor's statistics and width.
 
     candidates = Candidates.of(reference, alternate)
     measure = OutputNoise(candidates, packages, feeds)
-    figures = measure.sqnr_db([Widths(), candidates.widths({unit: other bits})], cores)
+    figures = measure.sqnr_db([candidates.low_alone(unit) for unit in candidates.units], cores)
 
 The SQNR is of the model's outputs, all of them together: 10 log10(sum x^2 / sum (x - x_q)^2)
 over their finite elements, x from the float model (the prepared graph the integer path runs,
@@ -90,6 +90,11 @@ class Candidates:
         bits = {u: chosen.get(u, u.reference) for u in self.units}
         return Widths.of({u.name: b for u, b in bits.items() if u.kind == ACTIVATION},
                          {u.name: b for u, b in bits.items() if u.kind == WEIGHT})
+
+    def low_alone(self, unit: Unit) -> Widths:
+        """The widths of a sensitivity (udo_build.quant.mixed_search): `unit` at its low width,
+        every other unit at its high width."""
+        return self.widths({u: u.low if u == unit else u.high for u in self.units})
 
     def compose(self, widths: Widths) -> QuantizedModel:
         """The quantized model with `widths` (a tensor it does not name: the reference's)."""

@@ -6,7 +6,8 @@ udo_build.builder.plan, names them):
                            weights 8 <-> 4), same calibration list
     mixed-sensitivity:<g>  both models + the held-out list and files (+ kernels) -> the output
                            SQNR with each unit of group g (units i with i % groups == g) alone at
-                           its alternate width (udo_build.quant.mixed_precision)
+                           its low width, every other unit at its high width
+                           (udo_build.quant.mixed_search)
     mixed-search           both models + every group's sensitivities + the held-out list ->
                            the widths (udo_build.quant.settings.Widths) and the document
                            published as quant/mixed.json (udo_build.quant.mixed_search)
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 SENSITIVITY_PARAMS = ("group", "groups", "inputs")
 
 
-@action_kind("mixed-sensitivity", version=2, params=SENSITIVITY_PARAMS)
+@action_kind("mixed-sensitivity", version=3, params=SENSITIVITY_PARAMS)
 def mixed_sensitivity(ctx: ActionContext) -> Produced:
     from ...quant.mixed_precision import OutputNoise
 
@@ -43,17 +44,18 @@ def mixed_sensitivity(ctx: ActionContext) -> Produced:
     group, groups = int(ctx.params["group"]), int(ctx.params["groups"])
     units = [u for i, u in enumerate(candidates.units) if i % groups == group]
     measure = OutputNoise(candidates, packages, feeds)
-    figures = measure.sqnr_db([candidates.widths({u: u.alternate}) for u in units], ctx.cores,
+    figures = measure.sqnr_db([candidates.low_alone(u) for u in units], ctx.cores,
                               ctx.progress("width choices", len(units)))
     doc = {"inputs": len(feeds), "units": [
-        {"kind": u.kind, "name": u.name, "bits": u.alternate, "sqnr_db": _rounded(f)}
+        {"kind": u.kind, "name": u.name, "bits": u.low, "sqnr_db": _rounded(f)}
         for u, f in zip(units, figures, strict=True)]}
     return Produced({"sensitivity": _json(doc)},
                     description=(f"sensitivity of {len(units)} of {len(candidates.units)} units "
-                                 f"(group {group + 1} of {groups}) over {len(feeds)} inputs"))
+                                 f"(group {group + 1} of {groups}, each alone at its low width) over "
+                                 f"{len(feeds)} inputs"))
 
 
-@action_kind("mixed-search", version=2, params=TargetSettings.KEY_PARAMS)
+@action_kind("mixed-search", version=3, params=TargetSettings.KEY_PARAMS)
 def mixed_search(ctx: ActionContext) -> Produced:
     from ...quant.mixed_precision import OutputNoise, elements
     from ...quant.mixed_search import Unreachable, document, search
