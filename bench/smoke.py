@@ -57,6 +57,7 @@ SMOKES = (
                       "squeezenet", "--int8", "squeezenet", "--levels", "2"), 180),
     Smoke("quant", ("quant.py", "--smoke"), 180),
     Smoke("quant_algorithms", ("quant_algorithms.py", "--smoke"), 300),
+    Smoke("quant_mixed", ("quant_algorithms.py", "--mixed", "--smoke"), 300),
     Smoke("record_size", ("record_size.py", "--model", "squeezenet"), 120),
     Smoke("remote_grpc", ("remote.py", "--backend", "grpc", "--smoke"), 300),
     Smoke("remote_http", ("remote.py", "--backend", "http", "--smoke"), 300),
