@@ -74,7 +74,8 @@ class AdaroundSettings:
 
 
 # Mixed precision (udo_build.quant.mixed_precision): `quantize.target` chooses, per layer, the
-# width of each activation (8 or 16 bits) and of each Conv/Gemm/MatMul weight (4 or 8).
+# width of each activation (8 or 16 bits) and of each Conv/Gemm/MatMul weight (4 or 8 by
+# default; 8 or 16 with quantize.target.weight_widths).
 ACTIVATION_WIDTHS = (8, 16)
 WEIGHT_WIDTHS = (4, 8)
 
