@@ -88,11 +88,10 @@ def quantize_along(x: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
                    axis: int) -> np.ndarray:
     """A constant quantized with one encoding, or one per index of `axis` (as `quantize`);
     block encodings by block (their own axes, `block_grid`: `axis` is not read)."""
-    if encs[0].blocked:
-        scale = np.asarray(encs[0].scale if len(encs) == 1 else block_grid(
-            [[e.scale] for e in encs], encs, np.shape(x)))
-        return _codes(x, scale * block_grid([e.block_scales for e in encs], encs, np.shape(x)),
-                      np.float64(0.0), encs[0])
+    if encs[0].blocked:  # each block's scale: the channel's x the block's (float64, exact)
+        scales = np.array([[e.scale] for e in encs], np.float64) * np.asarray(
+            [e.block_scales for e in encs], np.float64)
+        return _codes(x, BlockGrid.of(scales, encs, np.shape(x)), np.float64(0.0), encs[0])
     if len(encs) == 1:
         return quantize(x, encs[0])
     shape = [1] * x.ndim
@@ -125,7 +124,8 @@ def by_rows(compute: Callable[..., np.ndarray], dtype: Any, x: np.ndarray,
     alone, so the slices give the same bits."""
     x = np.asarray(x)
     if x.ndim == 0 or x.size <= ROWS_CHUNK or x.shape[0] == 1:
-        return compute(x, *values, **options)
+        return compute(x, *(v.rows(slice(None)) if isinstance(v, BlockGrid) else v
+                            for v in values), **options)
     out = np.empty(x.shape, dtype)
     rows = max(1, ROWS_CHUNK // (x.size // x.shape[0]))
     for r0 in range(0, x.shape[0], rows):
@@ -134,8 +134,10 @@ def by_rows(compute: Callable[..., np.ndarray], dtype: Any, x: np.ndarray,
     return out
 
 
-def _rows(values: np.ndarray, part: slice, ndim: int) -> np.ndarray:
+def _rows(values: Any, part: slice, ndim: int) -> np.ndarray:
     """The rows `part` of per-element values broadcast against an array of `ndim` axes."""
+    if isinstance(values, BlockGrid):
+        return values.rows(part)
     values = np.asarray(values)
     return values[part] if values.ndim == ndim and values.shape[0] > 1 else values
 
@@ -146,8 +148,8 @@ def dequantize_along(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
     encodings), by rows (by_rows)."""
     if encs[0].blocked:  # scale x (block scale x q): LPBQ's integers q x block scale, exact
         shape = np.shape(q)
-        scale = block_grid([[e.scale] for e in encs], encs, shape)
-        mult = block_grid([e.block_scales for e in encs], encs, shape)
+        scale = BlockGrid.of([[e.scale] for e in encs], encs, shape)
+        mult = BlockGrid.of([e.block_scales for e in encs], encs, shape)
         return by_rows(_blocks_real, np.float32, q, scale, mult)
     if len(encs) == 1:
         return by_rows(encs[0].dequantize, np.float32, q)
@@ -164,6 +166,38 @@ def _blocks_real(q: np.ndarray, scale: np.ndarray, mult: np.ndarray) -> np.ndarr
 
 def _real(q: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
     return (scale * (q.astype(np.float64) + offset)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class BlockGrid:
+    """Values per (channel, block) (one per channel: [[v], ...]) as `block_grid` broadcasts
+    them against a weight of `shape`, made a slice of the weight's first axis at a time
+    (by_rows): the whole grid, float64 per element, would be twice a float32 weight."""
+
+    values: np.ndarray  # (channels, blocks or 1)
+    block_size: int
+    blocks_first: bool
+    ndim: int
+
+    @classmethod
+    def of(cls, values: Any, encs: tuple[Encoding, ...] | list[Encoding],
+           shape: tuple[int, ...]) -> BlockGrid:
+        grid = np.asarray(values)
+        grid = grid if grid.dtype.kind in "iu" else grid.astype(np.float64)
+        return cls(grid, encs[0].block_size, encs[0].blocks_first, len(shape))
+
+    def rows(self, part: slice) -> np.ndarray:
+        """The grid's rows `part` (of the weight's first axis), broadcastable against them."""
+        grid, blocks = self.values, self.values.shape[1] > 1
+        if self.blocks_first:  # (input, channels): rows are inputs, a block every block_size
+            if not blocks:
+                return grid.T
+            start, stop, _ = part.indices(grid.shape[1] * self.block_size)
+            return grid[:, np.arange(start, stop) // self.block_size].T
+        grid = grid[part] if grid.shape[0] > 1 else grid  # one row: every channel's
+        if blocks:
+            grid = np.repeat(grid, self.block_size, axis=1)  # (channels, input length)
+        return grid.reshape(grid.shape + (1,) * (self.ndim - 2))
 
 
 def block_grid(values: list[Any], encs: tuple[Encoding, ...] | list[Encoding],
@@ -186,8 +220,12 @@ def lpbq_integers(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding]
     symmetric encoding per channel: what an integer product takes."""
     width = encs[0].lpbq_bitwidth
     plain = tuple(Encoding(width, e.scale, 0, signed=True) for e in encs)
-    mult = block_grid([e.block_scales for e in encs], encs, q.shape).astype(np.int64)
-    return (q.astype(np.int64) * mult).astype(qtype(plain[0])), plain
+    mult = BlockGrid.of(np.asarray([e.block_scales for e in encs], np.int64), encs, q.shape)
+    return by_rows(_times, qtype(plain[0]), q, mult, into=qtype(plain[0])), plain
+
+
+def _times(q: np.ndarray, mult: np.ndarray, into: Any) -> np.ndarray:
+    return (q.astype(np.int64) * mult).astype(into)
 
 
 def multiplier_bits(acc_bound: float) -> int | None:

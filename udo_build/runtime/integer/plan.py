@@ -140,11 +140,11 @@ class Planner:
             encs = self.qmodel.params.get(name)
             if not encs or (w.dtype.kind != "f" and w.dtype != qtype(encs[0])):
                 return Operand(name, str(w.dtype), None, w, w, w.shape)
-            q = self._param(node, i, encs)
             real = partial(self._dequantized, node, i, encs)  # made when a binder reads it
             if encs[0].lpbq_bitwidth:  # the integers q x block scale, one scale per channel
                 ints, plain = self._lpbq(node, i, encs)
                 return Operand(name, str(ints.dtype), plain, ints, real, w.shape)
+            q = self._param(node, i, encs)
             return Operand(name, str(q.dtype), tuple(encs), q, real, w.shape)
         if name in state.encodings:
             enc = state.encodings[name]
@@ -156,16 +156,19 @@ class Planner:
         one as it is), computed once."""
         key = self._key(node, i, encs)
         if key not in self._params:
-            name, axis = key
-            w = self.weights[name]
-            if encs[0].blocked:
-                _check_blocks(name, w.shape, encs)
-            elif len(encs) > 1 and (w.ndim == 0 or w.shape[axis] != len(encs)):
-                raise UserError(f"weight {name!r} of shape {list(w.shape)} has {len(encs)} "
-                                f"encodings, not one per index of axis {axis}",
-                                hint="give one encoding, or one per output channel")
-            self._params[key] = quantize_along(w, encs, axis) if w.dtype.kind == "f" else w
+            self._params[key] = self._quantized(key, encs)
         return self._params[key]
+
+    def _quantized(self, key: tuple[str, int], encs: list[Encoding]) -> np.ndarray:
+        name, axis = key
+        w = self.weights[name]
+        if encs[0].blocked:
+            _check_blocks(name, w.shape, encs)
+        elif len(encs) > 1 and (w.ndim == 0 or w.shape[axis] != len(encs)):
+            raise UserError(f"weight {name!r} of shape {list(w.shape)} has {len(encs)} "
+                            f"encodings, not one per index of axis {axis}",
+                            hint="give one encoding, or one per output channel")
+        return quantize_along(w, encs, axis) if w.dtype.kind == "f" else w
 
     def _dequantized(self, node: Node, i: int, encs: list[Encoding]) -> np.ndarray:
         """A quantized weight's values (`_param` dequantized), computed once, when first
@@ -184,8 +187,10 @@ class Planner:
     def _lpbq(self, node: Node, i: int, encs: list[Encoding]
               ) -> tuple[np.ndarray, tuple[Encoding, ...]]:
         name = node.inputs[i]
-        if name not in self._lpbq_ints:
-            self._lpbq_ints[name] = lpbq_integers(self._param(node, i, encs), encs)
+        if name not in self._lpbq_ints:  # the codes are not kept: only these integers are read
+            key = self._key(node, i, encs)
+            q = self._params[key] if key in self._params else self._quantized(key, encs)
+            self._lpbq_ints[name] = lpbq_integers(q, encs)
         return self._lpbq_ints[name]
 
     def _real(self, name: str) -> np.ndarray | None:
