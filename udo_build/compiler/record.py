@@ -52,6 +52,7 @@ from ..rewrite.graph import NONE, Op, OpGraph
 from .record_graphs import check_graphs, pool, read_graphs
 from .record_read import (
     KEEP,
+    MAX_GRAPH_JSON,
     Constants,
     PayloadStream,
     align,
@@ -119,6 +120,12 @@ def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
     at the next 64-byte aligned offset, as the JSON's offsets say."""
     import zstandard
 
+    if len(text) > MAX_GRAPH_JSON:  # what no reader would take is not written
+        raise UserError(f"the cache record's graph description is {len(text) / 2**20:.0f} MiB, "
+                        f"over the {MAX_GRAPH_JSON / 2**20:.0f} MiB a record may hold",
+                        hint="per-block weight encodings take a number per block there: "
+                             "larger blocks (quantize.weights_block_size), or a model in parts "
+                             "(prepare.max_record_bytes)")
     chunks: list[Any] = [struct.pack("<Q", len(text)), text]
     length = 8 + len(text)
     for array in arrays:

@@ -33,7 +33,7 @@ from .ops import HTP
 
 ALIGN = 64
 MAX_PAYLOAD = 8 << 30
-MAX_GRAPH_JSON = 64 << 20
+MAX_GRAPH_JSON = 512 << 20  # LPBQ block scales of a 1.1B-parameter decoder: 133 MiB a graph
 MAX_WINDOW = 1 << 25  # the writer's level 3 uses 2 MiB
 KEEP = 64 << 20
 CHUNK = 1 << 20
