@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir import Model
 from ..runtime.pool import Job, labels, ordered, workers_for
-from .stats import BINS, TensorStats, finite_span
+from .stats import BINS, TensorStats, finite_span, histogram
 
 FLOAT_KINDS = "f"
 Span = tuple[float, float, int]  # the finite values' min, max and count
@@ -119,8 +119,7 @@ class _Calibration(Job[Mapping[str, np.ndarray], Found]):
         counts = {}
         if self.histograms:
             ranges = yield spans
-            counts = {name: np.histogram(x, bins=BINS, range=ranges[name])[0]
-                      for name, (x, _, _) in found.items()}
+            counts = {name: histogram(x, BINS, *ranges[name]) for name, (x, _, _) in found.items()}
         return spans, counts, (feed, outputs) if self.keep else None
 
     def scan(self, index: int, spans: dict[str, Span]) -> dict[str, tuple[float, float]]:
