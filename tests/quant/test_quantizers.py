@@ -224,3 +224,21 @@ def test_the_histogram_range_is_on_the_grid() -> None:
     assert stats.hi - stats.lo == round_up(stats.hi - stats.lo)
     stats.add(np.array([5.0], np.float32))  # grows by doubling: the same bin edges, merged
     assert stats.lo == round_down(np.float32(-0.3)) and stats.hi > 5.0
+
+
+def test_the_histogram_bins_by_float32_arithmetic() -> None:
+    """stats.histogram: bin floor((v - lo) x bins / width) in float32, clipped: the edges and the
+    bins' middles where they belong, every value counted, and np.histogram's counts but for the
+    values within a rounding of an edge."""
+    from udo_build.quant.stats import histogram
+
+    lo, hi, bins = -2.0, 6.0, 8
+    x = np.array([-2.0, -1.5, 0.5, 3.5, 5.999, 6.0], np.float32)
+    assert histogram(x, bins, lo, hi).tolist() == [2, 0, 1, 0, 0, 1, 0, 2]
+    rng = np.random.default_rng(1)
+    data = (rng.standard_normal(200_000) * 3).astype(np.float32)
+    lo, hi = float(data.min()) - 0.1, float(data.max()) + 0.1
+    counts = histogram(data, 2048, lo, hi)
+    assert counts.dtype == np.int64 and counts.sum() == data.size
+    expected, _ = np.histogram(data, bins=2048, range=(lo, hi))
+    assert np.abs(counts - expected).sum() <= 1e-3 * data.size
