@@ -134,6 +134,30 @@ class Nginx:
 
     stop = kill
 
+    def settled_log(self, timeout: float = 10.0) -> str:
+        """The access log with a line for every request answered before this call. nginx writes
+        a request's line when the request ends, which can be after its client has read the
+        whole answer; it ends and logs the requests in the order its one worker handles them,
+        so a request of our own, sent now, is logged after every one answered before it: the
+        log is complete once our request's line is in it. Ours asks for a path no test uses
+        (GET /.settled-<token>, a 404)."""
+        marker = f"/.settled-{secrets.token_hex(6)}"
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            connection.request("GET", marker)
+            connection.getresponse().read()
+        finally:
+            connection.close()
+        path = self.prefix / "access.log"
+        deadline = time.monotonic() + timeout
+        while True:
+            text = path.read_text() if path.exists() else ""
+            if marker in text:
+                return text
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nginx did not log {marker} within {timeout} s")
+            time.sleep(0.01)
+
     def access_log(self, lines: int, timeout: float = 10.0) -> str:
         """The access log once it holds at least `lines` requests: nginx writes a request's line
         after the last byte of its answer is handed to the kernel, so a client that has read the

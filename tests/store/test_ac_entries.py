@@ -38,7 +38,7 @@ def test_every_entry_is_an_action_result_naming_blobs_the_server_has(warm: Warm)
 
 
 def test_an_entry_is_put_only_after_every_blob_it_names(warm: Warm) -> None:
-    log = (warm.server.prefix / "access.log").read_text()
+    log = warm.server.settled_log()
     seen: set[str] = set()
     entries = 0
     for method, space, name, status in REQUEST.findall(log):

@@ -27,13 +27,11 @@ class Log:
     """The requests nginx answered since the log was marked."""
 
     def __init__(self, warm: Warm) -> None:
-        self.path = warm.server.prefix / "access.log"
-        self.offset = self.path.stat().st_size if self.path.exists() else 0
+        self.server = warm.server
+        self.offset = len(self.server.settled_log().encode())
 
     def requests(self) -> list[tuple[str, str, str, int, int]]:
-        with open(self.path, "rb") as fh:
-            fh.seek(self.offset)
-            text = fh.read().decode()
+        text = self.server.settled_log().encode()[self.offset:].decode()
         return [(m[0], m[1], m[2], int(m[3]), int(m[4])) for m in SENT.findall(text)]
 
     def blobs_read(self, warm: Warm) -> dict[str, int]:
