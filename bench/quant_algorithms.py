@@ -13,7 +13,9 @@ the enhanced quantizer, then each algorithm (udo_build.quant.equalize, adaround,
 bias_correction) as the recipe's `quantize.algorithms` runs them (cle before quantize, adaround
 then bias correction after), alone and together; the integer path runs the held-out inputs.
 onnxruntime: `quantize_static` (QDQ, QUInt8 activations, QInt8 per-channel weights) with each
---methods calibration.
+--methods calibration, its accuracy that of the QDQ model as written (bench/quant.py
+`ort_static`: onnxruntime's fused int8 kernels saturate on x86 CPUs without VNNI, which would
+flatter udo-build by up to 9 dB).
 
 Seconds: the quantize step (fold, calibrate, encodings) and each algorithm's own time, apart;
 calibration is the quantize step with the tf quantizer (min/max per tensor: what onnxruntime's
