@@ -209,7 +209,7 @@ def test_a_32_bit_bias_fits_by_widening_its_weight_scale(per_channel: bool) -> N
     w, b = q.params["w"], q.params["b"]
     plain = symmetric_weights(model.weights["w"], 16, 0 if per_channel else None)
     scales = [e.scale for e in b] * (2 if len(b) == 1 else 1)
-    codes = [round(float(v) / s) for v, s in zip(model.weights["b"], scales)]
+    codes = [round(float(v) / s) for v, s in zip(model.weights["b"], scales, strict=True)]
     assert all(abs(c) <= 2 ** 31 - 1 for c in codes), codes
     assert [e.scale for e in b] == pytest.approx([x.scale * e.scale for e in w])
     assert w[-1].scale > plain[-1].scale  # the large bias's channel (or the one scale) widened

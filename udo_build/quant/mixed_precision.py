@@ -35,11 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.encodings import Encoding
 from ..ir.qmodel import QuantizedModel
 from ..runtime.pool import Job, ordered
 from .pipeline import SHARES_ENCODING
-from .quantizers import bias_fitting
+from .quantizers import with_bias
 from .settings import Widths
 
 WEIGHTED = ("Conv", "Gemm", "MatMul")
@@ -115,15 +114,11 @@ class Candidates:
                 params[w] = alt.params[w]
             bias = node.inputs[2] if len(node.inputs) > 2 else ""
             x = acts.get(node.inputs[0])
-            if bias in ref.params and x is not None:
-                # the quantize step's rules (udo_build.quant.pipeline): a 32-bit bias fits at
-                # input scale x weight's
-                width = ref.params[bias][0].bitwidth
-                if width == 32:
-                    params[w] = bias_fitting(params[w], ref.model.weights[bias], x.scale)
-                if ref.params[bias] != alt.params[bias] or params[w] != ref.params[w]:
-                    params[bias] = [Encoding(width, x.scale * e.scale, 0, signed=True)
-                                    for e in params[w]]
+            if bias in ref.params and x is not None:  # the quantize step's rule
+                fitted, bias_encs = with_bias(params[w], ref.model.weights[bias], x.scale,
+                                              ref.params[bias][0].bitwidth)
+                if ref.params[bias] != alt.params[bias] or fitted != ref.params[w]:
+                    params[w], params[bias] = fitted, bias_encs
         return QuantizedModel(ref.model, acts, params, dict(ref.settings))
 
     def bits_of(self, widths: Widths) -> dict[Unit, int]:

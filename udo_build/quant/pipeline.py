@@ -15,9 +15,9 @@ channel, axis 0), Gemm (axis of B's output dim) and MatMul (last axis) are signe
 per channel when `per_channel`; other constant operands get unsigned encodings of their finite
 range (none when they hold no finite value: see udo_build.quant.quantizers); biases get scale =
 input scale x weight scale, and a weight channel whose 32-bit bias would not fit at that scale
-gets the smallest wider scale at which it does (quantizers.bias_fitting). Inputs read for their exact values (Range's bounds, Resize's
-scales, a QuantizeLinear's scale, IsNaN's input, Pow's exponent: FLOAT_INPUTS) keep their float
-values.
+gets the smallest wider scale at which it does (quantizers.with_bias). Inputs read for their
+exact values (Range's bounds, Resize's scales, a QuantizeLinear's scale, IsNaN's input, Pow's
+exponent: FLOAT_INPUTS) keep their float values.
 `widths` (udo_build.quant.settings.Widths: the mixed precision search's choice) give tensors their
 own bit widths instead of act_bitwidth / weights_bitwidth.
 `overrides` (AIMET encodings, e.g. from `override_encodings`) replace what was computed for the
@@ -48,9 +48,9 @@ from .fold import fold_for_quantization
 from .quantizers import (
     activation_encoding,
     asymmetric,
-    bias_fitting,
     finite_range,
     symmetric_weights,
+    with_bias,
 )
 from .report import KeptInferences, LayerFigures, layer_sqnr
 from .settings import QuantizeSettings, Widths
@@ -207,14 +207,10 @@ class _Chooser:
                 axis if self.config["per_channel"] else None)
             bias = node.inputs[2] if len(node.inputs) > 2 else ""
             x = self.acts.get(node.inputs[0])
-            if bias in weights and x is not None and self.config["bias_bitwidth"] == 32:
-                encs = bias_fitting(encs, weights[bias], x.scale)
+            if bias in weights and x is not None:
+                encs, self.params[bias] = with_bias(encs, weights[bias], x.scale,
+                                                    self.config["bias_bitwidth"])
             self.params[w_name] = encs
-            if bias in weights and x is not None:  # a PER_BLOCK channel: its largest scale
-                self.params[bias] = [Encoding(
-                    self.config["bias_bitwidth"], x.scale * e.scale * max(
-                        e.block_scales if e.blocked and not e.lpbq_bitwidth else [1.0]), 0,
-                    signed=True) for e in encs]
             return
         table = node.inputs[0] if block_input(node) == 0 else ""
         if table in weights and table not in self.params and weights[table].dtype.kind == "f":

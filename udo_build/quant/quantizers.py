@@ -98,7 +98,19 @@ def bias_fitting(encs: list[Encoding], bias: np.ndarray, x_scale: float) -> list
     needed = np.array([needed.max()]) if len(encs) == 1 else needed.reshape(-1)
     if needed.shape != (len(encs),):
         return encs
-    return [replace(e, scale=float(n)) if n > e.scale else e for e, n in zip(encs, needed)]
+    return [replace(e, scale=float(n)) if n > e.scale else e
+            for e, n in zip(encs, needed, strict=True)]
+
+
+def with_bias(encs: list[Encoding], bias: np.ndarray, x_scale: float, bias_bitwidth: int
+              ) -> tuple[list[Encoding], list[Encoding]]:
+    """A weight's encodings and its bias's: a 32-bit bias made to fit (bias_fitting), each
+    channel's bias at input scale x weight scale (a PER_BLOCK channel's: its largest block's)."""
+    if bias_bitwidth == 32:
+        encs = bias_fitting(encs, bias, x_scale)
+    return encs, [Encoding(bias_bitwidth, x_scale * e.scale * max(
+        e.block_scales if e.blocked and not e.lpbq_bitwidth else [1.0]), 0, signed=True)
+        for e in encs]
 
 
 def activation_encoding(stats: TensorStats, bitwidth: int, quantizer: str) -> Encoding:

@@ -51,8 +51,8 @@ def mixed_sensitivity(ctx: ActionContext) -> Produced:
         for u, f in zip(units, figures, strict=True)]}
     return Produced({"sensitivity": _json(doc)},
                     description=(f"sensitivity of {len(units)} of {len(candidates.units)} units "
-                                 f"(group {group + 1} of {groups}, each alone at its low width) over "
-                                 f"{len(feeds)} inputs"))
+                                 f"(group {group + 1} of {groups}, each alone at its low width) "
+                                 f"over {len(feeds)} inputs"))
 
 
 @action_kind("mixed-search", version=3, params=TargetSettings.KEY_PARAMS)

@@ -87,7 +87,7 @@ def quantize(x: np.ndarray, enc: Encoding) -> np.ndarray:
 def quantize_along(x: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding],
                    axis: int) -> np.ndarray:
     """A constant quantized with one encoding, or one per index of `axis` (as `quantize`);
-    block encodings by block (their own axes, `block_grid`: `axis` is not read)."""
+    block encodings by block (their own axes, `BlockGrid`: `axis` is not read)."""
     if encs[0].blocked:  # each block's scale: the channel's x the block's (float64, exact)
         scales = np.array([[e.scale] for e in encs], np.float64) * np.asarray(
             [e.block_scales for e in encs], np.float64)
@@ -170,9 +170,11 @@ def _real(q: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class BlockGrid:
-    """Values per (channel, block) (one per channel: [[v], ...]) as `block_grid` broadcasts
-    them against a weight of `shape`, made a slice of the weight's first axis at a time
-    (by_rows): the whole grid, float64 per element, would be twice a float32 weight."""
+    """Values per (channel, block) (one per channel: [[v], ...]) broadcast against a weight of
+    `shape` quantized with block encodings: blocks of block_size along its input axis (the first
+    of a blocks_first 2-D weight, else the second), channels along the other. Made a slice of
+    the weight's first axis at a time (by_rows): the whole grid, float64 per element, would be
+    twice a float32 weight."""
 
     values: np.ndarray  # (channels, blocks or 1)
     block_size: int
@@ -198,20 +200,6 @@ class BlockGrid:
         if blocks:
             grid = np.repeat(grid, self.block_size, axis=1)  # (channels, input length)
         return grid.reshape(grid.shape + (1,) * (self.ndim - 2))
-
-
-def block_grid(values: list[Any], encs: tuple[Encoding, ...] | list[Encoding],
-               shape: tuple[int, ...]) -> np.ndarray:
-    """Values per (channel, block) (one per channel: [[v], ...]) broadcast against a weight of
-    `shape` quantized with block encodings `encs`: blocks of block_size along its input axis
-    (the first of a blocks_first 2-D weight, else the second), channels along the other."""
-    grid = np.asarray(values, np.float64)  # (channels, blocks or 1)
-    first = encs[0]
-    if grid.shape[1] > 1:
-        grid = np.repeat(grid, first.block_size, axis=1)  # (channels, input length)
-    if first.blocks_first:
-        return grid.T
-    return grid.reshape(grid.shape + (1,) * (len(shape) - 2))
 
 
 def lpbq_integers(q: np.ndarray, encs: tuple[Encoding, ...] | list[Encoding]
