@@ -84,3 +84,25 @@ def absorbing_model(seed: int = 0) -> Model:
     graph = Graph("absorbing", (TensorInfo("x", "float32", SHAPE),),
                   (TensorInfo("y", "float32", (1, 3, 8, 8)),), nodes)
     return Model(graph, w)
+
+
+def concat_model(seed: int = 0) -> Model:
+    """x -> [Conv(4->4, 3x3, padded) | AveragePool(3x3, padded)] -> Concat -> Relu
+    -> Conv(8->3, 1x1) -> y: ShuffleNet's downsampling unit, whose Concat is read only by a Relu
+    and whose branches only by the Concat."""
+    rng = np.random.default_rng(seed)
+    w = {"w0": (rng.standard_normal((4, 4, 3, 3)) * 0.3).astype(np.float32),
+         "b0": (rng.standard_normal(4) * 0.1).astype(np.float32),
+         "w1": (rng.standard_normal((3, 8, 1, 1)) * 0.4).astype(np.float32),
+         "b1": (rng.standard_normal(3) * 0.1).astype(np.float32)}
+    same = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    nodes = (
+        Node.make("conv0", "Conv", ["x", "w0", "b0"], ["c0"], same),
+        Node.make("pool", "AveragePool", ["x"], ["p0"], {**same, "count_include_pad": 1}),
+        Node.make("cat", "Concat", ["c0", "p0"], ["k"], {"axis": 1}),
+        Node.make("relu", "Relu", ["k"], ["r"]),
+        Node.make("conv1", "Conv", ["r", "w1", "b1"], ["y"], {"kernel_shape": [1, 1]}),
+    )
+    graph = Graph("concat", (TensorInfo("x", "float32", SHAPE),),
+                  (TensorInfo("y", "float32", (1, 3, 8, 8)),), nodes)
+    return Model(graph, w)

@@ -22,7 +22,7 @@ from udo_build.quant.mixed_search import (
 from udo_build.quant.pipeline import quantize_model
 from udo_build.quant.settings import Widths
 
-from .algo_models import chain_model, feeds
+from .algo_models import chain_model, concat_model, feeds
 
 SETTINGS = {"act_bitwidth": 8, "weights_bitwidth": 8, "bias_bitwidth": 32, "per_channel": True,
             "quantizer": "enhanced"}
@@ -129,3 +129,16 @@ def test_the_search_meets_its_target_on_the_integer_path(candidates: Candidates)
     ref = np.concatenate([exact.run(f, ["y"])["y"].ravel() for f in held_out]).astype(float)
     got = np.concatenate([approx.run(f, ["y"])["y"].ravel() for f in held_out])
     assert 10 * math.log10(np.sum(ref ** 2) / np.sum((ref - got) ** 2)) >= target
+
+
+def test_tensors_rounded_onto_a_readers_grid_follow_its_unit() -> None:
+    model = concat_model()
+    reference = quantize_model(model, {}, feeds(4), SETTINGS)
+    found = Candidates.of(reference, quantize_model(model, {}, feeds(4),
+                                                    {**SETTINGS, "act_bitwidth": 16}))
+    assert [u.name for u in found.units if u.kind == ACTIVATION] == ["x", "r", "y"]
+    assert all(found.roots[name] == "r" for name in ("c0", "p0", "k"))
+    widths = Widths.of({"r": 16}, {})
+    made = quantize_model(model, {}, feeds(4), SETTINGS, widths=widths)
+    assert found.compose(widths).activations == made.activations
+    assert {made.activations[n].bitwidth for n in ("c0", "p0", "k", "r")} == {16}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from udo_build.quant.pipeline import (
     quantize_and_measure,
     quantize_model,
 )
-from udo_build.quant.quantizers import asymmetric
+from udo_build.quant.quantizers import activation_encoding, asymmetric
 from udo_build.quant.report import layer_sqnr
 from udo_build.quant.settings import QuantizeSettings
 from udo_build.runtime.float_session import Session
@@ -221,3 +222,28 @@ def test_a_32_bit_bias_fits_by_widening_its_weight_scale(per_channel: bool) -> N
                                               "weights_bitwidth": 8})
     assert eight.params["w"] == symmetric_weights(model.weights["w"], 8,
                                                   0 if per_channel else None)
+
+
+def test_a_tensor_read_only_by_a_relu_or_a_concat_is_rounded_once_onto_its_grid() -> None:
+    from udo_build.quant.pipeline import one_grid
+    from udo_build.runtime.integer import QuantizedSession
+
+    from .algo_models import concat_model, feeds
+
+    model = concat_model()
+    q = quantize_model(model, {}, feeds(8), {"quantizer": "enhanced"})
+    assert one_grid(q.model.graph) == {"c0": "r", "p0": "r", "k": "r"}
+    assert q.activations["c0"] == q.activations["p0"] == q.activations["k"] == q.activations["r"]
+    assert q.activations["r"].min == 0.0
+    # each branch's own encoding, as before: the Concat's on a range below zero, then the Relu's
+    stats, _ = calibrate(q.model, {}, feeds(8), ["c0", "p0", "k", "r"], histograms=True)
+    own = {name: activation_encoding(stats[name], 8, "enhanced") for name in ("c0", "p0", "k")}
+    assert own["k"].min < 0.0 and own["k"] != q.activations["r"]
+    twice = replace(q, activations={**q.activations, **own})
+    held, exact = feeds(4, seed=9), Session(q.model)
+    errors = []
+    for qmodel in (q, twice):
+        session = QuantizedSession(qmodel)
+        errors.append(sum(float(np.sum((session.run(f, ["r"])["r"] - exact.run(f, ["r"])["r"])
+                                       ** 2)) for f in held))
+    assert errors[0] < 0.8 * errors[1]  # rounded once, on a grid with no codes below zero

@@ -8,7 +8,8 @@ what takes one width:
 
 - an activation: a tensor with an encoding of its own (graph input or node output); the tensors
   that share its encoding (a Reshape's, a MaxPool's output: udo_build.quant.pipeline
-  SHARES_ENCODING) follow it;
+  SHARES_ENCODING) follow it, and so do the tensors rounded onto it (a Concat's inputs, a
+  Relu's: udo_build.quant.pipeline.one_grid);
 - a weight of a Conv, Gemm or MatMul; its bias's encoding (scale = input scale x weight scale)
   follows the two.
 
@@ -37,7 +38,7 @@ import numpy as np
 
 from ..ir.qmodel import QuantizedModel
 from ..runtime.pool import Job, ordered
-from .pipeline import SHARES_ENCODING
+from .pipeline import SHARES_ENCODING, one_grid
 from .quantizers import with_bias
 from .settings import Widths
 
@@ -127,8 +128,9 @@ class Candidates:
 
 
 def _roots(reference: QuantizedModel, alternate: QuantizedModel) -> dict[str, str]:
-    """Each encoded activation -> the tensor whose encoding it takes (itself, or the source of
-    a tensor that shares its input's encoding in both models)."""
+    """Each encoded activation -> the tensor whose encoding it takes (itself; the source of a
+    tensor that shares its input's encoding in both models; the reader's output a tensor is
+    rounded onto, udo_build.quant.pipeline.one_grid)."""
     ref, alt = reference.activations, alternate.activations
     graph = reference.model.graph
     roots = {t.name: t.name for t in graph.inputs if t.name in ref}
@@ -140,6 +142,9 @@ def _roots(reference: QuantizedModel, alternate: QuantizedModel) -> dict[str, st
             shares = (node.op in SHARES_ENCODING and source in roots
                       and ref[source] == ref[out] and alt[source] == alt[out])
             roots[out] = roots[source] if shares else out
+    for name, grid in one_grid(graph).items():  # rounded onto a reader's output encoding
+        if name in roots and grid in roots and ref[name] == ref[grid] and alt[name] == alt[grid]:
+            roots[name] = roots[grid]
     return roots
 
 

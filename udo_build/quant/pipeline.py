@@ -7,17 +7,18 @@ Settings: act_bitwidth (8|16), weights_bitwidth (4|8|16), bias_bitwidth (8|32), 
 quantizer (tf|enhanced|symmetric), float_fallback; weights_block_size (> 0: MatMul, Gemm and
 Conv weights per block along their input axis, and Gather tables (embeddings) per row by blocks,
 as LPBQ with `lpbq`: udo_build.quant.blocks).
-Activation encodings come from the calibration
-statistics through the quantizer; tensors that only move data (Reshape, Transpose, MaxPool, ...)
-take their input's encoding so the integer path moves bytes; a Conv/Gemm/MatMul/Add output read
-only by a Relu or Clip gets no encoding (the activation absorbs it). Weights of Conv (per output
-channel, axis 0), Gemm (axis of B's output dim) and MatMul (last axis) are signed symmetric,
-per channel when `per_channel`; other constant operands get unsigned encodings of their finite
-range (none when they hold no finite value: see udo_build.quant.quantizers); biases get scale =
-input scale x weight scale, and a weight channel whose 32-bit bias would not fit at that scale
-gets the smallest wider scale at which it does (quantizers.with_bias). Inputs read for their
-exact values (Range's bounds, Resize's scales, a QuantizeLinear's scale, IsNaN's input, Pow's
-exponent: FLOAT_INPUTS) keep their float values.
+Activation encodings come from the calibration statistics through the quantizer; tensors that
+only move data (Reshape, Transpose, MaxPool, ...) take their input's encoding so the integer
+path moves bytes; a Conv/Gemm/MatMul/Add output read only by a Relu or Clip gets no encoding
+(the activation absorbs it); another tensor read only by a Relu, a Clip or a Concat takes that
+reader's output encoding (`one_grid`: rounded once). Weights of Conv (per output channel, axis
+0), Gemm (axis of B's output dim) and MatMul (last axis) are signed symmetric, per channel when
+`per_channel`; other constant operands get unsigned encodings of their finite range (none when
+they hold no finite value: see udo_build.quant.quantizers); biases get scale = input scale x
+weight scale, and a weight channel whose 32-bit bias would not fit at that scale gets the
+smallest wider scale at which it does (quantizers.with_bias). Inputs read for their exact values
+(Range's bounds, Resize's scales, a QuantizeLinear's scale, IsNaN's input, Pow's exponent:
+FLOAT_INPUTS) keep their float values.
 `widths` (udo_build.quant.settings.Widths: the mixed precision search's choice) give tensors their
 own bit widths instead of act_bitwidth / weights_bitwidth.
 `overrides` (AIMET encodings, e.g. from `override_encodings`) replace what was computed for the
@@ -157,6 +158,7 @@ class _Chooser:
         self.config = config
         self.consumers = self.graph.consumers()
         self.exact = float_tensors(self.graph)
+        self.one_grid = one_grid(self.graph, self.consumers)
         self.acts: dict[str, Encoding] = {}
         self.params: dict[str, list[Encoding]] = {}
 
@@ -170,9 +172,12 @@ class _Chooser:
         return self.acts, self.params
 
     def _activation(self, name: str) -> None:
-        if name in self.stats and name not in self.exact:
-            bits = self.widths.activation(name, self.config["act_bitwidth"])
-            self.acts[name] = activation_encoding(self.stats[name], bits, self.config["quantizer"])
+        grid = self.one_grid.get(name, name)  # the reader's output whose encoding it takes
+        if grid not in self.stats or grid in self.exact:
+            grid = name
+        if grid in self.stats and name not in self.exact:
+            bits = self.widths.activation(grid, self.config["act_bitwidth"])
+            self.acts[name] = activation_encoding(self.stats[grid], bits, self.config["quantizer"])
 
     def _outputs(self, node: Node) -> None:
         source = node.inputs[0] if node.inputs else ""
@@ -230,6 +235,38 @@ def float_tensors(graph: Graph) -> set[str]:
     (FLOAT_INPUTS)."""
     return {node.inputs[i] for node in graph.nodes if node.package == DEFAULT_PACKAGE
             for i in FLOAT_INPUTS.get(node.op, ()) if i < len(node.inputs) and node.inputs[i]}
+
+
+def one_grid(graph: Graph, consumers: Mapping[str, list[Node]] | None = None) -> dict[str, str]:
+    """Tensors quantized straight onto their reader's output encoding: {tensor: that output}.
+
+    A tensor whose only reader is a Relu or Clip (and that no activation absorbs), or a Concat,
+    takes the encoding of that reader's output (followed to the end of a chain: a Conv read by
+    a Concat read by a Relu takes the Relu's). The reader still runs, on the same grid: a Relu
+    or Clip on its own output's grid clamps as it would have, and a Concat's inputs already on
+    its grid are only copied, so the values are those of rounding once instead of twice (a
+    Concat's output on a range from below zero, then again on the Relu's, wasted half its
+    codes). Graph inputs and outputs, and tensors that take their input's encoding
+    (SHARES_ENCODING), keep their own."""
+    consumers = graph.consumers() if consumers is None else consumers
+    outputs = {t.name for t in graph.outputs}
+    direct: dict[str, str] = {}
+    for node in graph.nodes:
+        if node.op in SHARES_ENCODING:
+            continue
+        for out in node.outputs:
+            readers = consumers.get(out, [])
+            if (not out or out in outputs or len(readers) != 1 or not readers[0].outputs
+                    or _absorbed(graph, consumers, node, out)):
+                continue
+            if readers[0].op in (*ABSORBING, "Concat") and readers[0].outputs[0]:
+                direct[out] = readers[0].outputs[0]
+    found = {}
+    for name, target in direct.items():
+        while target in direct:
+            target = direct[target]
+        found[name] = target
+    return found
 
 
 def _calibrated_tensors(model: Model) -> list[str]:

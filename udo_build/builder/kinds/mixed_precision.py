@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 SENSITIVITY_PARAMS = ("group", "groups", "inputs")
 
 
-@action_kind("mixed-sensitivity", version=3, params=SENSITIVITY_PARAMS)
+# version 4 (both kinds): a tensor rounded onto its reader's output encoding is that unit's
+# (udo_build.quant.pipeline.one_grid)
+@action_kind("mixed-sensitivity", version=4, params=SENSITIVITY_PARAMS)
 def mixed_sensitivity(ctx: ActionContext) -> Produced:
     from ...quant.mixed_precision import OutputNoise
 
@@ -55,7 +57,7 @@ def mixed_sensitivity(ctx: ActionContext) -> Produced:
                                  f"over {len(feeds)} inputs"))
 
 
-@action_kind("mixed-search", version=3, params=TargetSettings.KEY_PARAMS)
+@action_kind("mixed-search", version=4, params=TargetSettings.KEY_PARAMS)
 def mixed_search(ctx: ActionContext) -> Produced:
     from ...quant.mixed_precision import OutputNoise, elements
     from ...quant.mixed_search import Unreachable, document, search
