@@ -104,6 +104,11 @@ def bench_model(name: str, args: argparse.Namespace, folder: Path) -> Row:
         (rounded, _), row.costs["adaround"] = timed(lambda: adaround(
             plain, {}, calibration, count, ada))
         measure("+adaround", rounded, row.costs["quantize"] + row.costs["adaround"])
+        if "bias_correction" in chosen:  # compared with the float weights AdaRound rounded
+            (after, _), seconds = timed(lambda: correct_biases(
+                rounded, {}, calibration, count, plain.model.weights))
+            measure("+adaround+bias_correction", after,
+                    row.costs["quantize"] + row.costs["adaround"] + seconds)
     if "bias_correction" in chosen:
         (corrected, _), row.costs["bias_correction"] = timed(lambda: correct_biases(
             plain, {}, calibration, count))
@@ -119,7 +124,8 @@ def bench_model(name: str, args: argparse.Namespace, folder: Path) -> Row:
     if "all" in chosen:
         (both, _), seconds = timed(lambda: adaround(on_cle, {}, calibration, count, ada))
         measure("+cle+adaround", both, spent + seconds)
-        (every, _), more = timed(lambda: correct_biases(both, {}, calibration, count))
+        (every, _), more = timed(lambda: correct_biases(both, {}, calibration, count,
+                                                        on_cle.model.weights))
         measure("+cle+adaround+bias_correction", every, spent + seconds + more)
         row.costs.setdefault("adaround", seconds)
         row.costs.setdefault("bias_correction", more)

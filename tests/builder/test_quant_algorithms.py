@@ -68,6 +68,8 @@ def test_the_plan_runs_the_algorithms_in_data_flow_order(tmp_path: Path) -> None
     assert ids[:5] == ["convert", "equalize", "quantize", "adaround", "bias-correct"]
     assert plan.actions["quantize"].inputs["bundle"] == Dep("equalize", "bundle")
     assert plan.actions["bias-correct"].inputs["bundle"] == Dep("adaround", "bundle")
+    # the float weights AdaRound rounded, which bias correction compares the rounded ones with
+    assert plan.actions["bias-correct"].inputs["reference"] == Dep("quantize", "bundle")
     assert plan.actions["run:smoke"].inputs["bundle"] == Dep("bias-correct", "bundle")
     assert plan.actions["quantize"].publish == {}
     assert "quant/layers.json" in (plan.actions["bias-correct"].publish or {})

@@ -65,6 +65,19 @@ def test_bias_correction_removes_the_mean_error_on_the_calibration_data() -> Non
     assert np.abs(quant_after - float_mean).max() < 1e-3 * error_before
 
 
+def test_bias_correction_after_adaround_compares_with_the_float_weights() -> None:
+    calibration = feeds(6)
+    qmodel = quantize_model(chain_model(), {}, calibration, SETTINGS)
+    rounded, _ = adaround(qmodel, {}, calibration, 6, AdaroundSettings(iterations=20, samples=64))
+    float_mean, _ = first_layer_means(qmodel, calibration)  # the weights before AdaRound
+    errors = []
+    for reference in (qmodel.model.weights, None):  # None: the rounded weights stand for float
+        corrected, _ = correct_biases(rounded, {}, calibration, 6, reference)
+        errors.append(np.abs(first_layer_means(corrected, calibration)[1] - float_mean).max())
+    assert errors[1] > 1e-2  # AdaRound's own rounding shifted the mean, and it stayed
+    assert errors[0] < 1e-3 * errors[1]
+
+
 def test_bias_correction_gives_a_layer_without_bias_one_with_encodings() -> None:
     model = absorbing_model()
     conv = model.graph.nodes[0]

@@ -380,6 +380,8 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
                                          **kernels}
         if q.report_inputs > 0:
             step_inputs["layers"] = Dep(previous, "layers")
+        if aid == "bias-correct" and previous != "quantize":  # the weights before AdaRound
+            step_inputs["reference"] = Dep("quantize", "bundle")
         plan.add(PlannedAction(aid, aid, {**params, "report_inputs": q.report_inputs},
                                step_inputs, f"{label} over {count} inputs",
                                publish if i == len(steps) - 1 else {}))

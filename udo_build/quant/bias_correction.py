@@ -6,12 +6,13 @@ As AIMET's empirical bias correction (Nagel et al. 2019, section 4.2): over the 
 inputs, for each Conv/Gemm with encoded weights (udo_build.quant.layer_inputs.layers_of), the
 mean of each output channel of the quantized layer (its weights on their grid, its input on its
 encoding's grid) is compared with the float layer's (float weights, float input); the difference
-is taken out of the bias. Weight rounding (AdaRound) and input clipping both shift a channel's
-mean; after correction the layer's mean output over the calibration data is the float one's,
-up to the bias's own grid. A layer with no bias gets one (with its encodings: scale = input
-scale x weight scale, as udo_build.quant.pipeline gives biases). Both means come from the input
-patch sums in one float pass (the mean of a convolution is its weights dotted with the mean
-patch), in float64 in a fixed order: the same bytes on every machine.
+is taken out of the bias. Weight rounding (AdaRound's too: its float weights are the `reference`
+the model's rounded ones are compared with) and input clipping both shift a channel's mean;
+after correction the layer's mean output over the calibration data is the float one's, up to the
+bias's own grid. A layer with no bias gets one (with its encodings: scale = input scale x weight
+scale, as udo_build.quant.pipeline gives biases). Both means come from the input patch sums in
+one float pass (the mean of a convolution is its weights dotted with the mean patch), in float64
+in a fixed order: the same bytes on every machine.
 """
 
 from __future__ import annotations
@@ -29,10 +30,15 @@ from .layer_inputs import LayerInput, gather, layers_of, ordered_sum, rows_of
 
 
 def correct_biases(qmodel: QuantizedModel, packages: Mapping[str, Any],
-                   feeds: Iterable[Mapping[str, np.ndarray]],
-                   count: int) -> tuple[QuantizedModel, int]:
+                   feeds: Iterable[Mapping[str, np.ndarray]], count: int,
+                   reference: Mapping[str, np.ndarray] | None = None,
+                   ) -> tuple[QuantizedModel, int]:
     """The model with its layers' biases corrected over `feeds` (`count` of them), and how
-    many layers were corrected."""
+    many layers were corrected. `reference`: the float weights the model's weights stand for,
+    where an algorithm before changed them (AdaRound writes its rounding into the weights, so
+    the model's own are already on their grid and would hide the shift the rounding made);
+    default: the model's own."""
+    reference = qmodel.model.weights if reference is None else reference
     layers = [layer for layer in layers_of(qmodel) if _bias_fits(layer.node, qmodel)]
     gather(qmodel, packages, feeds, layers, sums=True, count=count)
     weights = dict(qmodel.model.weights)
@@ -42,7 +48,7 @@ def correct_biases(qmodel: QuantizedModel, packages: Mapping[str, Any],
     for layer in layers:
         if layer.positions == 0:
             continue
-        delta = mean_shift(layer, qmodel)
+        delta = mean_shift(layer, qmodel, reference)
         nodes[layer.index] = _set_bias(layer.node, delta, weights, params, qmodel)
         corrected += 1
     graph = replace(qmodel.model.graph, nodes=tuple(nodes))
@@ -50,12 +56,15 @@ def correct_biases(qmodel: QuantizedModel, packages: Mapping[str, Any],
     return replace(qmodel, model=model, params=params), corrected
 
 
-def mean_shift(layer: LayerInput, qmodel: QuantizedModel) -> np.ndarray:
+def mean_shift(layer: LayerInput, qmodel: QuantizedModel,
+               reference: Mapping[str, np.ndarray]) -> np.ndarray:
     """Per output channel: the quantized layer's mean output minus the float layer's (float64),
-    bias left out."""
+    bias left out; the float layer's weights from `reference`."""
     node = layer.node
-    w = rows_of(node, qmodel.model.weights[node.inputs[1]]).astype(np.float64)
-    wq = w_on_grid(w, qmodel.params[node.inputs[1]])
+    name = node.inputs[1]
+    w = rows_of(node, reference.get(name, qmodel.model.weights[name])).astype(np.float64)
+    wq = w_on_grid(rows_of(node, qmodel.model.weights[name]).astype(np.float64),
+                   qmodel.params[name])
     group = np.arange(w.shape[0]) // (w.shape[0] // layer.groups)
     assert layer.float_sums is not None and layer.grid_sums is not None
     mean_f = layer.float_sums[group] / layer.positions

@@ -8,7 +8,8 @@ action, in the order the data flow asks for (udo_build.builder.plan):
                    encodings, so after quantize
     bias-correct   quantized bundle + calibration list and files (+ kernels) -> the bundle with
                    its biases corrected (udo_build.quant.bias_correction); after the weights'
-                   rounding is final, so after adaround
+                   rounding is final, so after adaround, whose float weights (quantize's
+                   bundle: input `reference`) it compares the rounded ones with
 
 Changing AdaRound's settings re-runs only adaround and what follows; equalize reads no
 calibration data, so new data re-runs quantize and after, never equalize. The two weight
@@ -50,11 +51,18 @@ def adaround(ctx: ActionContext) -> Produced:
         q, pk, feeds, n, settings), f"AdaRound ({settings.iterations} iterations)")
 
 
-@action_kind("bias-correct", version=1, params=("report_inputs",))
+# version 2: after AdaRound, compared with the float weights it rounded (input `reference`)
+@action_kind("bias-correct", version=2, params=("report_inputs",))
 def bias_correct(ctx: ActionContext) -> Produced:
+    from ...ir.bundle import read_bundle
     from ...quant.bias_correction import correct_biases
 
-    return _weight_step(ctx, "bias_correction", correct_biases, "bias correction")
+    reference = None
+    if "reference" in ctx.input_names():
+        reference = read_bundle(ctx.input_reader("reference"),
+                                "bundle before AdaRound").model.weights
+    return _weight_step(ctx, "bias_correction", lambda q, pk, feeds, n: correct_biases(
+        q, pk, feeds, n, reference), "bias correction")
 
 
 def _weight_step(ctx: ActionContext, step: str, algorithm: Any, title: str) -> Produced:
