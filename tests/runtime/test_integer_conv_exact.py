@@ -14,7 +14,7 @@ from udo_build.ir.encodings import Encoding
 from udo_build.kernels.default.conv import im2col
 from udo_build.runtime.integer.conv import conv
 from udo_build.runtime.integer.eltwise import add
-from udo_build.runtime.integer.exact import pack
+from udo_build.runtime.integer.exact import F32_LIMIT, biased_product, pack
 from udo_build.runtime.integer.fixed import Requant, lookup, pair_table, reach, zero_point
 
 
@@ -111,3 +111,33 @@ def test_the_pair_table_add_equals_the_int64_reference() -> None:
                   requant.hi, requant.dtype, 31)
     assert np.array_equal(lookup(table, a, b), _requantize(v, one))
     assert np.array_equal(add(a, b, zero_points=zps, requant=requant), _requantize(v, one))
+
+
+def test_a_float32_bias_added_inside_the_product_is_exact_up_to_its_bound() -> None:
+    # extreme codes and weights, one float32 chunk, and a bias that fills what is left below
+    # 2^24: the pre-filled sgemm (beta 1) must still give the int64 accumulator exactly
+    rng = np.random.default_rng(5)
+    x_enc = Encoding(8, 0.1, 0)
+    c, m = 57, 6
+    w = np.where(rng.random((m, c, 3, 3)) < 0.5, -127, 127).astype(np.int8)
+    x = np.where(rng.random((1, c, 9, 9)) < 0.5, 0, 255).astype(np.uint8)
+    packed = pack(w.reshape(1, m, -1), reach(x_enc))
+    assert len(packed.bounds) == 1 and packed.dtype == np.float32
+    room = F32_LIMIT - 1 - int(packed.acc_bound)
+    assert 0 < room < 2 ** 18
+    b = np.where(np.arange(m) % 2 == 0, -room, room).astype(np.float32)
+    cols = im2col(x.astype(np.float32), (3, 3), (1, 1), (1, 1), [1, 1], [9, 9])
+    got = biased_product(packed, cols.reshape(c * 9, -1), b)
+    expected = _reference(x, w, b.astype(np.int64), 0, None, 1, [1, 1, 1, 1], [1, 1])
+    assert got is not None and np.array_equal(got.astype(np.int64), expected.reshape(m, -1))
+    over = b + np.float32(np.sign(b))  # one more: past the bound, the caller adds it in float64
+    assert biased_product(packed, cols.reshape(c * 9, -1), over) is None
+    real = rng.uniform(0.5, 2.0, m) / (c * 9 * 40.0)
+    requant = Requant.make(real, packed.acc_bound + room + 1, Encoding(8, 0.05, -17))
+    assert requant is not None
+    for bias in (b, over):
+        y = conv(x, w, bias, x_zero_point=0, requant=requant.reshaped(-1, 1, 1), packed=packed,
+                 pads=[1, 1, 1, 1])
+        ref = _reference(x, w, bias.astype(np.int64), 0, requant.reshaped(-1, 1, 1), 1,
+                         [1, 1, 1, 1], [1, 1])
+        assert np.array_equal(y, ref)

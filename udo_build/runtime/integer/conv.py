@@ -17,7 +17,7 @@ import numpy as np
 from ...ir.encodings import Encoding
 from ...kernels.default._common import spatial, window_pads
 from ...kernels.default.conv import im2col
-from .exact import F32_LIMIT, Packed, pack, product
+from .exact import F32_LIMIT, Packed, biased_product, pack, product
 from .fixed import Requant, centered, reach, zero_point
 from .registry import (
     ACTIVATIONS,
@@ -50,7 +50,12 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_po
     begin, _, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_)
     cols = _columns(x, x_zero_point, packed.dtype, kernel, strides_, dilations_, begin, outs)
     cols = cols.reshape(n, group, -1, math.prod(outs))
-    y = product(packed, cols[0, 0] if n == 1 and group == 1 else cols).reshape(n, m, *outs)
+    single = n == 1 and group == 1
+    if single and b is not None and b.dtype == np.float32:
+        y = biased_product(packed, cols[0, 0], b)
+        if y is not None:  # the bias is in the product (exact: see biased_product)
+            return requant.apply(y.reshape(n, m, *outs), None, owned=True)
+    y = product(packed, cols[0, 0] if single else cols).reshape(n, m, *outs)
     offset = None if b is None else add_bias(y, b.reshape((-1,) + (1,) * rank), packed)
     return requant.apply(y, offset, owned=True)
 

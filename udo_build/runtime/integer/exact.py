@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...kernels.blas import gemm
+
 F32_LIMIT = 2 ** 24
 F64_LIMIT = 2 ** 53
 MAX_F32_CHUNKS = 4
@@ -112,6 +114,24 @@ def product(packed: Packed, cols: np.ndarray) -> np.ndarray:
             acc += part
     assert acc is not None
     return acc
+
+
+def biased_product(packed: Packed, cols: np.ndarray, bias: np.ndarray) -> np.ndarray | None:
+    """packed @ cols + bias for one group's columns (K, P), in float32, when exact: the product
+    is one float32 chunk and the bias (M, 1), float32 integers, keeps every partial sum below
+    2^24 (`packed.acc_bound` + max |bias| < F32_LIMIT). The output is pre-filled with the bias
+    and sgemm adds the products into it (beta 1, `udo_build.kernels.blas.gemm`): each value it
+    forms is the bias plus a partial sum of products, an integer below 2^24 in magnitude, so
+    exact; the same numbers as the product plus the bias after it, without that pass. None
+    when it does not apply (the caller adds the bias itself)."""
+    w = packed.operands[0]
+    if (packed.dtype != np.float32 or len(packed.bounds) != 1 or w.shape[0] != 1
+            or cols.ndim != 2 or bias.dtype != np.float32 or w[0].size > OPERAND_ROWS
+            or packed.acc_bound + float(np.abs(bias).max(initial=0)) >= F32_LIMIT):
+        return None
+    out = np.empty((w.shape[1], cols.shape[1]), np.float32)
+    np.copyto(out, bias.reshape(-1, 1))
+    return gemm(w[0].astype(np.float32), cols, out, 1.0)
 
 
 def _by_rows(w: np.ndarray, cols: np.ndarray, dtype: np.dtype) -> np.ndarray:
