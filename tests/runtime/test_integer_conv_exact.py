@@ -14,7 +14,7 @@ from udo_build.ir.encodings import Encoding
 from udo_build.kernels.default.conv import im2col
 from udo_build.runtime.integer.conv import conv
 from udo_build.runtime.integer.eltwise import add
-from udo_build.runtime.integer.exact import F32_LIMIT, biased_product, pack
+from udo_build.runtime.integer.exact import F32_LIMIT, biased_product, pack, product
 from udo_build.runtime.integer.fixed import Requant, lookup, pair_table, reach, zero_point
 
 
@@ -141,3 +141,25 @@ def test_a_float32_bias_added_inside_the_product_is_exact_up_to_its_bound() -> N
         ref = _reference(x, w, bias.astype(np.int64), 0, requant.reshaped(-1, 1, 1), 1,
                          [1, 1, 1, 1], [1, 1])
         assert np.array_equal(y, ref)
+
+
+def test_the_signed_bound_takes_fewer_chunks_and_stays_exact_at_its_edge() -> None:
+    # inputs after a Relu (x - zp in [0, 255]) against weights of both signs: a sum over any
+    # subset of K lies in [-255 N, 255 P], so max(P, N) decides the chunks, not P + N
+    k = 900
+    signs = np.where(np.arange(k) % 2 == 0, 1, -1)
+    w = np.stack([127 * signs, -127 * signs, np.roll(127 * signs, 1)]).astype(np.int8)
+    symmetric, relu = pack(w[None], 255), pack(w[None], 255, (0, 255))
+    positive = 127 * (k // 2)
+    assert relu.acc_bound == symmetric.acc_bound == 255 * 127 * k  # the requantization's
+    assert relu.partial_bound == 255 * positive < F32_LIMIT < symmetric.partial_bound
+    assert len(relu.bounds) == 1 and relu.dtype == np.float32 and len(symmetric.bounds) == 2
+    # columns that reach the bound: 255 where a row's weight is positive, 0 elsewhere, and
+    # random ones; float32 results must be the int64 ones
+    x = np.concatenate([np.where(w.T > 0, 255, 0),
+                        np.random.default_rng(7).integers(0, 256, (k, 61))], axis=1)
+    expected = w.astype(np.int64) @ x
+    assert np.abs(expected).max() == relu.partial_bound
+    for packed in (relu, symmetric):
+        got = product(packed, x.astype(packed.dtype))
+        assert np.array_equal(got.astype(np.int64), expected)

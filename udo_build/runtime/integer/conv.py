@@ -64,7 +64,7 @@ def add_bias(y: np.ndarray, b: np.ndarray, packed: Packed) -> np.ndarray | None:
     """Add the bias into a float32 product in place when the sum stays exact (None then),
     else return it for the requantization to add in float64. A float32 bias is the
     binder's promise that it does (`weighted`)."""
-    if y.dtype == np.float32 and (b.dtype == np.float32 or packed.acc_bound + float(
+    if y.dtype == np.float32 and (b.dtype == np.float32 or packed.partial_bound + float(
             np.abs(b).max(initial=0)) < F32_LIMIT):
         y += b.astype(np.float32, copy=False)
         return None
@@ -114,12 +114,15 @@ def weighted(ctx: Context, x: Encoding, w: np.ndarray, encs: Sequence[Encoding],
             bias is not None and not bias.encodings):
         return None  # block scales (PER_BLOCK) have no integer product: float fallback
     s_acc = x.scale * _per_channel([e.scale for e in encs], w.shape[0] * w.shape[1])
-    packed = pack(w, reach(x))
+    zp = zero_point(x)
+    packed = pack(w, reach(x), (x.qmin - zp, x.qmax - zp))
     bound, replace = packed.acc_bound, {}
     if bias is not None:
         replace[2] = accumulator_bias(bias, s_acc)
-        bound += float(np.abs(replace[2]).max(initial=0))
-        if packed.dtype == np.float32 and len(packed.bounds) == 1 and bound < F32_LIMIT:
+        largest = float(np.abs(replace[2]).max(initial=0))
+        bound += largest
+        if (packed.dtype == np.float32 and len(packed.bounds) == 1
+                and packed.partial_bound + largest < F32_LIMIT):
             replace[2] = replace[2].astype(np.float32)  # added to the product in float32
     requant = Requant.make(s_acc / ctx.out.scale, bound, ctx.out, ctx.output.clamp)
     if requant is None:
