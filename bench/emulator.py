@@ -20,19 +20,18 @@ latency, like for like (BLAS on 1 thread against ORT on 1 thread), is at most 1.
 ResNet-50 and 1.5x for SqueezeNet (issue 27). --smoke (for CI, ~10 s): SqueezeNet only, 1 warmup
 and 2 timed rounds, 1 thread only; accuracy is checked, the latency targets are printed but do not
 fail (a shared CI runner's timing is not a verdict).
---profile NAME times every plan step of that model (by op and convolution kind), the BLAS
-matmuls of its convolutions alone (the floor numpy can reach), and prints cProfile's top
-functions. Prints a table and PASS/FAIL per target; exits 1 if one is missed.
+--profile NAME: where that model's thread CPU time goes (`profile`): the whole run against
+onnxruntime's in the same rounds, the runner's own dispatch, each kind of plan step (by op and
+convolution kind) split into the GEMM calls it makes (timed in place) and the rest, and the same
+GEMM calls replayed alone, in the model's order and warm (the floor BLAS gives).
+Prints a table and PASS/FAIL per target; exits 1 if one is missed.
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import ctypes
-import io
 import os
-import pstats
 import re
 import statistics
 import sys
@@ -162,83 +161,133 @@ def bench_model(name: str, args: argparse.Namespace, blas: Blas, import_onnx) ->
 # -- profile ------------------------------------------------------------------------------------
 
 
+@dataclass
+class Calls:
+    """The convolutions' BLAS GEMM calls, timed where the kernels make them (thread CPU)."""
+
+    spent: float = 0.0
+    flops: int = 0
+    kept: list[tuple] | None = None  # (a, b, out, beta) of each call, to replay them
+
+    def wrap(self, gemm: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+        def timed(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0):  # type: ignore[no-untyped-def]
+            start = time.thread_time()
+            gemm(a, b, out, beta)
+            self.spent += time.thread_time() - start
+            self.flops += 2 * a.shape[0] * a.shape[1] * b.shape[1]
+            if self.kept is not None:
+                self.kept.append((a, b, out, beta))
+            return out
+        return timed
+
+
 def profile(name: str, args: argparse.Namespace, blas: Blas, import_onnx) -> None:  # type: ignore[no-untyped-def]
-    """Where the time of one emulator run goes: per kind of plan step, the kernels' time and,
-    for convolutions, that of np.matmul alone on the same GEMM shapes (timed right after each
-    step, so both see the same machine load); then cProfile's top functions."""
+    """Where the thread CPU time of one emulator run goes (BLAS on 1 thread, against
+    onnxruntime on 1 thread in the same rounds): the whole run, its plan steps by kind, the
+    GEMM calls inside them (timed in place), the rest; then the same GEMM calls replayed alone,
+    in the model's order (weights cold, as in a run) and each right after itself (warm)."""
+    from udo_build.kernels.default import conv
     from udo_build.runtime.float_session import Session
 
-    session = Session(import_onnx(light.randomized(name, args.seed, import_onnx)))
+    proto = _with_logits(light.randomized(name, args.seed, import_onnx))
+    session, ort = Session(import_onnx(proto)), _ort(proto, 1)
     x = session.graph.inputs[0]
     feeds = {x.name: np.random.default_rng(1).standard_normal(x.static_shape).astype(np.float32)}
+    names = [t.name for t in session.graph.outputs]
     blas.set_threads(1)
-    plan = session.plan(tuple(t.name for t in session.graph.outputs))
-    kinds: dict[str, list[float]] = {}
-    gemm: dict[str, float] = {}
-    operands: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    macs = 0
-    for round_ in range(args.repeats + 1):
-        env = dict(plan.constants)
-        env.update(feeds)
-        for i, step in enumerate(plan.steps):
-            inputs = [env[n] if n else None for n in step.inputs]
-            start = time.perf_counter()
-            result = step.fn(*inputs, **step.kwargs)
-            spent = time.perf_counter() - start
-            values = result if isinstance(result, tuple) else (result,)
-            env.update(zip(step.outputs, values, strict=False))
-            kind = _kind(step, inputs)
-            if round_ == 0 and "Conv" in kind:
-                operands[i] = _gemm_operands(step, inputs[1], values[0])
-                macs += int(np.prod(operands[i][0].shape)) * operands[i][1].shape[-1]
-            elif round_:
-                kinds.setdefault(kind, []).append(spent)
-                if i in operands:
-                    start = time.perf_counter()
-                    np.matmul(*operands[i])
-                    gemm[kind] = gemm.get(kind, 0.0) + time.perf_counter() - start
-            for dead in step.frees:
-                del env[dead]
-    _print_profile(name, args.repeats, kinds, gemm, macs)
-    profiler = cProfile.Profile()
-    profiler.enable()
+    plan = session.plan(tuple(names))
+    calls, gemm = Calls(), conv.gemm
+    rounds: list[dict[str, float]] = []
+    steps: dict[int, list[tuple[float, float, int]]] = {}
+    kinds: dict[int, str] = {}
+    conv.gemm = calls.wrap(gemm)
+    try:
+        for round_ in range(args.warmup + args.repeats):
+            times = {"emu": _cpu_wall(lambda: session.run(feeds)),
+                     "ort": _cpu_wall(lambda: ort.run(names, feeds))}
+            calls.kept = [] if round_ == args.warmup + args.repeats - 1 else None
+            _profile_steps(plan, feeds, calls, steps, kinds)
+            if round_ >= args.warmup:
+                rounds.append({f"{k}-{i}": v[i] for k, v in times.items() for i in (0, 1)})
+    finally:
+        conv.gemm = gemm
+    _print_breakdown(name, rounds, steps, kinds, _replay(calls.kept or [], gemm))
+
+
+def _cpu_wall(fn: Callable[[], object]) -> tuple[float, float]:
+    cpu, wall = time.thread_time(), time.perf_counter()
+    fn()
+    return time.thread_time() - cpu, time.perf_counter() - wall
+
+
+def _profile_steps(plan, feeds, calls: Calls, steps: dict, kinds: dict) -> None:  # type: ignore[no-untyped-def]
+    """One run of the plan, step by step: (thread CPU, GEMM CPU, GEMM flops) per step."""
+    env = dict(plan.constants)
+    env.update(feeds)
+    for i, step in enumerate(plan.steps):
+        inputs = [env[n] if n else None for n in step.inputs]
+        kinds.setdefault(i, _kind(step, inputs))
+        calls.spent, calls.flops = 0.0, 0
+        start = time.thread_time()
+        result = step.fn(*inputs, **step.kwargs)
+        steps.setdefault(i, []).append((time.thread_time() - start, calls.spent, calls.flops))
+        env.update(zip(step.outputs, result if isinstance(result, tuple) else (result,),
+                       strict=False))
+        inputs = result = None  # type: ignore[assignment]
+        for dead in step.frees:
+            del env[dead]
+
+
+def _replay(kept: list[tuple], gemm: Callable[..., np.ndarray]) -> tuple[float, float, int]:
+    """(CPU of the GEMM calls in order, CPU of each repeated right after itself, flops)."""
+    cold = warm = 0.0
+    flops = sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b, _, _ in kept)
     for _ in range(3):
-        session.run(feeds)
-    profiler.disable()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(8)
-    print("  cProfile, 3 runs, by own time:")
-    lines = text.getvalue().splitlines()
-    header = next(i for i, line in enumerate(lines) if "ncalls" in line)
-    print("\n".join("    " + line for line in lines[header:] if line.strip()))
+        start = time.thread_time()
+        for a, b, out, beta in kept:
+            gemm(a, b, out, beta)
+        cold += (time.thread_time() - start) / 3
+    for a, b, out, beta in kept:
+        gemm(a, b, out, beta)
+        start = time.thread_time()
+        gemm(a, b, out, beta)
+        warm += time.thread_time() - start
+    return cold, warm, flops
 
 
-def _gemm_operands(step, w: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
-    group = step.kwargs.get("group", 1)
-    m, k, p = w.shape[0] // group, w[0].size, y[0, 0].size
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((group, m, k), dtype=np.float32)
-    b = rng.standard_normal((group, k, p), dtype=np.float32)
-    return (a[0], b[0]) if group == 1 else (a, b)
-
-
-def _print_profile(name: str, repeats: int, kinds: dict[str, list[float]],
-                   gemm: dict[str, float], macs: int) -> None:
-    total = sum(sum(v) for v in kinds.values()) / repeats
-    blas_total = sum(gemm.values()) / repeats
-    print(f"\nprofile of {name} (emulator, BLAS on 1 thread, means of {repeats} runs): "
-          f"{total * 1e3:.1f} ms in kernels, of which the convolutions' GEMMs alone take "
-          f"{blas_total * 1e3:.1f} ms ({macs / 1e9:.2f} GMAC, "
-          f"{2 * macs / blas_total / 1e9:.0f} GFLOP/s)")
-    print(f"  {'step kind':<26} {'count':>5} {'ms/run':>8} {'share':>6} {'GEMM ms':>8} "
-          f"{'rest ms':>8}")
-    for kind, spent in sorted(kinds.items(), key=lambda kv: -sum(kv[1])):
-        ms = sum(spent) / repeats * 1e3
-        line = f"  {kind:<26} {len(spent) // repeats:>5} {ms:8.2f} {ms / total / 10:5.1f}%"
-        if kind in gemm:
-            blas_ms = gemm[kind] / repeats * 1e3
-            line += f" {blas_ms:8.2f} {ms - blas_ms:8.2f}"
-        print(line)
+def _print_breakdown(name: str, rounds: list[dict[str, float]], steps: dict, kinds: dict,
+                     replay: tuple[float, float, int]) -> None:  # type: ignore[no-untyped-def]
+    ms = {k: statistics.median(r[k] for r in rounds) * 1e3 for k in rounds[0]}
+    per_step = {i: [statistics.median(v[j] for v in runs) for j in range(3)]
+                for i, runs in steps.items()}
+    total = sum(v[0] for v in per_step.values()) * 1e3
+    in_gemm = sum(v[1] for v in per_step.values()) * 1e3
+    flops = sum(v[2] for v in per_step.values())
+    cold, warm, replayed = replay
+    print(f"\nprofile of {name}, BLAS on 1 thread, medians of thread CPU time (wall beside) over "
+          f"{len(rounds)} rounds:")
+    print(f"  whole run: emulator {ms['emu-0']:.1f} ms (wall {ms['emu-1']:.1f}), onnxruntime "
+          f"{ms['ort-0']:.1f} ms (wall {ms['ort-1']:.1f}): {ms['emu-0'] / ms['ort-0']:.2f}x")
+    print(f"  plan steps {total:.1f} ms (the runner's own dispatch: {ms['emu-0'] - total:.1f} ms);"
+          f" GEMM calls inside them {in_gemm:.1f} ms ({flops / 2e9:.2f} GMAC, "
+          f"{flops / in_gemm / 1e6:.0f} GFLOP/s), everything else {total - in_gemm:.1f} ms")
+    print(f"  the same GEMM calls replayed alone: in the model's order {cold * 1e3:.1f} ms "
+          f"({replayed / cold / 1e9:.0f} GFLOP/s), each right after itself (operands warm) "
+          f"{warm * 1e3:.1f} ms ({replayed / warm / 1e9:.0f} GFLOP/s)")
+    print(f"  {'step kind':<26} {'count':>5} {'ms':>8} {'GEMM ms':>8} {'rest ms':>8} "
+          f"{'GFLOP/s':>8}")
+    by_kind: dict[str, list[float]] = {}
+    for i, (spent, gemm_spent, gemm_flops) in per_step.items():
+        entry = by_kind.setdefault(kinds[i], [0, 0.0, 0.0, 0])
+        entry[0] += 1
+        entry[1] += spent * 1e3
+        entry[2] += gemm_spent * 1e3
+        entry[3] += gemm_flops
+    for kind, (count, spent, gemm_spent, gemm_flops) in sorted(by_kind.items(),
+                                                               key=lambda kv: -kv[1][1]):
+        rate = f"{gemm_flops / gemm_spent / 1e6:8.0f}" if gemm_spent else f"{'':>8}"
+        print(f"  {kind:<26} {count:>5} {spent:8.2f} {gemm_spent:8.2f} "
+              f"{spent - gemm_spent:8.2f} {rate}")
 
 
 def _kind(step, inputs: list) -> str:  # type: ignore[no-untyped-def]

@@ -14,7 +14,7 @@ from udo_build.ir.encodings import Encoding
 from udo_build.kernels.default.conv import im2col
 from udo_build.runtime.integer.conv import conv
 from udo_build.runtime.integer.eltwise import add
-from udo_build.runtime.integer.exact import pack
+from udo_build.runtime.integer.exact import F32_LIMIT, biased_product, pack, product
 from udo_build.runtime.integer.fixed import Requant, lookup, pair_table, reach, zero_point
 
 
@@ -111,3 +111,55 @@ def test_the_pair_table_add_equals_the_int64_reference() -> None:
                   requant.hi, requant.dtype, 31)
     assert np.array_equal(lookup(table, a, b), _requantize(v, one))
     assert np.array_equal(add(a, b, zero_points=zps, requant=requant), _requantize(v, one))
+
+
+def test_a_float32_bias_added_inside_the_product_is_exact_up_to_its_bound() -> None:
+    # extreme codes and weights, one float32 chunk, and a bias that fills what is left below
+    # 2^24: the pre-filled sgemm (beta 1) must still give the int64 accumulator exactly
+    rng = np.random.default_rng(5)
+    x_enc = Encoding(8, 0.1, 0)
+    c, m = 57, 6
+    w = np.where(rng.random((m, c, 3, 3)) < 0.5, -127, 127).astype(np.int8)
+    x = np.where(rng.random((1, c, 9, 9)) < 0.5, 0, 255).astype(np.uint8)
+    packed = pack(w.reshape(1, m, -1), reach(x_enc))
+    assert len(packed.bounds) == 1 and packed.dtype == np.float32
+    room = F32_LIMIT - 1 - int(packed.acc_bound)
+    assert 0 < room < 2 ** 18
+    b = np.where(np.arange(m) % 2 == 0, -room, room).astype(np.float32)
+    cols = im2col(x.astype(np.float32), (3, 3), (1, 1), (1, 1), [1, 1], [9, 9])
+    got = biased_product(packed, cols.reshape(c * 9, -1), b)
+    expected = _reference(x, w, b.astype(np.int64), 0, None, 1, [1, 1, 1, 1], [1, 1])
+    assert got is not None and np.array_equal(got.astype(np.int64), expected.reshape(m, -1))
+    over = b + np.float32(np.sign(b))  # one more: past the bound, the caller adds it in float64
+    assert biased_product(packed, cols.reshape(c * 9, -1), over) is None
+    real = rng.uniform(0.5, 2.0, m) / (c * 9 * 40.0)
+    requant = Requant.make(real, packed.acc_bound + room + 1, Encoding(8, 0.05, -17))
+    assert requant is not None
+    for bias in (b, over):
+        y = conv(x, w, bias, x_zero_point=0, requant=requant.reshaped(-1, 1, 1), packed=packed,
+                 pads=[1, 1, 1, 1])
+        ref = _reference(x, w, bias.astype(np.int64), 0, requant.reshaped(-1, 1, 1), 1,
+                         [1, 1, 1, 1], [1, 1])
+        assert np.array_equal(y, ref)
+
+
+def test_the_signed_bound_takes_fewer_chunks_and_stays_exact_at_its_edge() -> None:
+    # inputs after a Relu (x - zp in [0, 255]) against weights of both signs: a sum over any
+    # subset of K lies in [-255 N, 255 P], so max(P, N) decides the chunks, not P + N
+    k = 900
+    signs = np.where(np.arange(k) % 2 == 0, 1, -1)
+    w = np.stack([127 * signs, -127 * signs, np.roll(127 * signs, 1)]).astype(np.int8)
+    symmetric, relu = pack(w[None], 255), pack(w[None], 255, (0, 255))
+    positive = 127 * (k // 2)
+    assert relu.acc_bound == symmetric.acc_bound == 255 * 127 * k  # the requantization's
+    assert relu.partial_bound == 255 * positive < F32_LIMIT < symmetric.partial_bound
+    assert len(relu.bounds) == 1 and relu.dtype == np.float32 and len(symmetric.bounds) == 2
+    # columns that reach the bound: 255 where a row's weight is positive, 0 elsewhere, and
+    # random ones; float32 results must be the int64 ones
+    x = np.concatenate([np.where(w.T > 0, 255, 0),
+                        np.random.default_rng(7).integers(0, 256, (k, 61))], axis=1)
+    expected = w.astype(np.int64) @ x
+    assert np.abs(expected).max() == relu.partial_bound
+    for packed in (relu, symmetric):
+        got = product(packed, x.astype(packed.dtype))
+        assert np.array_equal(got.astype(np.int64), expected)

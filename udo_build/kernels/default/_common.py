@@ -78,15 +78,21 @@ ROW = 1024
 
 def relu_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """out = max(x, 0). numpy's maximum against a scalar takes a slow path; against a row of
-    zeros broadcast over a (-1, 1024) view of contiguous data it is about twice as fast."""
+    zeros broadcast over a (-1, 1024) view of contiguous data it is about twice as fast, so
+    contiguous data goes that way, its last size % 1024 elements (most convolution outputs are
+    not a multiple of 1024: SqueezeNet's 55 x 55) against the scalar."""
     zeros = _ZERO_ROWS.get(x.dtype)
     if zeros is None:
         zeros = _ZERO_ROWS.setdefault(x.dtype, np.zeros(ROW, dtype=x.dtype))
-    if (x.size % ROW == 0 and x.flags.c_contiguous and out.flags.c_contiguous
-            and out.dtype == x.dtype):
-        np.maximum(x.reshape(-1, ROW), zeros, out=out.reshape(-1, ROW))
-    else:
+    if not (x.flags.c_contiguous and out.flags.c_contiguous and out.dtype == x.dtype
+            and out.shape == x.shape):
         np.maximum(x, 0, out=out)
+        return out
+    head = x.size - x.size % ROW
+    src, dst = x.reshape(-1), out.reshape(-1)
+    np.maximum(src[:head].reshape(-1, ROW), zeros, out=dst[:head].reshape(-1, ROW))
+    if head < x.size:
+        np.maximum(src[head:], 0, out=dst[head:])
     return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ...ir.encodings import Encoding
 from ...kernels.default._common import spatial, window_pads
 from ...kernels.default.conv import im2col
-from .exact import F32_LIMIT, Packed, pack, product
+from .exact import F32_LIMIT, Packed, biased_product, pack, product
 from .fixed import Requant, centered, reach, zero_point
 from .registry import (
     ACTIVATIONS,
@@ -50,7 +50,12 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_po
     begin, _, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_)
     cols = _columns(x, x_zero_point, packed.dtype, kernel, strides_, dilations_, begin, outs)
     cols = cols.reshape(n, group, -1, math.prod(outs))
-    y = product(packed, cols[0, 0] if n == 1 and group == 1 else cols).reshape(n, m, *outs)
+    single = n == 1 and group == 1
+    if single and b is not None and b.dtype == np.float32:
+        y = biased_product(packed, cols[0, 0], b)
+        if y is not None:  # the bias is in the product (exact: see biased_product)
+            return requant.apply(y.reshape(n, m, *outs), None, owned=True)
+    y = product(packed, cols[0, 0] if single else cols).reshape(n, m, *outs)
     offset = None if b is None else add_bias(y, b.reshape((-1,) + (1,) * rank), packed)
     return requant.apply(y, offset, owned=True)
 
@@ -59,7 +64,7 @@ def add_bias(y: np.ndarray, b: np.ndarray, packed: Packed) -> np.ndarray | None:
     """Add the bias into a float32 product in place when the sum stays exact (None then),
     else return it for the requantization to add in float64. A float32 bias is the
     binder's promise that it does (`weighted`)."""
-    if y.dtype == np.float32 and (b.dtype == np.float32 or packed.acc_bound + float(
+    if y.dtype == np.float32 and (b.dtype == np.float32 or packed.partial_bound + float(
             np.abs(b).max(initial=0)) < F32_LIMIT):
         y += b.astype(np.float32, copy=False)
         return None
@@ -109,12 +114,15 @@ def weighted(ctx: Context, x: Encoding, w: np.ndarray, encs: Sequence[Encoding],
             bias is not None and not bias.encodings):
         return None  # block scales (PER_BLOCK) have no integer product: float fallback
     s_acc = x.scale * _per_channel([e.scale for e in encs], w.shape[0] * w.shape[1])
-    packed = pack(w, reach(x))
+    zp = zero_point(x)
+    packed = pack(w, reach(x), (x.qmin - zp, x.qmax - zp))
     bound, replace = packed.acc_bound, {}
     if bias is not None:
         replace[2] = accumulator_bias(bias, s_acc)
-        bound += float(np.abs(replace[2]).max(initial=0))
-        if packed.dtype == np.float32 and len(packed.bounds) == 1 and bound < F32_LIMIT:
+        largest = float(np.abs(replace[2]).max(initial=0))
+        bound += largest
+        if (packed.dtype == np.float32 and len(packed.bounds) == 1
+                and packed.partial_bound + largest < F32_LIMIT):
             replace[2] = replace[2].astype(np.float32)  # added to the product in float32
     requant = Requant.make(s_acc / ctx.out.scale, bound, ctx.out, ctx.output.clamp)
     if requant is None:

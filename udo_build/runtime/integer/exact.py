@@ -1,23 +1,31 @@
 """Exact integer matrix products through BLAS.
 
 numpy has no fast integer matmul, but float BLAS is exact on integers as long as every partial
-sum it forms is: a sum of products x_k * w_k in any order and grouping is bounded by
-max|x| x sum_k |w_k|, so when that bound stays below 2^24 (float32) or 2^53 (float64), sgemm or
-dgemm compute the integer result exactly. The operands are centered (x - zero point, as the
-uint8 -> float conversion BLAS needs anyway goes), so no zero-point correction term is needed and
-convolution padding is the real zero.
+sum it forms is: each value BLAS forms (a product, an FMA's result, a sum of two values it
+formed, the output plus what it adds into it) is the sum of the products x_k * w_k over some
+subset S of K, so when every such sum stays below 2^24 (float32) or 2^53 (float64) in
+magnitude, sgemm or dgemm compute the integer result exactly, in any order and grouping. The
+operands are centered (x - zero point, as the uint8 -> float conversion BLAS needs anyway goes),
+so no zero-point correction term is needed and convolution padding is the real zero.
+
+The bound: with x_k - zp in [lo, hi] (lo <= 0 <= hi: an encoding's [qmin - zp, qmax - zp]) and
+P, N the sums of a row's positive weights and of its negative ones' magnitudes over a range of
+K, a subset sum lies in [-(P |lo| + N hi), P hi + N |lo|], since each term x_k w_k with w_k > 0
+lies in [w_k lo, w_k hi] and with w_k < 0 in [|w_k| (-hi), |w_k| |lo|]: the bound is
+max(P hi + N |lo|, P |lo| + N hi). For activations after a Relu (zp 0: lo = 0, hi = 255) it is
+255 x max(P, N), about half of max|x - zp| x sum |w| (the bound for lo = -hi, which the
+requantization's multiplier width is defined by, `acc_bound`).
 
 `pack` prepares a weight matrix once, at load (like onnxruntime's prepacked weights): it splits
-the reduction axis K into the fewest equal chunks whose bound, with the weights' own sums of
-|w| (per output channel) and the input's largest |x - zp|, stays below 2^24, for float32
-operands; a product then takes one sgemm per chunk and adds the chunks' exact results in float64.
+the reduction axis K into the fewest equal chunks whose bound, with the weights' own sums per
+output channel and the input's range, stays below 2^24, for float32 operands; a product then
+takes one sgemm per chunk and adds the chunks' exact results in float64.
 The chunks stay integers at the weights' own width (int8 is a quarter of float32 and an eighth
 of float64: a model's weights are held once, narrow) and become BLAS operands one at a time,
 when a product takes them (exact: every integer of 32 bits or less is a float64, and the
 operand's bound keeps it exact in float32 too). When that would take more than MAX_F32_CHUNKS
 chunks (16-bit activations), it uses float64 operands instead (chunked the same way below
-2^53). With 8-bit activations and weights most layers need a single float32 chunk
-(He-initialized ResNet-50: all but two).
+2^53). With 8-bit activations and weights most layers need a single float32 chunk.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from ...kernels.blas import gemm
 
 F32_LIMIT = 2 ** 24
 F64_LIMIT = 2 ** 53
@@ -44,6 +54,7 @@ class Packed:
     bounds: tuple[tuple[int, int], ...]  # the K range of each chunk
     dtype: np.dtype
     acc_bound: float  # max |sum_k x_k w_k| over outputs, for |x| <= the x_reach packed for
+    partial_bound: float  # the largest |subset sum| of a row over all of K (<= acc_bound)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -51,32 +62,57 @@ class Packed:
         return g, m, self.bounds[-1][1]
 
 
-def pack(w: np.ndarray, x_reach: int) -> Packed:
-    """Pack integer weights (G, M, K) for products with inputs of |x| <= x_reach."""
+def pack(w: np.ndarray, x_reach: int, x_span: tuple[int, int] | None = None) -> Packed:
+    """Pack integer weights (G, M, K) for products with inputs of |x| <= x_reach, whose values
+    lie in x_span = (lo, hi) when it is known (an encoding's [qmin - zp, qmax - zp])."""
     w = np.asarray(w)
     rows = w[0] if w.shape[0] == 1 else w.reshape(-1, w.shape[-1])  # a view, even transposed
     acc_bound = float(_largest_sum(rows, [0])) * x_reach
+    lo, hi = x_span if x_span is not None else (-x_reach, x_reach)
+    span = (min(int(lo), 0), max(int(hi), 0))  # the padding's 0 is a value too
     dtype: type = np.float32
-    bounds = _chunks(rows, x_reach, F32_LIMIT, MAX_F32_CHUNKS)
+    bounds = _chunks(rows, span, F32_LIMIT, MAX_F32_CHUNKS)
     if bounds is None:
-        dtype, bounds = np.float64, _chunks(rows, x_reach, F64_LIMIT, w.shape[-1])
+        dtype, bounds = np.float64, _chunks(rows, span, F64_LIMIT, w.shape[-1])
     if bounds is None:  # pragma: no cover (one column is always exact in float64)
         raise ValueError("weights too large for an exact product")
     operands = tuple(w[..., k0:k1] for k0, k1 in bounds)  # views: the weights held once
-    return Packed(operands, tuple(bounds), np.dtype(dtype), acc_bound)
+    return Packed(operands, tuple(bounds), np.dtype(dtype), acc_bound,
+                  float(_largest_partial(rows, [0], span)))
 
 
-def _chunks(rows: np.ndarray, x_reach: int, limit: int,
+def _chunks(rows: np.ndarray, span: tuple[int, int], limit: int,
             most: int) -> list[tuple[int, int]] | None:
-    """The fewest (at most `most`) equal K chunks in which every row's sum of |w| x x_reach
-    stays below `limit` (None: more would be needed)."""
+    """The fewest (at most `most`) equal K chunks in which every row's bound (the module
+    docstring's, for x in span) stays below `limit` (None: more would be needed)."""
     k = rows.shape[-1]
-    total = float(_largest_sum(rows, [0])) * x_reach
+    total = float(_largest_partial(rows, [0], span))
     for n in range(max(1, math.ceil(total / (limit - 1))), min(most, max(k, 1)) + 1):
         edges = np.linspace(0, k, n + 1).round().astype(int)
-        if float(_largest_sum(rows, edges[:-1])) * x_reach < limit:
+        if float(_largest_partial(rows, edges[:-1], span)) < limit:
             return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
     return None
+
+
+def _largest_partial(rows: np.ndarray, edges: Sequence[int], span: tuple[int, int]) -> int:
+    """The largest bound max(P hi + N |lo|, P |lo| + N hi) of a row (M, K) over a K range,
+    from each edge to the next (the last to K), for x in span = (lo, hi), lo <= 0 <= hi: P and
+    N from the sums of |w| and of w (P = (|w| + w) / 2 summed, N = (|w| - w) / 2), integers,
+    summed by slices of rows as `_largest_sum` does."""
+    if rows.size == 0:
+        return 0
+    lo, hi = -span[0], span[1]  # both >= 0
+    step = max(1, SUM_ROWS // rows.shape[1])
+    largest = 0
+    for r0 in range(0, rows.shape[0], step):
+        signed = rows[r0:r0 + step].astype(np.int64)
+        total = np.add.reduceat(signed, edges, axis=1)
+        np.abs(signed, out=signed)
+        magnitude = np.add.reduceat(signed, edges, axis=1)
+        positive, negative = (magnitude + total) // 2, (magnitude - total) // 2
+        bound = np.maximum(positive * hi + negative * lo, positive * lo + negative * hi)
+        largest = max(largest, int(bound.max()))
+    return largest
 
 
 def _largest_sum(rows: np.ndarray, edges: Sequence[int]) -> int:
@@ -112,6 +148,24 @@ def product(packed: Packed, cols: np.ndarray) -> np.ndarray:
             acc += part
     assert acc is not None
     return acc
+
+
+def biased_product(packed: Packed, cols: np.ndarray, bias: np.ndarray) -> np.ndarray | None:
+    """packed @ cols + bias for one group's columns (K, P), in float32, when exact: the product
+    is one float32 chunk and the bias (M, 1), float32 integers, keeps every partial sum below
+    2^24 (`packed.partial_bound` + max |bias| < F32_LIMIT). The output is pre-filled with the
+    bias and sgemm adds the products into it (beta 1, `udo_build.kernels.blas.gemm`): each value it
+    forms is the bias plus a partial sum of products, an integer below 2^24 in magnitude, so
+    exact; the same numbers as the product plus the bias after it, without that pass. None
+    when it does not apply (the caller adds the bias itself)."""
+    w = packed.operands[0]
+    if (packed.dtype != np.float32 or len(packed.bounds) != 1 or w.shape[0] != 1
+            or cols.ndim != 2 or bias.dtype != np.float32 or w[0].size > OPERAND_ROWS
+            or packed.partial_bound + float(np.abs(bias).max(initial=0)) >= F32_LIMIT):
+        return None
+    out = np.empty((w.shape[1], cols.shape[1]), np.float32)
+    np.copyto(out, bias.reshape(-1, 1))
+    return gemm(w[0].astype(np.float32), cols, out, 1.0)
 
 
 def _by_rows(w: np.ndarray, cols: np.ndarray, dtype: np.dtype) -> np.ndarray:
