@@ -138,7 +138,7 @@ def ours(model: Any, calibration: Feeds, held_out: Feeds, logits: str, reference
 
 
 def ort_static(proto: Any, calibration: Feeds, held_out: Feeds, logits: str, reference: list,
-               method: str, folder: Path) -> tuple[Accuracy, Path]:
+               method: str, folder: Path, per_channel: bool = True) -> tuple[Accuracy, Path]:
     import onnx
     from onnx import version_converter
     from onnxruntime.quantization import (
@@ -164,7 +164,7 @@ def ort_static(proto: Any, calibration: Feeds, held_out: Feeds, logits: str, ref
     quant_pre_process(os.fspath(float_path), os.fspath(pre_path))
     quantize_static(os.fspath(pre_path), os.fspath(out_path), Reader(),
                     quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8, per_channel=True,
+                    weight_type=QuantType.QInt8, per_channel=per_channel,
                     calibrate_method=getattr(CalibrationMethod, method))
     seconds = time.perf_counter() - start
     exact = ort_session(out_path.read_bytes(), 1, fuse=False)

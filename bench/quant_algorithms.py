@@ -3,7 +3,7 @@ onnxruntime's calibrators on the same inputs, and what each costs.
 
     python bench/quant_algorithms.py [--models resnet50,shufflenet] [--calibration 32]
         [--held-out 16] [--methods MinMax,Percentile] [--iterations 50] [--samples 256]
-        [--seed 0] [--smoke]
+        [--seed 0] [--per-tensor] [--smoke]
 
 Models, inputs and metrics as bench/quant.py (whose helpers this imports): the onnx wheel's light
 models with random weights by role and calibrated batch norms, N(0, 1) calibration (seed+1) and
@@ -15,7 +15,8 @@ then bias correction after), alone and together; the integer path runs the held-
 onnxruntime: `quantize_static` (QDQ, QUInt8 activations, QInt8 per-channel weights) with each
 --methods calibration, its accuracy that of the QDQ model as written (bench/quant.py
 `ort_static`: onnxruntime's fused int8 kernels saturate on x86 CPUs without VNNI, which would
-flatter udo-build by up to 9 dB).
+flatter udo-build by up to 9 dB). --per-tensor: one weight scale per tensor on both sides (the
+case CLE is for: equalizing channel ranges buys nothing when each channel has its own scale).
 
 Seconds: the quantize step (fold, calibrate, encodings) and each algorithm's own time, apart;
 calibration is the quantize step with the tf quantizer (min/max per tensor: what onnxruntime's
@@ -81,7 +82,7 @@ def bench_model(name: str, args: argparse.Namespace, folder: Path) -> Row:
     session = Session(model)
     reference = [session.run(feed, [logits])[logits] for feed in held_out]
     row = Row(name)
-    settings = {**SETTINGS, "quantizer": "enhanced"}
+    settings = {**SETTINGS, "quantizer": "enhanced", "per_channel": not args.per_tensor}
     ada = AdaroundSettings(iterations=args.iterations, samples=args.samples, seed=args.seed)
     count = len(calibration)
 
@@ -136,7 +137,7 @@ def _ort(row: Row, proto: Any, calibration: list, held_out: list, logits: str,
          reference: list, args: argparse.Namespace, folder: Path) -> Row:
     for method in [m for m in args.methods.split(",") if m]:
         result, _ = ort_static(proto, calibration, held_out, logits, reference, method,
-                               folder / row.model)
+                               folder / row.model, per_channel=not args.per_tensor)
         row.results.append(result)
         print(f"  {row.model} {result.label}: {result.sqnr:.2f} dB ({result.seconds:.1f} s)",
               flush=True)
@@ -325,6 +326,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="what to run besides the enhanced quantizer: cle, adaround, "
                         "bias_correction alone, all (cle, adaround and bias correction)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-tensor", action="store_true",
+                   help="one weight scale per tensor, for udo-build and onnxruntime alike (the "
+                        "case CLE is for); default: per output channel")
     p.add_argument("--mixed", action="store_true",
                    help="mixed precision (quantize.target) instead of the algorithms")
     p.add_argument("--target", default="35",
