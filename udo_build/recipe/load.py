@@ -154,6 +154,7 @@ class _Builder:
         self.folder = self.path.absolute().parent
         self.root = find_root(self.folder.resolve())
         self.problems: list[Problem] = []
+        self.named: list[Path] = []  # every path it names (Recipe.named)
         self.socs = self._socs()
 
     # -- reporting ----------------------------------------------------------------------------
@@ -182,6 +183,7 @@ class _Builder:
             package=self._package(targets), model=self._model(), quantize=quantize,
             targets=tuple(targets), runs=self._runs(default_precision),
             max_record_bytes=self._max_record_bytes(), socs=self.socs, positions=self.positions,
+            named=tuple(dict.fromkeys(self.named)),
         )
         self._check_precisions(recipe)
         self._check_dims()
@@ -224,6 +226,7 @@ class _Builder:
                        "write it relative to the recipe's folder")
             return given
         resolved = (self.folder / given).resolve()
+        self.named.append(resolved)
         if not resolved.is_relative_to(self.root):
             self.error(path, f"'{raw}' leads outside the project folder {self.root}",
                        "paths stay inside the recipe's project (the nearest folder above the "

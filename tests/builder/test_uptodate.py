@@ -1,0 +1,189 @@
+"""A no-op build is recorded and replayed (builder/uptodate.py): the replay tells the recorded
+report without running the build, and anything the record relies on that changes (an input, an
+output file, a blob, the recipe, an option, the environment, the action kinds) makes the build
+run in full again, which then does what it must (runs, mends, heals)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from udo_build.builder import actions, session, uptodate
+from udo_build.cli import main
+from udo_build.store import filecache
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "softplus" / "ops"
+RECIPE = """recipe: 1
+name: tiny
+package:
+  name: TinyPackage
+  ops:
+    - config: ops/softplus.xml
+      kernels: ops/kernels.py
+  backends: [CPU]
+"""
+
+
+class Tiny:
+    """A project of two real actions (opdef, package:CPU), built through the CLI."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "ops").mkdir()
+        for name in ("softplus.xml", "kernels.py"):
+            shutil.copyfile(EXAMPLES / name, root / "ops" / name)
+        (root / ".udo-build-root").write_text("")
+        self.recipe = root / "recipe.yaml"
+        self.recipe.write_text(RECIPE)
+        self.store = root / "store"
+        self.out = root / "out"
+        self.full = 0  # builds that ran in full
+
+    def build(self, *extra: str) -> dict[str, Any]:
+        out, err = io.StringIO(), io.StringIO()
+        code = main([str(self.recipe), "--store", str(self.store), "--out", str(self.out),
+                     "--json", *extra], stdout=out, stderr=err)
+        assert code == 0, err.getvalue()
+        return json.loads(out.getvalue())
+
+    def records(self) -> list[Path]:
+        return sorted((self.store / uptodate.FOLDER).glob("*.json"))
+
+
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tiny]:
+    monkeypatch.setattr(filecache, "RACY_SECONDS", 0.0)  # no waiting for the racy window
+    monkeypatch.setattr(uptodate, "RACY_NS", 0)
+    monkeypatch.setattr(actions, "pristine", lambda: True)  # other tests changed the kinds
+    monkeypatch.chdir(tmp_path)
+    project = Tiny(tmp_path)
+    real = session.run_build
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        project.full += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(session, "run_build", counted)
+    yield project
+
+
+def _without_times(summary: dict[str, Any]) -> dict[str, Any]:
+    return {**summary, "seconds": None}
+
+
+def test_a_noop_is_recorded_then_replayed(tiny: Tiny) -> None:
+    assert tiny.build()["executed"] == 2
+    assert tiny.records() == []  # it ran actions: not a no-op
+    noop = tiny.build()
+    assert (noop["executed"], noop["cached"], tiny.full) == (0, 2, 2)
+    assert len(tiny.records()) == 1
+    stats = json.loads((tiny.store / "stats.json").read_bytes())["counters"]
+    replayed = tiny.build()
+    assert tiny.full == 2  # told from the record
+    assert _without_times(replayed) == _without_times(noop)
+    after = json.loads((tiny.store / "stats.json").read_bytes())["counters"]
+    assert (after["builds"], after["local_hits"]) == (stats["builds"] + 1,
+                                                      stats["local_hits"] + 2)
+
+
+def _edit_recipe(t: Tiny) -> None:
+    t.recipe.write_text(RECIPE.replace("TinyPackage", "OtherPackage"))
+
+
+def _edit_named(t: Tiny) -> None:
+    kernels = t.root / "ops" / "kernels.py"  # named by the recipe, read by no action here
+    kernels.write_text(kernels.read_text() + "\nEXTRA = 1\n")
+
+
+def _touch_recipe(t: Tiny) -> None:
+    os.utime(t.recipe)  # the same bytes: its ctime changes all the same
+
+
+def _delete_output(t: Tiny) -> None:
+    next(p for p in (t.out / "packages").rglob("*") if p.is_file()).unlink()
+
+
+def _delete_blobs(t: Tiny) -> None:
+    for blob in (t.store / "cas").rglob("*"):
+        if blob.is_file():
+            blob.chmod(0o644)
+            blob.unlink()
+
+
+def _delete_entry(t: Tiny) -> None:
+    next((t.store / "ac").rglob("*.json")).unlink()
+
+
+def _add_config(t: Tiny) -> None:
+    (t.root / "udo-build.toml").write_text("[remote]\n")
+
+
+def _add_folder_in_output(t: Tiny) -> None:
+    (t.out / "packages" / "new").mkdir()
+
+
+CHANGES: dict[str, Callable[[Tiny], None]] = {
+    "the recipe's bytes": _edit_recipe, "the recipe's times": _touch_recipe,
+    "a file the recipe names": _edit_named,
+    "an output file deleted": _delete_output, "the store's blobs deleted": _delete_blobs,
+    "an action-cache entry deleted": _delete_entry, "a config file added": _add_config,
+    "an entry added to the output folder": _add_folder_in_output,
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_change_builds_in_full(tiny: Tiny, change: str) -> None:
+    tiny.build()
+    good = {p.relative_to(tiny.out): p.read_bytes() for p in tiny.out.rglob("*")
+            if p.is_file() and not p.name.startswith(".udo-build")}
+    tiny.build()
+    assert tiny.records()
+    CHANGES[change](tiny)
+    summary = tiny.build()
+    assert tiny.full == 3, f"{change}: replayed"
+    if change == "the recipe's bytes":
+        assert summary["executed"] == 2  # other op definitions, another package
+        return
+    if change in ("the store's blobs deleted", "an action-cache entry deleted"):
+        assert summary["executed"] >= 1  # made again in this build
+    now = {p.relative_to(tiny.out): p.read_bytes() for p in tiny.out.rglob("*")
+           if p.is_file() and not p.name.startswith(".udo-build")}
+    assert now == good  # mended
+
+
+def test_another_command_or_environment_is_not_replayed(
+        tiny: Tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny.build()
+    tiny.build()
+    tiny.build()
+    assert tiny.full == 2
+    tiny.build("-j", "1")
+    assert tiny.full == 3  # another command: its own record
+    monkeypatch.setenv("UDO_BUILD_SOMETHING", "1")
+    tiny.build()
+    assert tiny.full == 4
+
+
+def test_changed_action_kinds_are_not_replayed(tiny: Tiny,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny.build()
+    tiny.build()
+    monkeypatch.setattr(actions, "pristine", lambda: False)  # a test's kinds, say
+    tiny.build()
+    assert tiny.full == 3
+    assert len(tiny.records()) == 1  # nor recorded
+
+
+def test_nothing_is_recorded_within_the_racy_window(tiny: Tiny,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(uptodate, "RACY_NS", 3600 * 10**9)  # every file is recent
+    tiny.build()
+    tiny.build()
+    assert tiny.records() == []
