@@ -187,3 +187,17 @@ def test_nothing_is_recorded_within_the_racy_window(tiny: Tiny,
     tiny.build()
     tiny.build()
     assert tiny.records() == []
+
+
+def test_a_changed_plugin_file_is_not_replayed(tiny: Tiny,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin = tiny.root / "plugin.py"  # a plugin loaded from a file is not in sys.modules
+    plugin.write_text("# kinds\n")
+    monkeypatch.setattr(actions, "_plugin_files", [str(plugin)])
+    tiny.build()
+    tiny.build()
+    tiny.build()
+    assert tiny.full == 2
+    plugin.write_text("# other kinds\n")
+    tiny.build()
+    assert tiny.full == 3

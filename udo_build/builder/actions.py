@@ -168,6 +168,7 @@ def registered() -> dict[str, ActionKind]:
 _loaded = False
 _changed = False  # a kind was removed: the registry is not what the code and plugins make
 _plugins: set[str] = set()  # the modules of the plugins loaded
+_plugin_files: list[str] = []  # the plugins loaded from a file (not in sys.modules)
 
 
 def pristine() -> bool:
@@ -178,6 +179,11 @@ def pristine() -> bool:
     return _loaded and not _changed and all(
         any(k.run.__module__ == m or k.run.__module__.startswith(f"{m}.") for m in loaded)
         for k in _REGISTRY.values())
+
+
+def plugin_files() -> list[str]:
+    """The plugin files load_kinds ran (a plugin named as a module is in sys.modules)."""
+    return list(_plugin_files)
 
 
 def load_kinds(env: Mapping[str, str] | None = None) -> None:
@@ -203,6 +209,7 @@ def _import_plugin(entry: str) -> None:
                 raise ImportError(f"cannot load {entry}")
             module = importlib.util.module_from_spec(spec)
             _plugins.add(module.__name__)
+            _plugin_files.append(entry)
             spec.loader.exec_module(module)
         else:
             _plugins.add(importlib.import_module(entry).__name__)

@@ -420,15 +420,17 @@ def _above(recipe: Recipe) -> list[Path]:
 
 
 def _code_files() -> list[Path]:
-    """The files of the code that ran: every module outside Python's own library, and the
-    data files beside udo-build's modules (the SoC table, the schemas)."""
+    """The files of the code that ran: every module outside Python's own library, the plugin
+    files, and the data files beside udo-build's modules (the SoC table, the schemas)."""
     import sysconfig
+
+    from .actions import plugin_files
 
     paths = sysconfig.get_paths()
     library = tuple(os.path.join(paths[k], "") for k in ("stdlib", "platstdlib"))
     installed = tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib"))
     package = os.path.join(str(Path(__file__).parent.parent), "")
-    files: set[str] = set()
+    files: set[str] = set(plugin_files())
     folders: set[str] = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
