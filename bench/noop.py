@@ -339,7 +339,7 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
               + (f"\n{cold.stderr[-1500:]}" if cold.code else ""))
 
     time.sleep(racy_window())  # what the cold build wrote is trusted from now on
-    full, noops = noop_builds(cmd, recipe, store, env, args.repeats)
+    full, noops, passes = noop_builds(cmd, recipe, store, env, args.repeats)
     noop_ms = median_ms([b.seconds for b in noops])
     full_ms = median_ms([b.seconds for b in full])
     executed = sorted({b.count("executed") for b in [*full, *noops]})
@@ -358,9 +358,11 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
     if args.timing:
         rep.check(f"no-op <= {NOOP_LIMIT_MS:.0f} ms", noop_ms <= NOOP_LIMIT_MS,
                   f"median {noop_ms:.1f} ms")
-    passes = _references(rep, cmd, recipe, store, env, args.repeats)
+    pass_ms = median_ms(passes)
+    rep.fact("python -c pass, in the same rounds (median)", f"{pass_ms:.1f} ms")
     rep.fact("no-op beyond python -c pass (medians)",
-             f"replayed {noop_ms - passes:.1f} ms, full {full_ms - passes:.1f} ms")
+             f"replayed {noop_ms - pass_ms:.1f} ms, full {full_ms - pass_ms:.1f} ms")
+    _references(rep, cmd, recipe, store, env, args.repeats)
 
     bad, top = import_report(cmd, recipe, store, env)
     rep.check("no-op imports no onnx/lxml/numpy/jsonschema/emulator", not bad,
@@ -396,17 +398,19 @@ def racy_window() -> float:
 
 
 def noop_builds(cmd: Sequence[str], recipe: Path, store: Path, env: dict[str, str],
-                repeats: int) -> tuple[list[Build], list[Build]]:
-    """(full no-ops, replayed no-ops), alternating: before each full one the record is
-    removed (it writes it again), so the replay after it has one."""
+                repeats: int) -> tuple[list[Build], list[Build], list[float]]:
+    """(full no-ops, replayed no-ops, `python -c pass` seconds), in turn, round after round
+    (the machine's load moves all three alike): before each full one the record is removed
+    (it writes it again), so the replay after it has one."""
     from udo_build.builder.uptodate import FOLDER
 
-    full, replayed = [], []
+    full, replayed, passes = [], [], []
     for _ in range(repeats):
         shutil.rmtree(store / FOLDER, ignore_errors=True)
         full.append(build(cmd, recipe, store, env=env))
         replayed.append(build(cmd, recipe, store, env=env))
-    return full, replayed
+        passes.append(timed([sys.executable, "-c", "pass"], cwd=recipe.parent)[0])
+    return full, replayed, passes
 
 
 def _told(b: Build) -> list[tuple[str, str, str]]:
@@ -414,11 +418,7 @@ def _told(b: Build) -> list[tuple[str, str, str]]:
 
 
 def _references(rep: Report, cmd: list[str], recipe: Path, store: Path, env: dict[str, str],
-                repeats: int) -> float:
-    """Print the peers of the same run; returns `python -c pass`'s median (ms)."""
-    passes = [timed([sys.executable, "-c", "pass"], cwd=recipe.parent)[0]
-              for _ in range(repeats)]
-    rep.fact("python -c pass (median)", f"{median_ms(passes):.1f} ms")
+                repeats: int) -> None:
     imports = [timed([sys.executable, "-c", "import udo_build.cli"], cwd=recipe.parent)[0]
                for _ in range(repeats)]
     rep.fact("python -c 'import udo_build.cli' (median)", f"{median_ms(imports):.1f} ms")
@@ -427,7 +427,6 @@ def _references(rep: Report, cmd: list[str], recipe: Path, store: Path, env: dic
         runs = [build(other, recipe, store, env=env).seconds for _ in range(repeats)]
         rep.fact(f"no-op via {' '.join(Path(a).name for a in other)} (median)",
                  f"{median_ms(runs):.1f} ms")
-    return median_ms(passes)
 
 
 def _comment_only(rep: Report, cmd: list[str], recipe: Path, store: Path,
