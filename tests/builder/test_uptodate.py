@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from udo_build.builder import actions, session, uptodate
 from udo_build.cli import main
+from udo_build.errors import Problem
 from udo_build.store import filecache
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "softplus" / "ops"
@@ -47,11 +49,15 @@ class Tiny:
         self.full = 0  # builds that ran in full
 
     def build(self, *extra: str) -> dict[str, Any]:
+        return json.loads(self.told("--json", *extra)[0])
+
+    def told(self, *extra: str) -> tuple[str, str]:
+        """(stdout, stderr) of a build."""
         out, err = io.StringIO(), io.StringIO()
         code = main([str(self.recipe), "--store", str(self.store), "--out", str(self.out),
-                     "--json", *extra], stdout=out, stderr=err)
+                     *extra], stdout=out, stderr=err, env={})
         assert code == 0, err.getvalue()
-        return json.loads(out.getvalue())
+        return out.getvalue(), err.getvalue()
 
     def records(self) -> list[Path]:
         return sorted((self.store / uptodate.FOLDER).glob("*.json"))
@@ -201,3 +207,38 @@ def test_a_changed_plugin_file_is_not_replayed(tiny: Tiny,
     plugin.write_text("# other kinds\n")
     tiny.build()
     assert tiny.full == 3
+
+
+def test_the_summary_on_a_terminal_is_the_full_no_ops(tiny: Tiny) -> None:
+    tiny.build()
+    full = tiny.told()[0]
+    replayed = tiny.told()[0]
+    assert tiny.full == 2
+
+    def untimed(text: str) -> str:
+        return re.sub(r" in [0-9.]+ s", " in T s", text)
+
+    assert untimed(replayed) == untimed(full) and "2 cached" in full
+
+
+def test_warnings_of_the_recipe_and_op_definitions_are_told_again(
+        tiny: Tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    def tell(store: Any, members: Any, states: Any, events: Any, strict: bool) -> None:
+        events.warning(Problem("an op definition warns", file="ops/softplus.xml"))
+
+    monkeypatch.setattr(session, "_tell_overrides", tell)
+    tiny.build()
+    tiny.told()
+    err = tiny.told()[1]
+    assert tiny.full == 2 and "an op definition warns" in err
+
+
+def test_a_build_that_told_another_warning_is_not_recorded(
+        tiny: Tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    def healed(states: Any, events: Any) -> None:
+        events.warning(Problem("something was mended"))
+
+    monkeypatch.setattr(session, "_tell_healed", healed)
+    tiny.build()
+    tiny.build()
+    assert tiny.records() == []
