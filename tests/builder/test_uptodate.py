@@ -242,3 +242,21 @@ def test_a_build_that_told_another_warning_is_not_recorded(
     tiny.build()
     tiny.build()
     assert tiny.records() == []
+
+
+@pytest.mark.parametrize("damage", ['{"schema": 1}', "[1, 2", '{"report": {"actions": [[1]]}}'])
+def test_a_damaged_record_builds_in_full(tiny: Tiny, damage: str) -> None:
+    tiny.build()
+    noop = tiny.build()
+    (record,) = tiny.records()
+    doc = json.loads(record.read_text())
+    if damage.startswith('{"report"'):
+        doc["report"]["actions"] = [[1]]  # the rest as it was
+        record.write_text(json.dumps(doc))
+    else:
+        record.write_text(damage)
+    stats = json.loads((tiny.store / "stats.json").read_bytes())["counters"]["builds"]
+    assert _without_times(tiny.build()) == _without_times(noop)
+    assert tiny.full == 3
+    after = json.loads((tiny.store / "stats.json").read_bytes())["counters"]["builds"]
+    assert after == stats + 1  # counted once

@@ -123,7 +123,7 @@ def record_path(store_root: Path, cmd: dict[str, Any]) -> Path:
 def replay(request: Request, events: Events) -> tuple[dict[str, Any], float] | None:
     """The recorded no-op of this command when everything it read is as it was, its hits
     counted in the store and its warnings told: (its report, as `Draft.save` keeps it, the
-    seconds the replay took); None when the build must run (nothing was written then)."""
+    seconds the replay took); None when the build must run (nothing was counted then)."""
     started = time.perf_counter()
     kinds = sys.modules.get(f"{__package__}.actions")  # loaded: maybe changed in-process
     if not replayable(request) or kinds is not None and not kinds.pristine():
@@ -139,8 +139,8 @@ def replay(request: Request, events: Events) -> tuple[dict[str, Any], float] | N
         if doc["fresh_until"] < time.time_ns() or not unchanged(doc["files"]):
             return None
         return _replay(doc, root, events, started)
-    except (OSError, ValueError, KeyError, TypeError, UserError):
-        return None  # no record, an unreadable one, or a folder the build must tell about
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, UserError):
+        return None  # no record, a damaged one, or a folder the build must tell about
 
 
 def _replay(doc: dict[str, Any], root: Path, events: Events,
@@ -148,7 +148,8 @@ def _replay(doc: dict[str, Any], root: Path, events: Events,
     from ..store.locks import store_lock
     from .owner import owned
 
-    report = doc["report"]
+    report = _checked(doc["report"])
+    warnings = [Problem(*row) for row in doc["warnings"]]
     out = Path(report["out"])
     with store_lock(root, exclusive=False):  # gc cannot remove what is checked meanwhile
         if not unchanged(doc["store"]):
@@ -157,9 +158,20 @@ def _replay(doc: dict[str, Any], root: Path, events: Events,
             if not unchanged(doc["out"]):
                 return None
             _count(root, len(report["actions"]))
-            for row in doc["warnings"]:
-                events.warning(Problem(*row))
+            for problem in warnings:
+                events.warning(problem)
             return report, time.perf_counter() - started
+
+
+def _checked(report: Any) -> dict[str, Any]:
+    """The recorded report, its shape checked (ValueError: a damaged record, not replayed)."""
+    texts = [report[k] for k in ("recipe", "file", "store", "out", "where")]
+    rows = report["actions"]
+    if not all(isinstance(t, str) for t in texts) or not isinstance(report["page"], str | None) \
+            or not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 11
+                                                     for r in rows):
+        raise ValueError("a damaged no-op record")
+    return dict(report)
 
 
 def _count(root: Path, hits: int) -> None:
