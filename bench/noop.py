@@ -377,7 +377,7 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
         loads, parses, lines = profile_report(recipe, store, env, work)
         print("\nno-op: cProfile, udo_build functions by cumulative time:")
         print("\n".join(f"  {line}" for line in lines))
-        rep.check("no-op loads the recipe at most once (parsing YAML at most once)",
+        rep.check("no-op loads the recipe once at most (parsing YAML once at most)",
                   loads <= 1 and parses <= 1,
                   f"load_recipe called {loads}x (0: replayed), load_yaml {parses}x")
 
