@@ -168,6 +168,7 @@ class Build:
     code: int
     summary: dict[str, Any] = field(default_factory=dict)
     stderr: str = ""
+    cpu: float = 0.0  # user + system seconds of the process (less moved by the machine's load)
 
     def count(self, key: str) -> int:
         return int(self.summary.get(key, -1))
@@ -179,6 +180,7 @@ class Build:
 def build(cmd: Sequence[str], recipe: Path, store: Path, *, env: dict[str, str],
           targets: Sequence[str] = ()) -> Build:
     argv = [*cmd, str(recipe), *targets, "--store", str(store), "--json"]
+    used = children_cpu()
     started = time.perf_counter()
     proc = subprocess.run(argv, cwd=recipe.parent, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
@@ -186,7 +188,15 @@ def build(cmd: Sequence[str], recipe: Path, store: Path, *, env: dict[str, str],
         summary = json.loads(proc.stdout) if proc.stdout.strip() else {}
     except ValueError:
         summary = {"unparsed": proc.stdout[-2000:]}
-    return Build(seconds, proc.returncode, summary, proc.stderr)
+    return Build(seconds, proc.returncode, summary, proc.stderr, children_cpu() - used)
+
+
+def children_cpu() -> float:
+    """User + system seconds of this process's finished children so far."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def timed(argv: Sequence[str], *, cwd: Path, env: dict[str, str] | None = None,
@@ -358,10 +368,13 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
     if args.timing:
         rep.check(f"no-op <= {NOOP_LIMIT_MS:.0f} ms", noop_ms <= NOOP_LIMIT_MS,
                   f"median {noop_ms:.1f} ms")
-    pass_ms = median_ms(passes)
+    pass_ms = median_ms([b.seconds for b in passes])
     rep.fact("python -c pass, in the same rounds (median)", f"{pass_ms:.1f} ms")
     rep.fact("no-op beyond python -c pass (medians)",
              f"replayed {noop_ms - pass_ms:.1f} ms, full {full_ms - pass_ms:.1f} ms")
+    cpu = {name: median_ms([b.cpu for b in runs])
+           for name, runs in (("replayed", noops), ("full", full), ("python -c pass", passes))}
+    rep.fact("CPU, user + system (medians)", ", ".join(f"{n} {ms:.1f} ms" for n, ms in cpu.items()))
     _references(rep, cmd, recipe, store, env, args.repeats)
 
     bad, top = import_report(cmd, recipe, store, env)
@@ -398,8 +411,8 @@ def racy_window() -> float:
 
 
 def noop_builds(cmd: Sequence[str], recipe: Path, store: Path, env: dict[str, str],
-                repeats: int) -> tuple[list[Build], list[Build], list[float]]:
-    """(full no-ops, replayed no-ops, `python -c pass` seconds), in turn, round after round
+                repeats: int) -> tuple[list[Build], list[Build], list[Build]]:
+    """(full no-ops, replayed no-ops, `python -c pass` runs), in turn, round after round
     (the machine's load moves all three alike): before each full one the record is removed
     (it writes it again), so the replay after it has one."""
     from udo_build.builder.uptodate import FOLDER
@@ -409,7 +422,9 @@ def noop_builds(cmd: Sequence[str], recipe: Path, store: Path, env: dict[str, st
         shutil.rmtree(store / FOLDER, ignore_errors=True)
         full.append(build(cmd, recipe, store, env=env))
         replayed.append(build(cmd, recipe, store, env=env))
-        passes.append(timed([sys.executable, "-c", "pass"], cwd=recipe.parent)[0])
+        used = children_cpu()
+        seconds = timed([sys.executable, "-c", "pass"], cwd=recipe.parent)[0]
+        passes.append(Build(seconds, 0, cpu=children_cpu() - used))
     return full, replayed, passes
 
 
