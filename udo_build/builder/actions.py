@@ -152,6 +152,8 @@ def action_kind(name: str, *, version: int, params: tuple[str, ...] = (),
 
 def unregister(name: str) -> None:
     """Remove a kind (tests only)."""
+    global _changed
+    _changed = True
     _REGISTRY.pop(name, None)
 
 
@@ -164,6 +166,24 @@ def registered() -> dict[str, ActionKind]:
 
 
 _loaded = False
+_changed = False  # a kind was removed: the registry is not what the code and plugins make
+_plugins: set[str] = set()  # the modules of the plugins loaded
+_plugin_files: list[str] = []  # the plugins loaded from a file (not in sys.modules)
+
+
+def pristine() -> bool:
+    """Whether the kinds are those a fresh process loads: the built-in kinds and the plugins
+    UDO_BUILD_PLUGINS names, none removed or registered by other code (a test's). A no-op
+    record relies on it (see uptodate.py): it sees the code's files, not this registry."""
+    loaded = (*BUILTIN_KINDS, *_plugins)
+    return _loaded and not _changed and all(
+        any(k.run.__module__ == m or k.run.__module__.startswith(f"{m}.") for m in loaded)
+        for k in _REGISTRY.values())
+
+
+def plugin_files() -> list[str]:
+    """The plugin files load_kinds ran (a plugin named as a module is in sys.modules)."""
+    return list(_plugin_files)
 
 
 def load_kinds(env: Mapping[str, str] | None = None) -> None:
@@ -188,9 +208,11 @@ def _import_plugin(entry: str) -> None:
             if spec is None or spec.loader is None:
                 raise ImportError(f"cannot load {entry}")
             module = importlib.util.module_from_spec(spec)
+            _plugins.add(module.__name__)
+            _plugin_files.append(entry)
             spec.loader.exec_module(module)
         else:
-            importlib.import_module(entry)
+            _plugins.add(importlib.import_module(entry).__name__)
     except (ImportError, OSError) as exc:
         raise UserError(f"plugin {entry} cannot be loaded: {exc}",
                         hint=f"check {PLUGINS_ENV}") from None

@@ -29,7 +29,6 @@ from ..errors import (
     UserError,
     display_path,
 )
-from .outputs import download_mode, left_in_remote
 from .settings import (
     RemoteRequest,
     RemoteSummary,
@@ -45,8 +44,9 @@ if TYPE_CHECKING:
     from .engine import ActionState, Options
     from .executors import Executor
     from .explain import Explanation
-    from .outputs import Owner
+    from .owner import Owner
     from .plan import Plan, Shard
+    from .uptodate import Told
     from .workspace import Member, WorkspaceReport
 
 STATUSES = ("built", "cached", "failed", "skipped")
@@ -309,15 +309,38 @@ def cluster_executor(store: Store, options: Options) -> Iterator[Executor | None
 
 # -- build and explain ----------------------------------------------------------------------------
 
+def replayed(request: BuildRequest, events: Events) -> BuildReport | None:
+    """The build as its recorded no-op, when everything that no-op read is as it was (see
+    uptodate.py); None when it must run."""
+    from .uptodate import replay
+
+    found = replay(request, events)
+    if found is None:
+        return None
+    doc, seconds = found
+    actions = tuple(ActionOutcome(*row[:7], origin=row[7], reason=row[8], description=row[9],
+                                  would_run=False, shared=row[10], available=True, error=None)
+                    for row in doc["actions"])
+    return BuildReport(doc["recipe"], Path(doc["file"]), Path(doc["store"]), Path(doc["out"]),
+                       False, actions, seconds, None, where=doc["where"],
+                       page=None if doc["page"] is None else Path(doc["page"]))
+
+
 def run_build(request: BuildRequest, events: Events) -> BuildReport:
-    """Build what is stale, reuse what is cached, update the output folder."""
+    """Build what is stale, reuse what is cached, update the output folder. A build that was
+    a no-op is recorded for `uptodate.replay` (see there)."""
     from ..recipe.workspace import Listing
+    from .uptodate import Told
 
     listing = Listing((Path(request.recipe),))
-    report, members = _run(listing, request, events)
+    told = Told(events, time.time_ns())  # what changed after this moment is not recorded
+    report, members = _run(listing, request, told)
     if request.dry_run:
         return report
-    return _with_page(report, members[0].out, events)
+    report = _with_page(report, members[0].out, events)
+    if told.draft is not None and not told.other:
+        told.draft.save(report, told.kept)
+    return report
 
 
 def run_workspace(listing: Listing, request: BuildRequest, events: Events) -> WorkspaceReport:
@@ -341,9 +364,11 @@ def run_workspace(listing: Listing, request: BuildRequest, events: Events) -> Wo
 
 
 def _run(listing: Listing, request: BuildRequest,
-         events: Events) -> tuple[BuildReport, list[Member]]:
+         events: Events | Told) -> tuple[BuildReport, list[Member]]:
     """The build of every recipe of `listing` (the report of them all, with a recipe alone's
     name, file and output folder) and its members."""
+    from .outputs import download_mode, left_in_remote
+
     started = time.perf_counter()
     with opened_store(request.store) as store:
         with store.build_lock():
@@ -390,15 +415,18 @@ def _with_page(report: BuildReport, out: Path, events: Events) -> BuildReport:
 
 
 def _build(store: Store, listing: Listing, request: BuildRequest,
-           events: Events) -> tuple[list[Member], dict[str, ActionState], str]:
-    """(the recipes, their actions' states, where actions ran)."""
+           events: Events | Told) -> tuple[list[Member], dict[str, ActionState], str]:
+    """(the recipes, their actions' states, where actions ran); with `Told` events, the
+    draft of its no-op record (see uptodate.py) when it was one."""
     from .engine import Options
-    from .outputs import check_outside_store, owned
+    from .outputs import check_outside_store, download_mode, owned
+    from .uptodate import Told, keeping, record
     from .workspace import members as members_of
     from .workspace import merged_plan, save_histories
 
-    members = members_of([load(store, str(p), events) for p in listing.recipes], request.out,
-                         listing.combined)
+    with keeping(events):
+        members = members_of([load(store, str(p), events) for p in listing.recipes],
+                             request.out, listing.combined)
     sharded = request.shard is not None and not request.dry_run  # it must upload its work
     open_remote(store, listing.folder, request.remote, events.warning, need_upload=sharded)
     full, selected = merged_plan(members, request.targets)
@@ -426,7 +454,8 @@ def _build(store: Store, listing: Listing, request: BuildRequest,
             owners = [stack.enter_context(owned(m.out, _waiting(m.out, events)))
                       for m in members]
             states = run(selected)
-            _tell_overrides(store, members, states, events, request.strict)
+            with keeping(events):
+                _tell_overrides(store, members, states, events, request.strict)
             for member, owner in zip(members, owners, strict=True):
                 states.update(_publish(store, member.out, selected, run,
                                        member.states(states), events, owner,
@@ -435,6 +464,9 @@ def _build(store: Store, listing: Listing, request: BuildRequest,
             _tell_healed(states, events)
             with store.recording("the build's history"):
                 save_histories(store, members, states, full)
+            if isinstance(events, Told) and not listing.combined and not options.executor:
+                events.draft = record(store, request, members[0].recipe, members[0].out,
+                                      states, events.started_ns)
     return members, states, where
 
 

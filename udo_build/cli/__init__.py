@@ -15,7 +15,6 @@ import contextlib
 import functools
 import importlib
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import IO
 
@@ -220,6 +219,8 @@ def _internal(exc: Exception, debug: bool, err: IO[str]) -> int:
     """A bug of udo-build: say so, and how to report it."""
     print(f"udo-build failed: internal error: {type(exc).__name__}: {exc}", file=err)
     if debug:
+        import traceback  # only here: it costs a no-op build milliseconds to import
+
         traceback.print_exc(file=err)
     else:
         print("this is a bug of udo-build, not of your input; rerun with --debug for the "

@@ -118,20 +118,30 @@ def _shard(text: str) -> Shard:
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..builder.session import BuildRequest, run_build, run_workspace
-    from ..recipe.workspace import checked_memo, list_recipes, recipe_words
+    from ..builder.session import BuildRequest, replayed
 
-    files, args.targets = recipe_words(args.recipe, args.targets)
-    listing = list_recipes(files, checked_memo(args.store))
     request = BuildRequest(args.recipe, tuple(args.targets), store=args.store, out=args.out,
                            jobs=args.jobs, keep_going=args.keep_going,
                            dry_run=args.dry_run or args.check, remote=remote_request(args),
                            shard=args.shard, shard_wait=args.shard_wait,
                            remote_optional=args.remote_optional, executor=args.executor,
                            strict=args.strict, download=args.download)
+    noop = replayed(request, rep)  # a no-op whose inputs are all as they were, or None
+    if noop is not None:
+        return _told(rep, noop, args)
+    from ..builder.session import run_build, run_workspace
+    from ..recipe.workspace import checked_memo, list_recipes, recipe_words
+
+    files, targets = recipe_words(args.recipe, args.targets)
+    listing = list_recipes(files, checked_memo(args.store))
+    request = request._replace(targets=tuple(targets))
     if listing.combined:
         return _workspace(rep, run_workspace(listing, request, rep), args)
-    report = run_build(request, rep)
+    return _told(rep, run_build(request, rep), args)
+
+
+def _told(rep: Reporter, report: BuildReport, args: argparse.Namespace) -> int:
+    """Tell one recipe's build (its failures, its summary or JSON); its exit code."""
     _failures(rep, report, args.debug)
     if report.unpublished:
         rep.failure(f"{report.unpublished} result{'s' * (report.unpublished != 1)} of this "

@@ -129,16 +129,25 @@ def _check_version(data: Any, positions: Positions) -> None:
 
 
 @lru_cache(maxsize=1)
+def _schema() -> Any:
+    return json.loads(SCHEMA_PATH.read_text("utf-8"))
+
+
+@lru_cache(maxsize=1)
 def _validator() -> Any:
     import jsonschema
 
-    text = SCHEMA_PATH.read_text("utf-8")
-    return jsonschema.Draft202012Validator(json.loads(text))
+    return jsonschema.Draft202012Validator(_schema())
 
 
 def _check_schema(data: dict[str, Any], positions: Positions) -> None:
+    """Every problem the JSON Schema finds; a recipe that certainly passes it (nearly every
+    one: see quick_schema) is not handed to jsonschema, which is then not even imported."""
     from ..schema_problems import schema_problems
+    from .quick_schema import passes
 
+    if passes(_schema(), data):
+        return
     problems, _ = schema_problems(_validator().iter_errors(data), positions)
     raise_if_any(problems)
 
@@ -154,6 +163,7 @@ class _Builder:
         self.folder = self.path.absolute().parent
         self.root = find_root(self.folder.resolve())
         self.problems: list[Problem] = []
+        self.named: list[Path] = []  # every path it names (Recipe.named)
         self.socs = self._socs()
 
     # -- reporting ----------------------------------------------------------------------------
@@ -182,6 +192,7 @@ class _Builder:
             package=self._package(targets), model=self._model(), quantize=quantize,
             targets=tuple(targets), runs=self._runs(default_precision),
             max_record_bytes=self._max_record_bytes(), socs=self.socs, positions=self.positions,
+            named=tuple(dict.fromkeys(self.named)),
         )
         self._check_precisions(recipe)
         self._check_dims()
@@ -224,6 +235,7 @@ class _Builder:
                        "write it relative to the recipe's folder")
             return given
         resolved = (self.folder / given).resolve()
+        self.named.append(resolved)
         if not resolved.is_relative_to(self.root):
             self.error(path, f"'{raw}' leads outside the project folder {self.root}",
                        "paths stay inside the recipe's project (the nearest folder above the "

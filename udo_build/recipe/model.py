@@ -284,6 +284,9 @@ class Recipe:
     max_record_bytes: int | None = None  # prepare.max_record_bytes: parts (compiler.parts)
     socs: dict[str, Soc] = field(default_factory=dict, compare=False)
     positions: Positions | None = field(default=None, compare=False, repr=False)
+    # every path the recipe names (files and folders, resolved): what a replayed no-op finds
+    # as it was (see builder/uptodate.py)
+    named: tuple[Path, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def folder(self) -> Path:

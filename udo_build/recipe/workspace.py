@@ -161,15 +161,23 @@ def _check_version(data: Any, positions: Positions) -> None:
 
 
 @lru_cache(maxsize=1)
+def _schema() -> Any:
+    return json.loads(SCHEMA_PATH.read_text("utf-8"))
+
+
+@lru_cache(maxsize=1)
 def _validator() -> Any:
     import jsonschema
 
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text("utf-8")))
+    return jsonschema.Draft202012Validator(_schema())
 
 
 def _check_schema(data: dict[str, Any], positions: Positions) -> None:
     from ..schema_problems import schema_problems
+    from .quick_schema import passes
 
+    if passes(_schema(), data):  # nearly always (see quick_schema): no jsonschema
+        return
     problems, _ = schema_problems(_validator().iter_errors(data), positions)
     raise_if_any(problems)
 

@@ -27,25 +27,40 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import Problem, UserError, environment_problem
-from .ac import ActionCache, ActionResult, Output
-from .cas import BlobRef, Cas
-from .counters import Counters, save_counters
-from .filecache import FileDigests
 from .locks import action_lock, store_lock
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from .ac import ActionResult, Output
+    from .cas import BlobRef
 
 __all__ = ["ActionResult", "BlobRef", "Output", "Store", "Tier", "default_store_path"]
 
 LAYOUT = "udo-build-store 1"
 ENV_VAR = "UDO_BUILD_STORE"
+_LAZY = {"ActionResult": "ac", "Output": "ac", "BlobRef": "cas"}  # imported on first use
 
 
-Fetched = tuple[ActionResult, "Future[bool] | None"]  # a verified result, its blobs
-Linked = Callable[[ActionResult], Collection[str]]  # a result -> its outputs an output folder gets
+def __getattr__(name: str) -> Any:
+    """`ActionResult`, `Output` and `BlobRef`, imported when first asked for: the store's
+    modules (sqlite3, hashlib, zstandard, concurrent.futures) are not imported by what only
+    needs the store's locks or counters (a replayed no-op, see builder/uptodate.py)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+Fetched = tuple["ActionResult", "Future[bool] | None"]  # a verified result, its blobs
+Linked = Callable[["ActionResult"], Collection[str]]  # a result -> the outputs a folder gets
 
 
 class Tier(Protocol):
@@ -70,6 +85,11 @@ def default_store_path(given: str | None = None, env: dict[str, str] | None = No
 
 class Store:
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+        from .ac import ActionCache
+        from .cas import Cas
+        from .counters import Counters
+        from .filecache import FileDigests
+
         self.root = Path(root)
         self._check_layout(create)
         self.cas = Cas(self.root)
@@ -158,6 +178,8 @@ class Store:
         if self.remote is not None:
             self.remote.wait()
         if count:
+            from .counters import save_counters
+
             self.counters.add(builds=int(build))
             with self.recording("the cache counters (store stats)"):
                 save_counters(self.root, self.counters)

@@ -150,7 +150,7 @@ class Cas:
         raw (a download the output folder links to)."""
         digest = digest or sha256_bytes(data)
         found = self.path_of(digest)
-        if found is not None and not self._trusted(digest, found) \
+        if found is not None and not self.stored_here(digest, found) \
                 and not self._intact(digest, found):
             found = None  # it was damaged (now quarantined): stored again
         if found is None:
@@ -172,7 +172,7 @@ class Cas:
             return self.put(path.read_bytes())
         digest, size = sha256_file(path)
         found = self.path_of(digest)
-        if found is not None and (self._trusted(digest, found) or self._intact(digest, found)):
+        if found is not None and (self.stored_here(digest, found) or self._intact(digest, found)):
             return BlobRef(digest, size)
         writer = self.writer(digest, size)
         with open(path, "rb") as fh:
@@ -217,7 +217,7 @@ class Cas:
             st = os.stat(found)
             self._stamps[digest] = (st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def _trusted(self, digest: str, path: Path) -> bool:
+    def stored_here(self, digest: str, path: Path | str) -> bool:
         """Whether this process stored the blob and its file is unchanged since (a stat, no
         read: a file written through or truncated after it was stored is read again)."""
         if digest not in self.written:
@@ -249,7 +249,7 @@ class Cas:
         if path is None:
             return False
         if not executable and path.suffix != ".zst" and self.links:
-            if not self._trusted(digest, path) and not self._intact(digest, path):
+            if not self.stored_here(digest, path) and not self._intact(digest, path):
                 return False
             if _same_file(path, dest, dir_fd) or self._link(path, dest, dir_fd):
                 return True
