@@ -224,7 +224,7 @@ def test_a_32_bit_bias_fits_by_widening_its_weight_scale(per_channel: bool) -> N
                                                   0 if per_channel else None)
 
 
-def test_a_tensor_read_only_by_a_relu_or_a_concat_is_rounded_once_onto_its_grid() -> None:
+def test_a_tensor_read_only_by_a_relu_is_rounded_once_onto_its_grid() -> None:
     from udo_build.quant.pipeline import one_grid
     from udo_build.runtime.integer import QuantizedSession
 
@@ -232,18 +232,17 @@ def test_a_tensor_read_only_by_a_relu_or_a_concat_is_rounded_once_onto_its_grid(
 
     model = concat_model()
     q = quantize_model(model, {}, feeds(8), {"quantizer": "enhanced"})
-    assert one_grid(q.model.graph) == {"c0": "r", "p0": "r", "k": "r"}
-    assert q.activations["c0"] == q.activations["p0"] == q.activations["k"] == q.activations["r"]
-    assert q.activations["r"].min == 0.0
-    # each branch's own encoding, as before: the Concat's on a range below zero, then the Relu's
-    stats, _ = calibrate(q.model, {}, feeds(8), ["c0", "p0", "k", "r"], histograms=True)
-    own = {name: activation_encoding(stats[name], 8, "enhanced") for name in ("c0", "p0", "k")}
-    assert own["k"].min < 0.0 and own["k"] != q.activations["r"]
-    twice = replace(q, activations={**q.activations, **own})
+    assert one_grid(q.model.graph) == {"k": "r"}  # the branches keep their own
+    assert q.activations["k"] == q.activations["r"] and q.activations["r"].min == 0.0
+    # the Concat's own encoding, as before: on a range below zero, then again on the Relu's
+    stats, _ = calibrate(q.model, {}, feeds(8), ["k"], histograms=True)
+    own = activation_encoding(stats["k"], 8, "enhanced")
+    assert own.min < 0.0
+    twice = replace(q, activations={**q.activations, "k": own})
     held, exact = feeds(4, seed=9), Session(q.model)
     errors = []
     for qmodel in (q, twice):
         session = QuantizedSession(qmodel)
         errors.append(sum(float(np.sum((session.run(f, ["r"])["r"] - exact.run(f, ["r"])["r"])
                                        ** 2)) for f in held))
-    assert errors[0] < 0.8 * errors[1]  # rounded once, on a grid with no codes below zero
+    assert errors[0] < 0.9 * errors[1]  # rounded once, on a grid with no codes below zero

@@ -8,8 +8,8 @@ what takes one width:
 
 - an activation: a tensor with an encoding of its own (graph input or node output); the tensors
   that share its encoding (a Reshape's, a MaxPool's output: udo_build.quant.pipeline
-  SHARES_ENCODING) follow it, and so do the tensors rounded onto it (a Concat's inputs, a
-  Relu's: udo_build.quant.pipeline.one_grid);
+  SHARES_ENCODING) follow it, and so do the tensors rounded onto it (a Concat's output read
+  only by a Relu: udo_build.quant.pipeline.one_grid);
 - a weight of a Conv, Gemm or MatMul; its bias's encoding (scale = input scale x weight scale)
   follows the two.
 

@@ -10,7 +10,7 @@ as LPBQ with `lpbq`: udo_build.quant.blocks).
 Activation encodings come from the calibration statistics through the quantizer; tensors that
 only move data (Reshape, Transpose, MaxPool, ...) take their input's encoding so the integer
 path moves bytes; a Conv/Gemm/MatMul/Add output read only by a Relu or Clip gets no encoding
-(the activation absorbs it); another tensor read only by a Relu, a Clip or a Concat takes that
+(the activation absorbs it); another tensor read only by a Relu or a Clip takes that
 reader's output encoding (`one_grid`: rounded once). Weights of Conv (per output channel, axis
 0), Gemm (axis of B's output dim) and MatMul (last axis) are signed symmetric, per channel when
 `per_channel`; other constant operands get unsigned encodings of their finite range (none when
@@ -240,14 +240,14 @@ def float_tensors(graph: Graph) -> set[str]:
 def one_grid(graph: Graph, consumers: Mapping[str, list[Node]] | None = None) -> dict[str, str]:
     """Tensors quantized straight onto their reader's output encoding: {tensor: that output}.
 
-    A tensor whose only reader is a Relu or Clip (and that no activation absorbs), or a Concat,
-    takes the encoding of that reader's output (followed to the end of a chain: a Conv read by
-    a Concat read by a Relu takes the Relu's). The reader still runs, on the same grid: a Relu
-    or Clip on its own output's grid clamps as it would have, and a Concat's inputs already on
-    its grid are only copied, so the values are those of rounding once instead of twice (a
-    Concat's output on a range from below zero, then again on the Relu's, wasted half its
-    codes). Graph inputs and outputs, and tensors that take their input's encoding
-    (SHARES_ENCODING), keep their own."""
+    A tensor whose only reader is a Relu or Clip, and that no activation absorbs (a Concat's,
+    an AveragePool's output), takes the encoding of that reader's output (followed to the end
+    of a chain). The reader still runs, on the same grid, and clamps as it would have: the
+    values are those of rounding once instead of twice, on a grid that spends no codes below
+    zero (ShuffleNet's Concat -> Relu spent half of them there). Graph outputs, and tensors that
+    take their input's encoding (SHARES_ENCODING), keep their own. (A Concat's inputs could
+    take its output's encoding too: that helped ShuffleNet, DenseNet and Inception, and cost
+    SqueezeNet's softmax 2.4 dB, bench/RESULTS.md; left out.)"""
     consumers = graph.consumers() if consumers is None else consumers
     outputs = {t.name for t in graph.outputs}
     direct: dict[str, str] = {}
@@ -259,7 +259,7 @@ def one_grid(graph: Graph, consumers: Mapping[str, list[Node]] | None = None) ->
             if (not out or out in outputs or len(readers) != 1 or not readers[0].outputs
                     or _absorbed(graph, consumers, node, out)):
                 continue
-            if readers[0].op in (*ABSORBING, "Concat") and readers[0].outputs[0]:
+            if readers[0].op in ABSORBING and readers[0].outputs[0]:
                 direct[out] = readers[0].outputs[0]
     found = {}
     for name, target in direct.items():

@@ -39,7 +39,7 @@ UNKNOWN = "override_unknown"
 # the encodings), their names the output `override_unknown` (the build warns of them, or refuses
 # them under --strict: `override_problems`)
 # version 8: a weight channel whose 32-bit bias would not fit gets a wider scale
-# version 9: a tensor read only by a Relu, Clip or Concat is rounded onto that reader's output
+# version 9: a tensor read only by a Relu or Clip is rounded onto that reader's output
 # encoding (udo_build.quant.pipeline.one_grid)
 @action_kind("quantize", version=9, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
