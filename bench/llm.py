@@ -1,7 +1,7 @@
 """Benchmark: a Llama-style decoder built through a recipe, from conversion to generation.
 
-    python bench/llm.py [--size tiny|small|medium|large|1b] [--steps convert,quantize,prepare,generate]
-                        [--dir DIR] [--jobs N]
+    python bench/llm.py [--size tiny|small|medium|large|1b]
+                        [--steps convert,quantize,prepare,generate] [--dir DIR] [--jobs N]
 
 The model is examples/llama/make_model.py's (`1b`: TinyLlama-1.1B's shape, 22 layers, hidden
 2048, 32 heads / 4 KV heads, FFN 5632, vocabulary 32000: 4.4 GB of float32 weights in one

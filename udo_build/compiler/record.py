@@ -48,6 +48,7 @@ import numpy as np
 
 from ..canonical import canonical_json
 from ..errors import UserError
+from ..ir.weights import release, spill, streams
 from ..rewrite.graph import NONE, Op, OpGraph
 from .record_graphs import check_graphs, pool, read_graphs
 from .record_read import (
@@ -126,18 +127,20 @@ def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
                         hint="per-block weight encodings take a number per block there: "
                              "larger blocks (quantize.weights_block_size), or a model in parts "
                              "(prepare.max_record_bytes)")
-    chunks: list[Any] = [struct.pack("<Q", len(text)), text]
+    chunks: list[Any] = [(struct.pack("<Q", len(text)), None), (text, None)]
     length = 8 + len(text)
     for array in arrays:
-        chunks += [b"\0" * (align(length) - length), memoryview(array).cast("B")]
+        chunks += [(b"\0" * (align(length) - length), None),
+                   (memoryview(array).cast("B"), array)]
         length = align(length) + array.nbytes
     digest = hashlib.sha256()
     compressor = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True,
                                           write_checksum=True).compressobj(size=length)
     compressed = bytearray()  # grown in place: the record is in memory twice at most
-    for chunk in chunks:
+    for chunk, array in chunks:
         digest.update(chunk)
         compressed += compressor.compress(chunk)
+        release(array)  # a spilled constant (a large model's): its pages given back
     compressed += compressor.flush()
     constants = length - align(8 + len(text)) if arrays else 0
     head = canonical_json({
@@ -175,12 +178,16 @@ def _payload(graph: OpGraph, body: dict[str, Any], precision: str
     arrays: list[np.ndarray] = []
     offset = 0
     values = []
+    large = streams(graph.consts)  # a large model's: each stored constant spilled to a file
     for vid, n in vnum.items():
         entry: dict[str, Any] = {"id": n, "name": graph.names[vid],
                                  **graph.types[vid].to_json()}
         if vid in graph.consts:
             a, entry["const"] = stored(graph, vid, precision, axes)
             a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+            if large:
+                a = spill(a)
+                release(graph.consts[vid])
             offset = align(offset)
             entry["const"]["offset"] = offset
             arrays.append(a)

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
+from ..ir.weights import spill
 from ..schema_problems import Check
 from .record_read import (
     KEEP,
@@ -76,12 +77,13 @@ def pool(records: Iterable[tuple[str, Any]], file: str = "graphs"
             raise ValueError(f"graph {name} is not prepared like the others: {own} != {shared}")
         shared = own
         offsets, stored = {}, 0
+        large = record.constants.kept is None  # over KEEP bytes: spilled to files
         for const, raw in record.constants.stored():
             digest = hashlib.sha256(raw).hexdigest()
             if digest not in offsets_of:
                 offsets_of[digest] = align(end)
                 end = align(end) + raw.nbytes
-                arrays.append(raw)
+                arrays.append(spill(raw) if large else raw)
             offsets[const.value] = offsets_of[digest]
             stored += const.nbytes
         values = [{**v, "const": {**v["const"], "offset": offsets[i]}} if "const" in v else v

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
+from ..ir.weights import spill
 from ..rewrite.graph import ANY, BHWC, MODEL, NONE, Op, OpGraph, TType, frozen_attrs
 from ..schema_problems import Check
 from ..source import tensor_problem
@@ -384,7 +385,8 @@ class Constants:
         out: dict[int, np.ndarray] = {}
         for k, raw in self.stored():
             array = k.array(raw.view(k.stored))
-            out[k.value] = array.copy() if self.kept is not None else array
+            # constants over KEEP bytes (a large model's) are spilled to files, each mapped
+            out[k.value] = array.copy() if self.kept is not None else spill(array)
         return out
 
     def stored(self) -> Iterator[tuple[Const, np.ndarray]]:

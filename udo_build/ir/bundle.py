@@ -50,6 +50,7 @@ from ..schema_problems import Check
 from ..source import tensor_problem
 from . import Graph, Model
 from .graph import bulk_building
+from .weights import STREAM_FROM, from_file, mapped, spill_file
 
 MAGIC = b"UDOBNDL\x00"
 FORMAT = "udo-build/bundle"
@@ -414,25 +415,58 @@ def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
 
 class BundleWeights(Mapping[str, np.ndarray]):
     """The weights of a bundle that is not in memory (a file of parts in the store), each
-    checked when the bundle is read and read again, and kept, when first asked for: a step that
-    never reads a bundle's weights (a run of one of its records) holds none of them. A copy
-    made for another process (pickled) holds them all."""
+    checked when the bundle is read and read again when asked for: a weight of OWN_PART bytes
+    or more is a fresh array each time, kept by no one but the caller (a step that reads every
+    weight in turn holds one at a time; see udo_build.ir.weights), a smaller one is kept once
+    read. `spec` tells a weight's dtype and shape without reading it. A copy made for another
+    process (pickled) holds them all."""
 
     def __init__(self, reader: Reader, file: str) -> None:
         self._reader = reader
         self._file = file
         self._index: dict[str, tuple[dict[str, Any], int, int, str, int]] = {}
         self._read: dict[str, np.ndarray] = {}
+        self._spilled: dict[str, BinaryIO] = {}
+        self._total = 0
 
     def add(self, tensor: str, where: tuple[dict[str, Any], int, int, str, int]) -> None:
         self._index[tensor] = where
+        self._total += where[2]
+
+    @property
+    def streams(self) -> bool:
+        """Whether the weights stay in files (udo_build.ir.weights): STREAM_FROM bytes or more
+        of them."""
+        return self._total >= STREAM_FROM
 
     def __getitem__(self, tensor: str) -> np.ndarray:
-        if tensor not in self._read:
-            entry, offset, size, digest, i = self._index[tensor]
-            blob = _verified(self._reader, entry["name"], offset, size, digest, i, self._file)
-            self._read[tensor] = _weight(blob, entry, i, self._file)
+        if tensor in self._read:
+            return self._read[tensor]
+        entry, offset, size, digest, i = self._index[tensor]
+        if size >= OWN_PART and self.streams:
+            return self._mapped(tensor)
+        blob = _verified(self._reader, entry["name"], offset, size, digest, i, self._file)
+        self._read[tensor] = _weight(blob, entry, i, self._file)
         return self._read[tensor]
+
+    def _mapped(self, tensor: str) -> np.ndarray:
+        """A large weight of a streaming bundle, mapped afresh from its store blob when that
+        is kept raw, else from a temporary file its checked bytes were written to once."""
+        entry, offset, size, digest, i = self._index[tensor]
+        dtype, shape = self.spec(tensor)
+        path = getattr(self._reader, "part_path", lambda *_: None)(offset, size)
+        if path is not None:  # checked when the bundle was read
+            return mapped(path, dtype, shape).astype(dtype, copy=False)
+        if tensor not in self._spilled:
+            blob = _verified(self._reader, entry["name"], offset, size, digest, i, self._file)
+            self._spilled[tensor] = spill_file(_weight(blob, entry, i, self._file))
+            del blob
+        return from_file(self._spilled[tensor], dtype, shape)
+
+    def spec(self, tensor: str) -> tuple[np.dtype, tuple[int, ...]]:
+        """A weight's dtype and shape, as the header says (checked when the bundle was read)."""
+        entry = self._index[tensor][0]
+        return np.dtype(entry["dtype"]), tuple(entry["shape"])
 
     def __contains__(self, tensor: object) -> bool:  # without reading the weight
         return tensor in self._index

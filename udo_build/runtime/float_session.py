@@ -49,6 +49,7 @@ import numpy as np
 
 from ..errors import StepFailed, UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
+from ..ir.weights import release, streams
 from ..kernels.default import DEFAULT
 from ..kernels.oppkg import Flags, Impl, OpPackage, OpPackageError
 from ..rewrite.graph import UNKNOWN, TType
@@ -96,7 +97,8 @@ class LoadedModel(Generic[PlanT]):
                 raise OpPackageError("a UDO op package cannot be named 'default'")
             self.packages[name] = package
         self._infos = self.graph.infos()
-        self._weights = dict(model.weights)
+        self._weights = dict(model.weights)  # a streaming model's: maps (udo_build.ir.weights)
+        self._streams = streams(self._weights)
         self._inputs = {t.name: t for t in self.graph.inputs if t.name not in self._weights}
         self._plans: dict[tuple[str, ...], PlanT] = {}
         self._check_wiring()
@@ -219,6 +221,8 @@ class Session(LoadedModel[Plan]):
             result = args = None  # type: ignore[assignment]  (hold nothing past its last use)
             for name in step.frees:
                 del env[name]
+            if self._streams:  # the weights it read: no longer resident
+                release(*(plan.constants[n] for n in step.inputs if n in plan.constants))
         return {name: _detached(env[name]) for name in plan.outputs}
 
     def _check_feeds(self, feeds: Mapping[str, np.ndarray],
