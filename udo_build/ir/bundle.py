@@ -26,13 +26,16 @@ bytes or more stays an array, `ArrayPart`, until written); `write_bundle_to` str
 bundle to a file, and `bundle_segments` gives it as segments for a file of parts in the store
 (what the convert step returns: each weight of OWN_PART bytes or more a blob of its own, a
 streamed one read when its segment is taken). All three writers give the same bytes.
-`load_bundle` memory-maps the file: its weights are views of the map.
+`load_bundle` memory-maps the file: its weights are views of the map. A bundle read from the
+store (`BundleWeights`) of STREAM_FROM bytes of weights or more streams them
+(udo_build.ir.weights): each large weight is a fresh map of its blob, never kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import re
 import stat
@@ -50,7 +53,7 @@ from ..schema_problems import Check
 from ..source import tensor_problem
 from . import Graph, Model
 from .graph import bulk_building
-from .weights import STREAM_FROM, from_file, mapped, spill_file
+from .weights import STREAM_FROM, from_file, mapped, release, spill_file
 
 MAGIC = b"UDOBNDL\x00"
 FORMAT = "udo-build/bundle"
@@ -372,6 +375,22 @@ class LazyParts(Mapping[str, bytes]):
     def size_of(self, name: str) -> int:
         return self._index[name][1]
 
+    def mapped(self, name: str) -> bytes | mmap.mmap:
+        """A part of OWN_PART bytes or more whose store blob is kept raw as a read-only map
+        of that file (checked here; its pages given back after, udo_build.ir.weights), so
+        that what reads it (a record, loaded by two graphs) holds no copy; any other part
+        as `self[name]` gives it."""
+        offset, size, digest, i = self._index[name]
+        path = getattr(self._reader, "part_path", lambda *_: None)(offset, size) \
+            if size >= OWN_PART else None
+        if path is None:
+            return self[name]
+        with open(path, "rb") as fh:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        _verified(MemoryReader(data), name, 0, size, digest, i, self._file)  # type: ignore
+        release(data)
+        return data
+
 
 def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
     """Parse and verify a bundle; a UserError names the part or field that is wrong. The graph,
@@ -594,8 +613,6 @@ def _check_opdefs(doc: Any, file: str) -> dict[str, Any]:
 def load_bundle(path: str | Path) -> Bundle:
     """Read a bundle file. It is memory-mapped, not read: its weights are views of the map
     (the page cache's bytes, no second copy), checked against their digests here."""
-    import mmap
-
     from ..source import read_limited
 
     try:

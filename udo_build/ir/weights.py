@@ -76,9 +76,9 @@ def from_file(fh: BinaryIO, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarr
 
 
 def release(*arrays: Any) -> None:
-    """Give back the resident pages of every memory-mapped array among `arrays` (and the
-    arrays held by a tuple, list or dataclass among them, one level deep): they stay usable,
-    read again from the page cache when next touched."""
+    """Give back the resident pages of every memory-mapped array among `arrays` (an mmap, or
+    a memoryview of one; and the arrays held by a tuple, list or dataclass among them, one
+    level deep): they stay usable, read again from the page cache when next touched."""
     for value in arrays:
         for array in _arrays(value):
             found = _mapping(array)
@@ -86,9 +86,11 @@ def release(*arrays: Any) -> None:
                 found.madvise(mmap.MADV_DONTNEED)
 
 
-def _arrays(value: Any) -> Iterator[np.ndarray]:
-    if isinstance(value, np.ndarray):
+def _arrays(value: Any) -> Iterator[Any]:
+    if isinstance(value, (np.ndarray, mmap.mmap)):
         yield value
+    elif isinstance(value, memoryview):
+        yield value.obj
     elif isinstance(value, (tuple, list)):
         yield from (v for v in value if isinstance(v, np.ndarray))
     elif hasattr(value, "__dataclass_fields__"):
@@ -103,7 +105,7 @@ def _arrays_shallow(value: Any) -> Iterator[np.ndarray]:
         yield from (v for v in value if isinstance(v, np.ndarray))
 
 
-def _mapping(array: np.ndarray) -> mmap.mmap | None:
+def _mapping(array: Any) -> mmap.mmap | None:
     """The mmap an array's memory is part of (None: it is not memory-mapped)."""
     base: Any = array
     while base is not None:
@@ -185,3 +187,26 @@ def weights_of(base: Mapping[str, np.ndarray], extra: Mapping[str, np.ndarray],
         return Overlay(base, extra, names)
     kept = None if names is None else set(names)
     return {k: v for k, v in {**base, **extra}.items() if kept is None or k in kept}
+
+
+class PassedPages:
+    """The tail of a map (a mapped record's compressed bytes) read forward as a file, the pages
+    it has read given back every RELEASE_EVERY bytes: decompressing a large mapped record holds
+    none of its compressed pages."""
+
+    RELEASE_EVERY = 16 << 20
+
+    def __init__(self, view: memoryview) -> None:
+        self.view, self.map, self.position = view, view.obj, 0
+        self.start = len(self.map) - len(view)  # type: ignore[arg-type]
+        self.given = 0  # bytes of the map whose pages were given back
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self.view) if n < 0 else min(len(self.view), self.position + n)
+        data = bytes(self.view[self.position:end])
+        self.position = end
+        passed = (self.start + self.position) // mmap.PAGESIZE * mmap.PAGESIZE
+        if passed - self.given >= self.RELEASE_EVERY or end == len(self.view):
+            self.map.madvise(mmap.MADV_DONTNEED, self.given, passed - self.given)  # type: ignore
+            self.given = passed
+        return data

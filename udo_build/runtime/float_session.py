@@ -24,7 +24,9 @@ when the plan is built; requested outputs and weights are kept), so the peak mem
 the widest cut of the graph. Weights and feeds reach kernels as read-only views, and a UDO
 kernel gets all its inputs read-only: a kernel writing into its inputs fails instead of
 corrupting them. The arrays `run` returns are the caller's (copies where they would share
-memory with weights, feeds or each other's buffers).
+memory with weights, feeds or each other's buffers). A model that streams its weights
+(udo_build.ir.weights: memory maps of their files) has the pages each step read given back
+after it, so a run holds one weight's pages at a time.
 
 Errors: bad feeds are a `UserError` naming the input (expected vs given dtype or shape). A UDO
 kernel that raises is the user's step failing: `StepFailed("run", "<package>::<op> (node <name>)

@@ -17,6 +17,11 @@ integer kernel requantizes straight into the activation's encoding, clamped at i
 the activation node is skipped. A tensor the caller requests is never absorbed (its producer
 then runs as float fallback in that plan). Each distinct set of requested outputs has its own
 plan; a plan frees every intermediate after its last reader, as the float runtime does.
+
+A model that streams its weights (udo_build.ir.weights) keeps what the plan makes of them
+(quantized weights, LPBQ integers, a binder's packed constants) spilled to files, mapped, and
+each node's pages are given back once its step is planned (the session gives them back after
+each step it runs): a plan of a large model holds maps, not arrays. The values are the same.
 """
 
 from __future__ import annotations
