@@ -117,3 +117,22 @@ def test_scales_that_are_not_positive_are_refused_naming_the_value(
     with pytest.raises(UserError, match="block scales are not all positive") as caught:
         _ = read_record(data, "bad.udr").graph
     assert "block_scales" in str(caught.value)
+
+
+def test_a_large_record_is_read_into_maps_and_keeps_no_second_description(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from udo_build.compiler import record
+    from udo_build.ir import weights
+
+    data = prepare(bundle(True), precision="int8", dims=DIMS).record()
+    x = feeds(bundle(True).model, seed=6)
+    want = read_record(data).runner().run(x, raw=True)
+    monkeypatch.setattr(record, "KEEP", 0)  # constants read again when the graph is
+    monkeypatch.setattr(weights, "SPILL_FROM", 1)  # built, each spilled (a large record's)
+    large = read_record(data)
+    assert "values" in large.body
+    got = large.runner().run(x, raw=True)
+    assert "values" not in large.body and "io" in large.body  # the graph holds them now
+    assert all(weights._mapping(a) is not None for a in large.graph.consts.values()
+               if a.nbytes)
+    assert all(np.array_equal(got[k], want[k]) for k in want)

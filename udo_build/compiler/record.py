@@ -93,11 +93,16 @@ LEVEL = 3
 _PREFIX = struct.Struct("<8sII")
 
 
+GRAPH_FIELDS = ("values", "ops", "tensors")  # what build_graph reads of a record's payload
+
+
 @dataclass
 class Record:
     key: dict[str, Any]
     sizes: dict[str, Any]
-    body: dict[str, Any]  # the payload's JSON, checked
+    # the payload's JSON, checked; a large record's (constants over KEEP bytes) without what
+    # build_graph read (GRAPH_FIELDS) once the graph is built: the graph holds it
+    body: dict[str, Any]
     constants: Constants  # read when the graph is first asked for
     size: int = 0  # bytes of the record file
 
@@ -105,6 +110,8 @@ class Record:
     def graph(self) -> OpGraph:
         graph = build_graph(self.body, *self.constants.arrays_and_grids())
         release(self.constants.compressed)  # a mapped record's pages, read: given back
+        if self.constants.kept is None:  # a large record's description, now the graph's
+            self.body = {k: v for k, v in self.body.items() if k not in GRAPH_FIELDS}
         return graph
 
     @property
