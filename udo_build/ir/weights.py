@@ -117,11 +117,18 @@ def _mapping(array: Any) -> mmap.mmap | None:
 
 def streams(weights: Mapping[str, Any]) -> bool:
     """Whether a model streams its weights (see the module docstring): the mapping says so
-    (a bundle's), or they are STREAM_FROM bytes or more (a record's constants, mapped)."""
+    (a bundle's), or they are STREAM_FROM bytes or more, their large ones in files (a large
+    record's constants, spilled; a bundle file's, mapped). Weights in memory never stream:
+    nothing is spilled or given back for them (a benchmark's VGG runs as it always did)."""
     told = getattr(weights, "streams", None)
     if told is not None:
         return bool(told)
-    return sum(int(getattr(a, "nbytes", 0)) for a in weights.values()) >= STREAM_FROM
+    total, large = 0, False
+    for a in weights.values():
+        size = int(getattr(a, "nbytes", 0))
+        total += size
+        large = large or (size >= SPILL_FROM and _mapping(a) is not None)
+    return large and total >= STREAM_FROM
 
 
 def spec(weights: Mapping[str, Any], name: str) -> tuple[np.dtype, tuple[int, ...]]:
