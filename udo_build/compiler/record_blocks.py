@@ -57,11 +57,10 @@ def enc_json(encs: tuple[Encoding, ...], binary: bool) -> list[list[Any]]:
     return out
 
 
-def check_entry(c: Check, entry: dict[str, Any], encs: list[Any], field: str
-                ) -> tuple[np.dtype[Any], tuple[int, ...], int]:
-    """A value's "block_scales" entry checked against its encodings: (dtype, shape, offset)."""
-    from .record_read import ALIGN, MAX_PAYLOAD
-
+def check_entry(c: Check, entry: dict[str, Any], encs: list[Any], field: str, align: int,
+                most: int) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+    """A value's "block_scales" entry checked against its encodings: (dtype, shape, offset);
+    the offset a multiple of `align`, at most `most`."""
     ref = c.obj(entry["block_scales"], f"{field}.block_scales")
     dtype = ref.get("dtype")
     if dtype not in DTYPES:
@@ -77,9 +76,9 @@ def check_entry(c: Check, entry: dict[str, Any], encs: list[Any], field: str
     if (dtype == "float64") == bool(lpbq):
         raise c.fail(f"{field}.block_scales.dtype", "LPBQ's block integers are uint8 or "
                      "uint16, per-block scales float64")
-    offset = c.whole(ref.get("offset"), f"{field}.block_scales.offset", 0, MAX_PAYLOAD)
-    if offset % ALIGN:
-        raise c.fail(f"{field}.block_scales.offset", f"{offset} is not a multiple of {ALIGN}")
+    offset = c.whole(ref.get("offset"), f"{field}.block_scales.offset", 0, most)
+    if offset % align:
+        raise c.fail(f"{field}.block_scales.offset", f"{offset} is not a multiple of {align}")
     return np.dtype(dtype).newbyteorder("<"), shape, offset
 
 

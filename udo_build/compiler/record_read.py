@@ -268,7 +268,8 @@ def _value(c: Check, entry: Any, i: int) -> list[Const]:
         return []
     out = [_const(c, entry, const, i, field)]
     if binary:
-        dtype, shape, offset = check_entry(c, entry, entry.get("enc", []), field)
+        dtype, shape, offset = check_entry(c, entry, entry.get("enc", []), field, ALIGN,
+                                           MAX_PAYLOAD)
         out.append(Const(i, dtype, shape, offset, int(np.prod(shape)) * dtype.itemsize,
                          scales=True))
     return out
