@@ -1,11 +1,13 @@
 """Benchmark: a Llama-style decoder built through a recipe, from conversion to generation.
 
-    python bench/llm.py [--size tiny|small|medium|1b] [--steps convert,quantize,prepare,generate]
-                        [--dir DIR] [--jobs N]
+    python bench/llm.py [--size tiny|small|medium|large|1b]
+                        [--steps convert,quantize,prepare,generate] [--dir DIR] [--jobs N]
 
 The model is examples/llama/make_model.py's (`1b`: TinyLlama-1.1B's shape, 22 layers, hidden
 2048, 32 heads / 4 KV heads, FFN 5632, vocabulary 32000: 4.4 GB of float32 weights in one
-external data file; `medium` and `small` the same layout, smaller, with external data; `tiny`
+external data file; `large`, `medium` and `small` the same layout, smaller, with external data
+(`large`: 1.4 GB of weights, the largest tensor 62 MB, so that holding the weights breaks the
+memory bound in minutes rather than hours); `tiny`
 its weights inside the model), generated at AR-128 and context 256 into a project of its own
 with a recipe: the custom ops (RoPE and RMSNorm of examples/decoder and examples/encoder),
 quantize w4a16 (4-bit LPBQ weights in blocks of 64, 16-bit activations, calibrated over one
@@ -190,7 +192,7 @@ def records(bundle: Path) -> dict[str, tuple[int, list[str]]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=("tiny", "small", "medium", "1b"), default="1b")
+    parser.add_argument("--size", choices=("tiny", "small", "medium", "large", "1b"), default="1b")
     parser.add_argument("--steps", default=",".join(STEPS),
                         help="the steps to measure, in order (default: all)")
     parser.add_argument("--dir", type=Path, help="work here (kept; a model there is reused) "

@@ -21,8 +21,10 @@ The model, at opset 17, for S new tokens over a cache of P = C - S past position
 Sizes: `tiny` (2 layers, D=128, 4 heads / 2 KV heads, FFN 352, vocabulary 512: 0.6M
 parameters, the weights inside the model file), `small` (2 layers, D=256, FFN 704, vocabulary
 4096: 3.6M parameters) and `medium` (4 layers, D=1024, 16 heads / 4 KV heads, FFN 2816,
-vocabulary 16000: 78M parameters), both with external data (bench/llm.py's smaller runs), and
-`1b` (TinyLlama-1.1B's shape: 22 layers,
+vocabulary 16000: 78M parameters), `large` (medium's shape with 28 layers: 349M parameters,
+1.4 GB of float32 weights, the largest tensor the 62 MB embedding: too many weights to hold
+under bench/llm.py's memory bound, small enough to build in minutes), all with external data
+(bench/llm.py's smaller runs), and `1b` (TinyLlama-1.1B's shape: 22 layers,
 D=2048, 32 heads / 4 KV heads, FFN 5632, vocabulary 32000: 1.1G parameters, 4.4 GB of float32
 weights in one external data file beside the model, written one tensor at a time: generating it
 never holds more than the largest tensor, the 262 MB embedding).
@@ -81,6 +83,7 @@ class Size:
 SIZES = {"tiny": Size(2, 128, 4, 2, 352, 512, external=False),
          "small": Size(2, 256, 4, 2, 704, 4096, external=True),
          "medium": Size(4, 1024, 16, 4, 2816, 16000, external=True),
+         "large": Size(28, 1024, 16, 4, 2816, 16000, external=True),
          "1b": Size(22, 2048, 32, 4, 5632, 32000, external=True)}
 
 

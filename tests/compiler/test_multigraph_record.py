@@ -155,7 +155,7 @@ def test_truncated_and_corrupt_multi_graph_records_are_refused() -> None:
     flipped = bytearray(both)
     flipped[-1000] ^= 0xFF  # inside the zstd frame
     assert "corrupt" in str(_error(bytes(flipped)))
-    assert "not supported" in str(_error(both[:8] + struct.pack("<I", 4) + both[12:]))
+    assert "not supported" in str(_error(both[:8] + struct.pack("<I", 6) + both[12:]))
 
 
 def _repacked(both: bytes, edit: Any) -> bytes:

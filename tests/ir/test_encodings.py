@@ -102,3 +102,22 @@ def test_a_bad_entry_is_refused_naming_its_field(doc: dict[str, Any], field: str
         from_aimet(doc, "e.json")
     problem = info.value.problems[0]
     assert (problem.file, problem.field) == ("e.json", field)
+
+
+def test_long_lists_are_written_as_json_writes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dumps writes long lists (an LLM's block integers) apart, into the very text json's
+    indenting encoder gives."""
+    import numpy as np
+
+    from udo_build.ir import encodings
+    from udo_build.quant.blocks import block_weights
+
+    w = np.random.default_rng(3).standard_normal((96, 40)).astype(np.float32)
+    params = {"lpbq": block_weights(w, (40, 96, True), 4, 32, True),
+              "blocks": block_weights(w, (40, 96, True), 4, 16, False),
+              "channels": [Encoding(8, float(s), 0, True) for s in np.linspace(0.01, 1, 50)]}
+    acts = {"a": [Encoding(16, 0.00123, -5)], "b": [Encoding(8, 1e-30, 3)]}
+    want = (json.dumps(encodings.to_aimet(acts, params), indent=1, sort_keys=True)
+            + "\n").encode()
+    monkeypatch.setattr(encodings, "LONG", 2)
+    assert encodings.dumps(acts, params) == want

@@ -406,3 +406,7 @@ class _Guarded:
             return bytes(self.reader.read(offset, size))
         except self._missing:
             raise MissingInput(self._name, self._digest) from None
+
+    def part_path(self, offset: int, size: int) -> Any:
+        """The store file holding exactly this range as it is (a weight to map), or None."""
+        return self.reader.part_path(offset, size)

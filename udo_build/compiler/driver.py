@@ -66,11 +66,13 @@ class Compiled:
                 "output_tensors": self.output_tensors, "precision": t.precision,
                 "compiler": COMPILER_VERSION}
 
-    def record(self) -> bytes:
+    def record(self, mapped: bool = False) -> Any:
+        """The record's bytes; with `mapped`, in a temporary file, mapped (record.py
+        pack_record_mapped: what an online preparation of a large model reads)."""
         with bulk_building():  # many small acyclic objects
-            return self._record()
+            return self._record(mapped)
 
-    def _record(self) -> bytes:
+    def _record(self, mapped: bool) -> Any:
         from .record import write_record
 
         body = {"ops": {i: c.to_json() for i, c in self.choices.items()},
@@ -82,7 +84,7 @@ class Compiled:
                 "log": {"passes": self.ctx.log, "rules": self.ctx.trace.counts()}}
         sizes = {"ops": len(self.graph.ops), "constants": len(self.graph.consts),
                  "peak_vtcm_bytes": self.memory.peak}
-        return write_record(self.key(), self.graph, body, sizes)
+        return write_record(self.key(), self.graph, body, sizes, mapped)
 
 
 def _mb(value: float) -> float | int:

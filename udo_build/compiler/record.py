@@ -30,15 +30,26 @@ with a UserError naming the field that is wrong.
 Format versions: 2 holds one graph (as above); 3 holds several graphs of one model, each
 prepared as a record of its own, their constants stored once (record_graphs.py:
 `combine_records` writes it, `read_record(data, file, graph)` reads one graph of it). A record
-of one graph is still written as version 2 (its bytes, and every key after it, unchanged);
-this reader reads both.
+of one graph is still written as version 2 (its bytes, and every key after it, unchanged).
+4 and 5 are 2 and 3 for weights quantized per block: their block scales (an LLM's millions)
+are among the constants, not JSON numbers (record_blocks.py); a record without block weights
+is written as 2 or 3 as before. This reader reads all four.
+
+A large model's record (its constants STREAM_FROM bytes or more, udo_build.ir.weights) is
+written constant by constant: each stored form spilled to a file and compressed from there,
+its float source's pages given back; `Compiled.record(mapped=True)` (an online preparation)
+writes the whole record to a temporary file and maps it, and reading a mapped record gives its
+compressed pages back as it decompresses them (record_read.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
+import shutil
 import struct
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,9 +59,12 @@ import numpy as np
 
 from ..canonical import canonical_json
 from ..errors import UserError
+from ..ir.weights import release, spill, streams
 from ..rewrite.graph import NONE, Op, OpGraph
+from .record_blocks import enc_json, grid_of
 from .record_graphs import check_graphs, pool, read_graphs
 from .record_read import (
+    CHUNK,
     KEEP,
     MAX_GRAPH_JSON,
     Constants,
@@ -69,22 +83,36 @@ VERSION = 2  # a record of one graph
 # 3: several graphs of one model, their constants stored once (record_graphs.py); a record of
 # one graph is still written as version 2 (its bytes, and so every key after it, unchanged)
 GRAPHS_VERSION = 3
+# 4 and 5: 2 and 3 with block scales in the payload's constants, not in its JSON
+# (record_blocks.py); a record without block encodings is still written as 2 or 3
+BLOCKS_VERSION, GRAPHS_BLOCKS_VERSION = 4, 5
+GRAPHS_VERSIONS = (GRAPHS_VERSION, GRAPHS_BLOCKS_VERSION)
+VERSIONS = (VERSION, GRAPHS_VERSION, BLOCKS_VERSION, GRAPHS_BLOCKS_VERSION)
 EXTENSION = ".udr"
 LEVEL = 3
 _PREFIX = struct.Struct("<8sII")
+
+
+GRAPH_FIELDS = ("values", "ops", "tensors")  # what build_graph reads of a record's payload
 
 
 @dataclass
 class Record:
     key: dict[str, Any]
     sizes: dict[str, Any]
-    body: dict[str, Any]  # the payload's JSON, checked
+    # the payload's JSON, checked; a large record's (constants over KEEP bytes) without what
+    # build_graph read (GRAPH_FIELDS) once the graph is built: the graph holds it
+    body: dict[str, Any]
     constants: Constants  # read when the graph is first asked for
     size: int = 0  # bytes of the record file
 
     @cached_property
     def graph(self) -> OpGraph:
-        return build_graph(self.body, self.constants.arrays())
+        graph = build_graph(self.body, *self.constants.arrays_and_grids())
+        release(self.constants.compressed)  # a mapped record's pages, read: given back
+        if self.constants.kept is None:  # a large record's description, now the graph's
+            self.body = {k: v for k, v in self.body.items() if k not in GRAPH_FIELDS}
+        return graph
 
     @property
     def precision(self) -> str:
@@ -106,11 +134,14 @@ class Record:
 
 
 def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
-                 sizes: dict[str, Any]) -> bytes:
+                 sizes: dict[str, Any], mapped: bool = False) -> bytes | mmap.mmap:
     """The record's bytes. `body` holds what else the payload says (choices, memory, log) by
-    value id / op id of `graph`; they are renumbered with the graph."""
-    doc, arrays = _payload(graph, body, str(key["precision"]))
-    return pack_record({"key": key, "sizes": sizes}, canonical_json(doc), arrays, VERSION)
+    value id / op id of `graph`; they are renumbered with the graph. `mapped`: in a temporary
+    file, mapped (pack_record_mapped)."""
+    doc, arrays, blocks = _payload(graph, body, str(key["precision"]))
+    pack = pack_record_mapped if mapped else pack_record
+    return pack({"key": key, "sizes": sizes}, canonical_json(doc), arrays,
+                BLOCKS_VERSION if blocks else VERSION)
 
 
 def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
@@ -118,6 +149,27 @@ def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
     """A record's bytes: `header` (its key and sizes) completed with the payload's sizes and
     digest; the payload is the JSON `text` and then the `arrays` (uint8 or little-endian), each
     at the next 64-byte aligned offset, as the JSON's offsets say."""
+    compressed = bytearray()  # grown in place: the record is in memory twice at most
+    head = _pack(header, text, arrays, version, compressed.extend)
+    return b"".join((head, compressed))
+
+
+def pack_record_mapped(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
+                       version: int) -> mmap.mmap:
+    """`pack_record`'s bytes in an unlinked temporary file, mapped (a large model's record,
+    prepared online: neither it nor its constants held in memory)."""
+    with tempfile.TemporaryFile(prefix="udo-build-record-") as payload, \
+            tempfile.TemporaryFile(prefix="udo-build-record-") as out:
+        out.write(_pack(header, text, arrays, version, payload.write))
+        payload.seek(0)
+        shutil.copyfileobj(payload, out, CHUNK)
+        out.flush()
+        return mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _pack(header: dict[str, Any], text: bytes, arrays: list[np.ndarray], version: int,
+          write: Callable[[bytes], Any]) -> bytes:
+    """The record's prefix and header; its compressed payload given to `write`."""
     import zstandard
 
     if len(text) > MAX_GRAPH_JSON:  # what no reader would take is not written
@@ -126,28 +178,34 @@ def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
                         hint="per-block weight encodings take a number per block there: "
                              "larger blocks (quantize.weights_block_size), or a model in parts "
                              "(prepare.max_record_bytes)")
-    chunks: list[Any] = [struct.pack("<Q", len(text)), text]
+    chunks: list[Any] = [(struct.pack("<Q", len(text)), None), (text, None)]
     length = 8 + len(text)
     for array in arrays:
-        chunks += [b"\0" * (align(length) - length), memoryview(array).cast("B")]
+        chunks += [(b"\0" * (align(length) - length), None),
+                   (memoryview(array).cast("B"), array)]
         length = align(length) + array.nbytes
     digest = hashlib.sha256()
     compressor = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True,
                                           write_checksum=True).compressobj(size=length)
-    compressed = bytearray()  # grown in place: the record is in memory twice at most
-    for chunk in chunks:
+    size = 0
+    for chunk, array in chunks:
         digest.update(chunk)
-        compressed += compressor.compress(chunk)
-    compressed += compressor.flush()
+        piece = compressor.compress(chunk)
+        size += len(piece)
+        write(piece)
+        release(array)  # a spilled constant (a large model's): its pages given back
+    piece = compressor.flush()
+    size += len(piece)
+    write(piece)
     constants = length - align(8 + len(text)) if arrays else 0
     head = canonical_json({
         **header, "format": FORMAT, "version": version,
         "sizes": {**header["sizes"], "graph_json": len(text), "constants": constants,
                   "constant_bytes": sum(a.nbytes for a in arrays),
-                  "payload": length, "compressed": len(compressed)},
+                  "payload": length, "compressed": size},
         "payload": {"sha256": digest.hexdigest(), "codec": "zstd"},
     })
-    return b"".join((_PREFIX.pack(MAGIC, version, len(head)), head, compressed))
+    return _PREFIX.pack(MAGIC, version, len(head)) + head
 
 
 def _numbering(graph: OpGraph) -> tuple[list[Op], dict[int, int], dict[int, int]]:
@@ -165,9 +223,9 @@ def _numbering(graph: OpGraph) -> tuple[list[Op], dict[int, int], dict[int, int]
 
 
 def _payload(graph: OpGraph, body: dict[str, Any], precision: str
-             ) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """The payload's JSON and its constants (little-endian, C order), offsets relative to the
-    first constant."""
+             ) -> tuple[dict[str, Any], list[np.ndarray], bool]:
+    """The payload's JSON, its constants (little-endian, C order), offsets relative to the
+    first constant, and whether it holds block scales among them (record_blocks.py)."""
     from .expand import param_axes
 
     order, vnum, onum = _numbering(graph)
@@ -175,16 +233,30 @@ def _payload(graph: OpGraph, body: dict[str, Any], precision: str
     arrays: list[np.ndarray] = []
     offset = 0
     values = []
+    large = streams(graph.consts)  # a large model's: each stored constant spilled to a file
+    blocks = False
     for vid, n in vnum.items():
-        entry: dict[str, Any] = {"id": n, "name": graph.names[vid],
-                                 **graph.types[vid].to_json()}
+        t = graph.types[vid]
+        grid = grid_of(t.enc) if vid in graph.consts else None
+        entry: dict[str, Any] = {"id": n, "name": graph.names[vid], **t.to_json()} \
+            if grid is None else {"id": n, "name": graph.names[vid], "shape": list(t.shape),
+                                  "dtype": t.dtype, "enc": enc_json(t.enc, binary=True)}
         if vid in graph.consts:
             a, entry["const"] = stored(graph, vid, precision, axes)
             a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+            if large:
+                a = spill(a)
+                release(graph.consts[vid])
             offset = align(offset)
             entry["const"]["offset"] = offset
             arrays.append(a)
             offset += a.nbytes
+        if grid is not None:
+            offset, blocks = align(offset), True
+            entry["block_scales"] = {"dtype": grid.dtype.name, "shape": list(grid.shape),
+                                     "offset": offset}
+            arrays.append(grid)
+            offset += grid.nbytes
         values.append(entry)
     ops = [{"id": onum[op.id], "op": op.op, "package": op.package, "layout": op.layout,
             "inputs": [vnum[v] if v != NONE else NONE for v in op.inputs],
@@ -199,7 +271,7 @@ def _payload(graph: OpGraph, body: dict[str, Any], precision: str
            "outputs": [{"name": n, "value": vnum[v]} for n, v in graph.outputs],
            "values": values, "ops": ops,
            "tensors": [{"value": k, **v} for k, v in sorted(memory.items())]}
-    return doc, arrays
+    return doc, arrays, blocks
 
 
 def stored(graph: OpGraph, vid: int, precision: str, axes: dict[int, int | None]
@@ -230,9 +302,9 @@ def read_header(data: bytes, file: str = "record") -> tuple[dict[str, Any], int]
         raise UserError("not a udo-build cache record (wrong magic bytes)", file=file,
                         hint=f"records ({EXTENSION}) are written by the prepare step")
     _, version, length = _PREFIX.unpack_from(data)
-    if version not in (VERSION, GRAPHS_VERSION):
+    if version not in VERSIONS:
         raise UserError(f"cache record format version {version} is not supported (this "
-                        f"udo-build reads versions {VERSION} and {GRAPHS_VERSION})", file=file)
+                        f"udo-build reads versions {', '.join(map(str, VERSIONS))})", file=file)
     end = _PREFIX.size + length
     try:
         header = json.loads(data[_PREFIX.size:end]) if end <= len(data) else None
@@ -242,7 +314,7 @@ def read_header(data: bytes, file: str = "record") -> tuple[dict[str, Any], int]
             or header.get("version") != version:
         raise UserError("the cache record's header is truncated or corrupt", file=file)
     check_header(header, file)
-    if version == GRAPHS_VERSION:
+    if version in GRAPHS_VERSIONS:
         check_graphs(header, file)
     return header, end
 
@@ -260,7 +332,7 @@ def read_record(data: bytes, file: str = "record", graph: str | None = None) -> 
                         file=file, field="sizes.compressed")
     compressed = memoryview(data)[end:]
     stream = PayloadStream(compressed, sizes["payload"], file)
-    if header["version"] == GRAPHS_VERSION:
+    if header["version"] in GRAPHS_VERSIONS:
         entry, layout, kept = read_graphs(header, stream, file, graph)
         constants = Constants(layout, kept, compressed, sizes["payload"], file)
         return Record({**entry["key"], "graph": graph}, {**sizes, **entry["sizes"]},
@@ -291,14 +363,15 @@ def combine_records(named: Sequence[tuple[str, bytes | Callable[[], bytes]]],
             yield name, read_record(data if isinstance(data, bytes) else data(),
                                     f"{file}: graph {name}")
 
-    header, doc, arrays = pool(records(), file)
-    return pack_record(header, canonical_json(doc), arrays, GRAPHS_VERSION)
+    header, doc, arrays, blocks = pool(records(), file)
+    return pack_record(header, canonical_json(doc), arrays,
+                       GRAPHS_BLOCKS_VERSION if blocks else GRAPHS_VERSION)
 
 
 def record_keys(header: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
     """(graph name, key) of each graph of a checked record: (None, its key) for a one-graph
     record, each graph's name and own key for a multi-graph one."""
-    if header.get("version") != GRAPHS_VERSION:
+    if header.get("version") not in GRAPHS_VERSIONS:
         return [(None, header["key"])]
     return [(graph["name"], graph["key"]) for graph in header["graphs"]]
 

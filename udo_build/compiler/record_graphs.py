@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
+from ..ir.weights import spill
 from ..schema_problems import Check
 from .record_read import (
     KEEP,
@@ -61,41 +62,55 @@ class _Within(Check):
 
 
 def pool(records: Iterable[tuple[str, Any]], file: str = "graphs"
-         ) -> tuple[dict[str, Any], dict[str, Any], list[np.ndarray]]:
+         ) -> tuple[dict[str, Any], dict[str, Any], list[np.ndarray], bool]:
     """The header fields (key, graphs, sizes), payload JSON and constants of a multi-graph
     record of these one-graph records (name, record.Record; in the order of their names,
-    each dropped once read). They must share their key but for the input dimensions."""
+    each dropped once read), and whether block scales are among the constants
+    (record_blocks.py). They must share their key but for the input dimensions."""
     offsets_of: dict[str, int] = {}  # sha256 of stored bytes -> offset in the pool
     arrays: list[np.ndarray] = []
     end = 0  # of the pool
     bodies, entries = [], []
     shared: dict[str, Any] | None = None
+    blocks = False
     for name, record in records:
         own = {k: record.key.get(k) for k in SHARED}
         if shared is not None and own != shared:
             raise ValueError(f"graph {name} is not prepared like the others: {own} != {shared}")
         shared = own
         offsets, stored = {}, 0
+        large = record.constants.kept is None  # over KEEP bytes: spilled to files
         for const, raw in record.constants.stored():
             digest = hashlib.sha256(raw).hexdigest()
             if digest not in offsets_of:
                 offsets_of[digest] = align(end)
                 end = align(end) + raw.nbytes
-                arrays.append(raw)
-            offsets[const.value] = offsets_of[digest]
+                arrays.append(spill(raw) if large else raw)
+            offsets[const.value, const.scales] = offsets_of[digest]
             stored += const.nbytes
-        values = [{**v, "const": {**v["const"], "offset": offsets[i]}} if "const" in v else v
-                  for i, v in enumerate(record.body["values"])]
+        values = [_placed(v, i, offsets) for i, v in enumerate(record.body["values"])]
+        blocks = blocks or any("block_scales" in v for v in values)
         bodies.append({**record.body, "graph": name, "values": values})
         entries.append({"name": name, "key": record.key, "sizes": {
             **{k: record.sizes[k] for k in ("ops", "peak_vtcm_bytes") if k in record.sizes},
-            "constants": len(offsets), "constant_bytes": stored}})
+            "constants": sum(1 for _, scales in offsets if not scales),
+            "constant_bytes": stored}})
     _check_dims(entries, file)
     assert shared is not None
     key = {**shared, "name": _name(shared, [e["name"] for e in entries]),
            "graphs": [e["name"] for e in entries]}
     header = {"key": key, "graphs": entries, "sizes": {"graphs": len(entries)}}
-    return header, {"graphs": bodies}, arrays
+    return header, {"graphs": bodies}, arrays, blocks
+
+
+def _placed(value: dict[str, Any], i: int, offsets: dict[tuple[int, bool], int]
+            ) -> dict[str, Any]:
+    """A value's JSON entry with its constant (and block scales) at their pool offsets."""
+    if "const" in value:
+        value = {**value, "const": {**value["const"], "offset": offsets[i, False]}}
+    if "block_scales" in value:
+        value = {**value, "block_scales": {**value["block_scales"], "offset": offsets[i, True]}}
+    return value
 
 
 def _name(shared: dict[str, Any], graphs: list[str]) -> str:

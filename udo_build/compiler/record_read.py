@@ -5,8 +5,9 @@ window of at most `MAX_WINDOW` bytes, and is decompressed in chunks, never past 
 payload's JSON (at most `MAX_GRAPH_JSON` bytes) is read and checked first: types, ids, value
 references, the constants' layout, which must fill the payload exactly. Only then are the
 constants read: kept when they total at most `KEEP` bytes, otherwise hashed and dropped, and
-read again into their arrays when the graph is first asked for. A crafted record thus costs at
-most the JSON plus `KEEP` plus the zstd window, whatever sizes it declares.
+read again into their arrays when the graph is first asked for (then each spilled to a file
+and mapped, udo_build.ir.weights). A crafted record thus costs at most the JSON plus `KEEP` plus
+the zstd window, whatever sizes it declares.
 
 A constant is read as it is stored (record.py): quantized ones as their integers (4-bit ones
 unpacked, `unpack4`), fp16 ones as float16; a packed constant must have 4-bit encodings and a
@@ -17,23 +18,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..errors import UserError
+from ..ir.weights import PassedPages, spill
 from ..rewrite.graph import ANY, BHWC, MODEL, NONE, Op, OpGraph, TType, frozen_attrs
 from ..schema_problems import Check
 from ..source import tensor_problem
 from .ops import HTP
+from .record_blocks import check_entry, checked_grid, with_scales
 
 ALIGN = 64
 MAX_PAYLOAD = 8 << 30
-MAX_GRAPH_JSON = 512 << 20  # LPBQ block scales of a 1.1B-parameter decoder: 133 MiB a graph
+MAX_GRAPH_JSON = 512 << 20  # formats 2 and 3: a 1.1B decoder's LPBQ block scales, 133 MiB
 MAX_WINDOW = 1 << 25  # the writer's level 3 uses 2 MiB
 KEEP = 64 << 20
 CHUNK = 1 << 20
@@ -95,7 +99,10 @@ class PayloadStream:
             raise self._corrupt(f"the zstd frame asks for a {frame.window_size}-byte window, "
                                 f"over the limit of {MAX_WINDOW}")
         decompressor = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
-        self.reader = decompressor.stream_reader(compressed, read_size=CHUNK)
+        source: Any = compressed
+        if isinstance(compressed.obj, mmap.mmap):  # a mapped record: read, then given back
+            source = PassedPages(compressed)
+        self.reader = decompressor.stream_reader(source, read_size=CHUNK)
 
     def _corrupt(self, message: str) -> UserError:
         return UserError(f"the cache record's payload is corrupt: {message}", file=self.file,
@@ -150,6 +157,7 @@ class Const:
     offset: int  # from the first constant
     nbytes: int
     bits: int = 0  # 4: packed two per byte (low nibble first)
+    scales: bool = False  # the value's block scales (record_blocks.py), not its constant
 
     def array(self, raw: np.ndarray) -> np.ndarray:
         """The constant from its stored bytes (uint8) or elements (little-endian)."""
@@ -224,7 +232,7 @@ def check_body(c: Check, body: Any) -> tuple[Const, ...]:
     body = c.obj(body, "payload")
     c.text(body.get("name"), "name")
     values = c.seq(body.get("values"), "values")
-    consts = [_value(c, entry, i) for i, entry in enumerate(values)]
+    consts = [k for i, entry in enumerate(values) for k in _value(c, entry, i)]
     count = len(values)
     produced = set(c.wholes(body.get("inputs"), "inputs", 0, count - 1))
     for i, op in enumerate(c.seq(body.get("ops"), "ops")):
@@ -234,26 +242,40 @@ def check_body(c: Check, body: Any) -> tuple[Const, ...]:
         c.whole(out.get("value"), f"outputs[{i}].value", 0, count - 1)
     _extras(c, body)
     _check_io(c, body)
-    return _layout(c, [k for k in consts if k is not None])
+    return _layout(c, consts)
 
 
-def _value(c: Check, entry: Any, i: int) -> Const | None:
+def _value(c: Check, entry: Any, i: int) -> list[Const]:
+    """A value's entry checked: its constant and its block scales (record_blocks.py)."""
     field = f"values[{i}]"
     entry = c.obj(entry, field)
     c.whole(entry.get("id"), f"{field}.id", i, i)
     c.text(entry.get("name"), f"{field}.name")
     c.wholes(entry.get("shape"), f"{field}.shape", -1)
     c.dtype(entry.get("dtype"), f"{field}.dtype")
+    binary = "block_scales" in entry
     for j, enc in enumerate(c.seq(entry.get("enc", []), f"{field}.enc")):
         enc = c.seq(enc, f"{field}.enc[{j}]")
         if len(enc) not in (4, 5) or not all(isinstance(v, (int, float)) for v in enc[:4]) \
                 or not isinstance(enc[3], bool):
             raise c.fail(f"{field}.enc[{j}]", "expected [bitwidth, scale, offset, signed]")
         if len(enc) == 5:
-            _blocks(c, enc[4], f"{field}.enc[{j}][4]")
+            _blocks(c, enc[4], f"{field}.enc[{j}][4]", binary)
     const = entry.get("const")
     if const is None:
-        return None
+        if binary:
+            raise c.fail(f"{field}.block_scales", "only a constant's block scales are stored")
+        return []
+    out = [_const(c, entry, const, i, field)]
+    if binary:
+        dtype, shape, offset = check_entry(c, entry, entry.get("enc", []), field, ALIGN,
+                                           MAX_PAYLOAD)
+        out.append(Const(i, dtype, shape, offset, int(np.prod(shape)) * dtype.itemsize,
+                         scales=True))
+    return out
+
+
+def _const(c: Check, entry: dict[str, Any], const: Any, i: int, field: str) -> Const:
     const = c.obj(const, f"{field}.const")
     dtype = c.dtype(const.get("dtype"), f"{field}.const.dtype")
     shape = tuple(c.wholes(const.get("shape"), f"{field}.const.shape", 0))
@@ -275,17 +297,20 @@ def _value(c: Check, entry: Any, i: int) -> Const | None:
     return Const(i, dtype, shape, offset, nbytes, bits)
 
 
-def _blocks(c: Check, blocks: Any, field: str) -> None:
-    """A block encoding's blocks (udo_build.ir.encodings.to_list)."""
+def _blocks(c: Check, blocks: Any, field: str, binary: bool) -> None:
+    """A block encoding's blocks (udo_build.ir.encodings.to_list); `binary`: its scales are
+    in the payload (record_blocks.py), checked there."""
     blocks = c.obj(blocks, field)
     c.whole(blocks.get("block_size"), f"{field}.block_size", 1, 2 ** 31)
+    if blocks.get("lpbq_bitwidth") not in (0, 8, 16) or not isinstance(
+            blocks.get("blocks_first"), bool):
+        raise c.fail(field, "expected lpbq_bitwidth 0, 8 or 16 and blocks_first true or false")
+    if binary:
+        return
     scales = c.seq(blocks.get("block_scales"), f"{field}.block_scales")
     if not scales or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                              and 0 < v < float("inf") for v in scales):
         raise c.fail(f"{field}.block_scales", "expected positive numbers, one per block")
-    if blocks.get("lpbq_bitwidth") not in (0, 8, 16) or not isinstance(
-            blocks.get("blocks_first"), bool):
-        raise c.fail(field, "expected lpbq_bitwidth 0, 8 or 16 and blocks_first true or false")
 
 
 def _packing(c: Check, const: dict[str, Any], dtype: np.dtype[Any], encs: list[Any],
@@ -381,11 +406,22 @@ class Constants:
 
     def arrays(self) -> dict[int, np.ndarray]:
         """Value index -> array (native byte order)."""
+        return self.arrays_and_grids()[0]
+
+    def arrays_and_grids(self) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+        """Value index -> array (native byte order), and value index -> its block scales
+        (record_blocks.py), read in one pass."""
         out: dict[int, np.ndarray] = {}
+        grids: dict[int, np.ndarray] = {}
         for k, raw in self.stored():
+            if k.scales:
+                grids[k.value] = checked_grid(raw, k.dtype, k.shape, f"values[{k.value}]",
+                                              self.file)
+                continue
             array = k.array(raw.view(k.stored))
-            out[k.value] = array.copy() if self.kept is not None else array
-        return out
+            # constants over KEEP bytes (a large model's) are spilled to files, each mapped
+            out[k.value] = array.copy() if self.kept is not None else spill(array)
+        return out, grids
 
     def stored(self) -> Iterator[tuple[Const, np.ndarray]]:
         """Each constant with its stored bytes (uint8), by offset; constants that share their
@@ -408,12 +444,16 @@ class Constants:
             yield k, raw
 
 
-def build_graph(body: dict[str, Any], arrays: dict[int, np.ndarray]) -> OpGraph:
-    """The op graph a checked payload describes (value and op ids shifted to start at 1)."""
+def build_graph(body: dict[str, Any], arrays: dict[int, np.ndarray],
+                grids: dict[int, np.ndarray] | None = None) -> OpGraph:
+    """The op graph a checked payload describes (value and op ids shifted to start at 1);
+    `grids`: the block scales the payload holds (record_blocks.py), by value index."""
     g = OpGraph(body["name"], HTP)
     for i, entry in enumerate(body["values"]):
         vid = i + 1
         g.types[vid] = TType.from_json(entry)
+        if grids and i in grids:
+            g.types[vid] = replace(g.types[vid], enc=with_scales(g.types[vid].enc, grids[i]))
         g.names[vid] = entry["name"]
         g.users[vid] = {}
         if i in arrays:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..ir.weights import streams
 from ..runtime.records import RunSettings, choose_record, native_dims
 from .driver import compile_bundle
 from .lower import resolve_outputs
@@ -57,10 +58,15 @@ def record_for_run(bundle: Any, settings: RunSettings, packages: Any, *, choose:
     if choose:
         choice = choose_record(bundle.meta, settings, native_dims(bundle.model), outputs)
         if choice.part is not None:
-            record = read_record(bundle.parts[choice.part], choice.part, choice.graph)
+            parts = bundle.parts  # a record kept raw in the store: mapped, not read
+            data = parts.mapped(choice.part) if hasattr(parts, "mapped") else parts[choice.part]
+            record = read_record(data, choice.part, choice.graph)
             return record, choice.loaded(record.key.get("name")), None
     started = time.perf_counter()
-    record = read_record(compile_bundle(bundle, settings.target, packages).record(), "online")
+    compiled = compile_bundle(bundle, settings.target, packages)
+    # a large model's (udo_build.ir.weights): the record in a file, its constants in files
+    record = read_record(compiled.record(mapped=streams(compiled.graph.consts)), "online")
+    del compiled
     selection = choice.online() if choice is not None else {"record": None,
                                                              "online_prepare": True}
     return record, selection, time.perf_counter() - started

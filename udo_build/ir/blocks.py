@@ -108,9 +108,18 @@ def block_entry(entry: dict[str, Any], kind: str, layout: Layout | None,
         raise refuse("per_block_int_scale", f"per_block_int_scale must be a list of integers "
                      f"in [1, {top}] (2^(bw - compressed_bw))")
     _check_count(ints, channels * blocks, "per_block_int_scale", refuse, channels, blocks)
-    grid = _grid([float(v) for v in ints], channels, blocks, blocks_first)
-    return [Encoding(compressed, scale, 0, True, size, tuple(row), bitwidth, blocks_first)
-            for scale, row in zip(scales, grid.tolist(), strict=True)]
+    grid = _grid(ints, channels, blocks, blocks_first)
+    return [Encoding(compressed, scale, 0, True, size, row, bitwidth, blocks_first)
+            for scale, row in zip(scales, integer_rows(grid), strict=True)]
+
+
+def integer_rows(grid: np.ndarray) -> list[tuple[float, ...]]:
+    """The rows of a grid of small whole numbers (LPBQ's block integers) as tuples of floats,
+    each value one shared float object: an LLM's millions of block scales cost a pointer each,
+    not a float object each."""
+    top = int(grid.max(initial=0))
+    table = [float(v) for v in range(top + 1)]
+    return [tuple(map(table.__getitem__, row)) for row in grid.astype(np.int64).tolist()]
 
 
 def numbers(value: Any, refuse: Any, key: str) -> list[float]:
@@ -142,7 +151,8 @@ def _check_offsets(offsets: list[float], count: int, bitwidth: int, refuse: Refu
                      f"offsets, each -{half}")
 
 
-def _grid(flat: list[float], channels: int, blocks: int, blocks_first: bool) -> np.ndarray:
+def _grid(flat: list[float] | list[int], channels: int, blocks: int,
+          blocks_first: bool) -> np.ndarray:
     """(channels, blocks) from values flattened in the weight's axis order."""
     values = np.asarray(flat, np.float64)
     return values.reshape(blocks, channels).T if blocks_first else \

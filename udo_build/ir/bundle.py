@@ -26,13 +26,16 @@ bytes or more stays an array, `ArrayPart`, until written); `write_bundle_to` str
 bundle to a file, and `bundle_segments` gives it as segments for a file of parts in the store
 (what the convert step returns: each weight of OWN_PART bytes or more a blob of its own, a
 streamed one read when its segment is taken). All three writers give the same bytes.
-`load_bundle` memory-maps the file: its weights are views of the map.
+`load_bundle` memory-maps the file: its weights are views of the map. A bundle read from the
+store (`BundleWeights`) of STREAM_FROM bytes of weights or more streams them
+(udo_build.ir.weights): each large weight is a fresh map of its blob, never kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import re
 import stat
@@ -50,6 +53,7 @@ from ..schema_problems import Check
 from ..source import tensor_problem
 from . import Graph, Model
 from .graph import bulk_building
+from .weights import STREAM_FROM, from_file, mapped, release, spill_file
 
 MAGIC = b"UDOBNDL\x00"
 FORMAT = "udo-build/bundle"
@@ -371,6 +375,22 @@ class LazyParts(Mapping[str, bytes]):
     def size_of(self, name: str) -> int:
         return self._index[name][1]
 
+    def mapped(self, name: str) -> bytes | mmap.mmap:
+        """A part of OWN_PART bytes or more whose store blob is kept raw as a read-only map
+        of that file (checked here; its pages given back after, udo_build.ir.weights), so
+        that what reads it (a record, loaded by two graphs) holds no copy; any other part
+        as `self[name]` gives it."""
+        offset, size, digest, i = self._index[name]
+        path = getattr(self._reader, "part_path", lambda *_: None)(offset, size) \
+            if size >= OWN_PART else None
+        if path is None:
+            return self[name]
+        with open(path, "rb") as fh:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        _verified(MemoryReader(data), name, 0, size, digest, i, self._file)  # type: ignore
+        release(data)
+        return data
+
 
 def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
     """Parse and verify a bundle; a UserError names the part or field that is wrong. The graph,
@@ -414,25 +434,58 @@ def read_bundle(data: bytes | Reader, file: str = "bundle") -> Bundle:
 
 class BundleWeights(Mapping[str, np.ndarray]):
     """The weights of a bundle that is not in memory (a file of parts in the store), each
-    checked when the bundle is read and read again, and kept, when first asked for: a step that
-    never reads a bundle's weights (a run of one of its records) holds none of them. A copy
-    made for another process (pickled) holds them all."""
+    checked when the bundle is read and read again when asked for: a weight of OWN_PART bytes
+    or more is a fresh array each time, kept by no one but the caller (a step that reads every
+    weight in turn holds one at a time; see udo_build.ir.weights), a smaller one is kept once
+    read. `spec` tells a weight's dtype and shape without reading it. A copy made for another
+    process (pickled) holds them all."""
 
     def __init__(self, reader: Reader, file: str) -> None:
         self._reader = reader
         self._file = file
         self._index: dict[str, tuple[dict[str, Any], int, int, str, int]] = {}
         self._read: dict[str, np.ndarray] = {}
+        self._spilled: dict[str, BinaryIO] = {}
+        self._total = 0
 
     def add(self, tensor: str, where: tuple[dict[str, Any], int, int, str, int]) -> None:
         self._index[tensor] = where
+        self._total += where[2]
+
+    @property
+    def streams(self) -> bool:
+        """Whether the weights stay in files (udo_build.ir.weights): STREAM_FROM bytes or more
+        of them."""
+        return self._total >= STREAM_FROM
 
     def __getitem__(self, tensor: str) -> np.ndarray:
-        if tensor not in self._read:
-            entry, offset, size, digest, i = self._index[tensor]
-            blob = _verified(self._reader, entry["name"], offset, size, digest, i, self._file)
-            self._read[tensor] = _weight(blob, entry, i, self._file)
+        if tensor in self._read:
+            return self._read[tensor]
+        entry, offset, size, digest, i = self._index[tensor]
+        if size >= OWN_PART and self.streams:
+            return self._mapped(tensor)
+        blob = _verified(self._reader, entry["name"], offset, size, digest, i, self._file)
+        self._read[tensor] = _weight(blob, entry, i, self._file)
         return self._read[tensor]
+
+    def _mapped(self, tensor: str) -> np.ndarray:
+        """A large weight of a streaming bundle, mapped afresh from its store blob when that
+        is kept raw, else from a temporary file its checked bytes were written to once."""
+        entry, offset, size, digest, i = self._index[tensor]
+        dtype, shape = self.spec(tensor)
+        path = getattr(self._reader, "part_path", lambda *_: None)(offset, size)
+        if path is not None:  # checked when the bundle was read
+            return mapped(path, dtype, shape).astype(dtype, copy=False)
+        if tensor not in self._spilled:
+            blob = _verified(self._reader, entry["name"], offset, size, digest, i, self._file)
+            self._spilled[tensor] = spill_file(_weight(blob, entry, i, self._file))
+            del blob
+        return from_file(self._spilled[tensor], dtype, shape)
+
+    def spec(self, tensor: str) -> tuple[np.dtype, tuple[int, ...]]:
+        """A weight's dtype and shape, as the header says (checked when the bundle was read)."""
+        entry = self._index[tensor][0]
+        return np.dtype(entry["dtype"]), tuple(entry["shape"])
 
     def __contains__(self, tensor: object) -> bool:  # without reading the weight
         return tensor in self._index
@@ -560,8 +613,6 @@ def _check_opdefs(doc: Any, file: str) -> dict[str, Any]:
 def load_bundle(path: str | Path) -> Bundle:
     """Read a bundle file. It is memory-mapped, not read: its weights are views of the map
     (the page cache's bytes, no second copy), checked against their digests here."""
-    import mmap
-
     from ..source import read_limited
 
     try:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,8 +137,48 @@ def from_list(value: list[Any]) -> Encoding:
                     int(blocks.get("lpbq_bitwidth", 0)), bool(blocks.get("blocks_first", False)))
 
 
+LONG = 1024  # a list of numbers this long is written by `_numbers`, not by json's encoder
+_HELD = re.compile(r'"\\u0000(\d+)\\u0000"')
+
+
 def dumps(activations: Encodings, params: Encodings) -> bytes:
-    return (json.dumps(to_aimet(activations, params), indent=1, sort_keys=True) + "\n").encode()
+    """The 1.0.0 document as `json.dumps(doc, indent=1, sort_keys=True)` writes it, plus a
+    newline. Long lists of numbers (an LLM's millions of block integers) are written apart,
+    a piece at a time, into the very same text: json's indenting encoder would hold a string
+    object per number and per separator at once."""
+    doc = to_aimet(activations, params)
+    held: list[list[Any]] = []
+    for section in SECTIONS:
+        for entry in doc[section]:
+            for key, value in entry.items():
+                if isinstance(value, list) and len(value) >= LONG:
+                    entry[key] = f"\0{len(held)}\0"
+                    held.append(value)
+    text = json.dumps(doc, indent=1, sort_keys=True)
+    pieces, at = [], 0
+    for found in _HELD.finditer(text):
+        line = text[text.rfind("\n", 0, found.start()) + 1:found.start()]
+        indent = len(line) - len(line.lstrip(" "))
+        pieces += [text[at:found.start()], _numbers(held[int(found.group(1))], indent)]
+        at = found.end()
+    pieces += [text[at:], "\n"]
+    return "".join(pieces).encode()
+
+
+def _numbers(values: list[Any], indent: int) -> str:
+    """A list of numbers as json.dumps(indent=1) writes it at this indentation."""
+    pad = "\n" + " " * (indent + 1)
+    words: dict[int, str] = {}  # an integer's text, made once (block integers repeat)
+    chunks = []
+    for start in range(0, len(values), 1 << 16):
+        part = values[start:start + (1 << 16)]
+        if all(type(v) is int for v in part):
+            texts = [words[v] if v in words else words.setdefault(v, json.dumps(v))
+                     for v in part]
+        else:
+            texts = [json.dumps(v) for v in part]
+        chunks.append(("," + pad).join(texts))
+    return "[" + pad + ("," + pad).join(chunks) + "\n" + " " * indent + "]"
 
 
 def from_aimet(doc: Any, file: str, part: str = "", layouts: Layouts | None = None

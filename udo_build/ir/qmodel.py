@@ -58,11 +58,13 @@ class QuantizedModel:
 
 
 def to_bundle(qmodel: QuantizedModel, opdefs: dict[str, Any] | None,
-              meta: dict[str, Any]) -> Any:
+              meta: dict[str, Any], encodings: bytes | None = None) -> Any:
+    """The quantized bundle; `encodings`: qmodel.encodings_json(), when made already."""
     from .bundle import Bundle
 
     return Bundle(qmodel.model, opdefs, {**meta, "quantization": qmodel.settings},
-                  {ENCODINGS_PART: qmodel.encodings_json()})
+                  {ENCODINGS_PART: encodings if encodings is not None
+                   else qmodel.encodings_json()})
 
 
 def from_bundle(bundle: Any, file: str = "bundle") -> QuantizedModel:

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from ..ir.blocks import integer_rows
 from ..ir.encodings import Encoding, Layout
 from .stats import round_up_magnitudes
 
@@ -55,9 +56,8 @@ def block_weights(w: np.ndarray, layout: Layout, bitwidth: int, block_size: int,
     top = 2 ** bitwidth  # the integers' range: decompressed width 2 x bitwidth
     channel = scales.max(axis=1) / top
     ints = np.clip(np.ceil(scales / channel[:, None] * _SAFETY), 1, top)
-    return [Encoding(bitwidth, float(s), 0, True, block_size, tuple(row), 2 * bitwidth,
-                     blocks_first) for s, row in zip(channel.tolist(), ints.tolist(),
-                                                     strict=True)]
+    return [Encoding(bitwidth, float(s), 0, True, block_size, row, 2 * bitwidth, blocks_first)
+            for s, row in zip(channel.tolist(), integer_rows(ints), strict=True)]
 
 
 def block_or_channel(w: np.ndarray, layout: Layout, bitwidth: int, block_size: int,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import Model, Node
+from ..ir.weights import streams, weights_of
 from ..kernels.default import DEFAULT
 from ..rewrite.fold import ONNX, fold_rules
 from ..rewrite.model import rewrite_nodes
@@ -30,12 +31,16 @@ def fold_for_quantization(model: Model) -> Model:
     """The model with constants folded and affines folded into convolutions and batch norms."""
     graph = model.graph
     nodes, made = fold_constants(graph.nodes, model.weights, _evaluate)
-    constants = {**model.weights, **made}
+    constants = weights_of(model.weights, made)
     keep = [t.name for t in graph.outputs]
     nodes, used, _ = rewrite_nodes(nodes, constants, keep, tensor_types(graph.infos()),
                                    FOLDING_RULES)
     read = {i for n in nodes for i in n.inputs if i} | set(keep)
-    weights = {k: v for k, v in {**constants, **used}.items() if k in read}
+    # a model that streams its weights keeps them in their files: only what folding made is
+    # held (udo_build.ir.weights)
+    changed = {k: v for k, v in used.items() if k not in model.weights or k in made}
+    weights = weights_of(model.weights, {**made, **changed}, read) if streams(model.weights) \
+        else {k: v for k, v in {**constants, **used}.items() if k in read}
     produced = {o for n in nodes for o in n.outputs}
     values = tuple(v for v in graph.values if v.name in produced)
     return Model(replace(graph, nodes=tuple(nodes), values=values), weights)

@@ -24,7 +24,9 @@ when the plan is built; requested outputs and weights are kept), so the peak mem
 the widest cut of the graph. Weights and feeds reach kernels as read-only views, and a UDO
 kernel gets all its inputs read-only: a kernel writing into its inputs fails instead of
 corrupting them. The arrays `run` returns are the caller's (copies where they would share
-memory with weights, feeds or each other's buffers).
+memory with weights, feeds or each other's buffers). A model that streams its weights
+(udo_build.ir.weights: memory maps of their files) has the pages each step read given back
+after it, so a run holds one weight's pages at a time.
 
 Errors: bad feeds are a `UserError` naming the input (expected vs given dtype or shape). A UDO
 kernel that raises is the user's step failing: `StepFailed("run", "<package>::<op> (node <name>)
@@ -49,6 +51,7 @@ import numpy as np
 
 from ..errors import StepFailed, UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
+from ..ir.weights import release, streams
 from ..kernels.default import DEFAULT
 from ..kernels.oppkg import Flags, Impl, OpPackage, OpPackageError
 from ..rewrite.graph import UNKNOWN, TType
@@ -96,7 +99,8 @@ class LoadedModel(Generic[PlanT]):
                 raise OpPackageError("a UDO op package cannot be named 'default'")
             self.packages[name] = package
         self._infos = self.graph.infos()
-        self._weights = dict(model.weights)
+        self._weights = dict(model.weights)  # a streaming model's: maps (udo_build.ir.weights)
+        self._streams = streams(self._weights)
         self._inputs = {t.name: t for t in self.graph.inputs if t.name not in self._weights}
         self._plans: dict[tuple[str, ...], PlanT] = {}
         self._check_wiring()
@@ -219,6 +223,8 @@ class Session(LoadedModel[Plan]):
             result = args = None  # type: ignore[assignment]  (hold nothing past its last use)
             for name in step.frees:
                 del env[name]
+            if self._streams:  # the weights it read: no longer resident
+                release(*(plan.constants[n] for n in step.inputs if n in plan.constants))
         return {name: _detached(env[name]) for name in plan.outputs}
 
     def _check_feeds(self, feeds: Mapping[str, np.ndarray],

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .cas import Cas
 
 CHUNK = 1 << 20
+WHOLE_PART = 1 << 20  # a range that is one part this large is read as its blob, not kept
 _ZEROS = bytes(CHUNK)
 
 
@@ -205,6 +206,9 @@ class PartsReader:
         self._cache: dict[str, bytes] = {}
 
     def read(self, offset: int, size: int) -> bytes:
+        whole = self._whole_part(offset, size)
+        if whole is not None:
+            return whole
         out = bytearray()
         end = offset + size
         for part in self.layout.parts:
@@ -216,6 +220,30 @@ class PartsReader:
             out.extend(data[lo - part.offset:hi - part.offset])
         out.extend(b"\0" * (min(end, self.size) - offset - len(out)))
         return bytes(out)
+
+    def part_path(self, offset: int, size: int) -> Path | None:
+        """The blob file of the part that is exactly this range when it is kept raw (its
+        bytes, to map); None for any other range, or a compressed blob."""
+        for part in self.layout.parts:
+            if part.offset == offset and part.size == size:
+                path = self.cas.path_of(part.digest)
+                return path if path is not None and path.suffix != ".zst" else None
+        return None
+
+    def _whole_part(self, offset: int, size: int) -> bytes | None:
+        """A large part read whole (a bundle's weight): its blob's bytes as they are, neither
+        copied nor kept (the caller holds it, or not); None for any other range."""
+        if size < WHOLE_PART:
+            return None
+        for part in self.layout.parts:
+            if part.offset == offset and part.size == size:
+                if part.digest in self._cache:
+                    return self._cache[part.digest]
+                data = self.cas.get(part.digest)
+                if data is None:
+                    raise MissingPart(part.digest)
+                return data
+        return None
 
     def _part(self, part: Part) -> bytes:
         if part.digest not in self._cache:

@@ -54,10 +54,12 @@ from .inputs import kernel_files
 # and the outputs are the resolved tensor names of the input `outputs`, not the request
 # version 6: COMPILER_VERSION 4 (computed shapes, run-time shapes on the CPU runtime, folded
 # outputs as constants, 0-d constants kept)
+# version 7: a record of block-quantized weights holds their block scales in its payload's
+# constants, not in its JSON (record format 4, udo_build.compiler.record_blocks)
 KEY_PARAMS = tuple(p for p in CompileTarget.KEY_PARAMS if p != "outputs")
 
 
-@action_kind("prepare", version=6, params=KEY_PARAMS)
+@action_kind("prepare", version=7, params=KEY_PARAMS)
 def prepare(ctx: ActionContext) -> Produced:
     from ...compiler import RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
@@ -142,7 +144,9 @@ def _packages(ctx: ActionContext, bundle: Any) -> dict[str, Any]:
     return packages_for(bundle, kernels)
 
 
-@action_kind("combine", version=1, params=("graphs",))
+# version 2: records of block-quantized weights combine into record format 5 (their block
+# scales among the shared constants)
+@action_kind("combine", version=2, params=("graphs",))
 def combine(ctx: ActionContext) -> Produced:
     from ...compiler.record import combine_records, read_header
 

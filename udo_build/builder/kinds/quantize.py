@@ -68,11 +68,12 @@ def quantize(ctx: ActionContext) -> Produced:
         settings, overrides, ctx.progress("calibration", count),
         ctx.progress("layer SQNR", min(settings.report_inputs, count)), cores=ctx.cores,
         count=count, label=labels("calibration input", listing.file, lines), widths=widths)
-    quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta))
+    encodings_json = qmodel.encodings_json()  # made once: an LLM's are tens of MB
+    quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta), encodings_json)
     segments, size = bundle_segments(quantized)  # a file of parts: never whole in memory
     bundled = FileOfParts(segments, size)  # type: ignore[arg-type]
     outputs: dict[str, bytes | FileOfParts] = {"bundle": bundled,
-                                               "encodings": qmodel.encodings_json()}
+                                               "encodings": encodings_json}
     measured = ""
     if unknown is not None:
         outputs[UNKNOWN] = canonical_json(list(unknown))

@@ -17,6 +17,11 @@ integer kernel requantizes straight into the activation's encoding, clamped at i
 the activation node is skipped. A tensor the caller requests is never absorbed (its producer
 then runs as float fallback in that plan). Each distinct set of requested outputs has its own
 plan; a plan frees every intermediate after its last reader, as the float runtime does.
+
+A model that streams its weights (udo_build.ir.weights) keeps what the plan makes of them
+(quantized weights, LPBQ integers, a binder's packed constants) spilled to files, mapped, and
+each node's pages are given back once its step is planned (the session gives them back after
+each step it runs): a plan of a large model holds maps, not arrays. The values are the same.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ...errors import UserError
 from ...ir.encodings import Encoding
 from ...ir.graph import DEFAULT_PACKAGE, Node, needed_nodes
 from ...ir.qmodel import QuantizedModel
+from ...ir.weights import release, spill, streams
 from ...kernels.oppkg import Impl
 from . import registry
 from .fixed import dequantize_along, lpbq_integers, qtype, quantize_along
@@ -77,6 +83,10 @@ class Planner:
         self.qmodel = qmodel
         self.graph = qmodel.model.graph
         self.weights = dict(qmodel.model.weights)
+        # a model that streams its weights (udo_build.ir.weights): what is made of them is
+        # spilled to files too, so the plan holds maps, not arrays
+        self.streams = streams(self.weights)
+        self._keep: Callable[[np.ndarray], np.ndarray] = spill if self.streams else _as_it_is
         self.infos = self.graph.infos()
         self.float_impl = float_impl
         self._readers = {o: n for n in self.graph.nodes for o in n.inputs}
@@ -94,14 +104,26 @@ class Planner:
                         if n in self.qmodel.activations}, absorbable)
         live = set(outputs) | {i for n in nodes for i in n.inputs}
         nodes = [_without_unread(n, live) for n in nodes]
-        steps = [self._step(node, state) for node in nodes if node.name not in state.skip]
-        steps = [s for s in steps if s is not None]
+        steps = []
+        for node in nodes:
+            step = self._step(node, state)
+            if step is not None:
+                steps.append(step)
+                self._release(node, step, state)
         constants = {**self.weights, **state.constants}
         steps = _with_frees(steps, set(outputs) | set(constants))
         read = {i for s in steps for i in s.inputs} | set(outputs)
         return QPlan(tuple(steps), {k: v for k, v in constants.items() if k in read},
                      outputs, frozenset(n for n in inputs if n in read),
                      dict(state.encodings), state.absorbed)
+
+    def _release(self, node: Node, step: QStep, state: _State) -> None:
+        """A streaming model's: the pages the node's weights and what was made of them were
+        read into, given back (udo_build.ir.weights)."""
+        if self.streams:
+            release(*(self.weights[n] for n in node.inputs if n in self.weights),
+                    *(state.constants[n] for n in step.inputs if n in state.constants),
+                    *step.kwargs.values())
 
     # -- one node ----------------------------------------------------------------------------
 
@@ -126,7 +148,11 @@ class Planner:
         key = (node.name, tuple(None if o is None else (o.name, o.dtype, o.encodings, o.shape)
                                 for o in operands), targets)
         if key not in self._bound:
-            self._bound[key] = registry.bind(Context(node, operands, targets))
+            bound = registry.bind(Context(node, operands, targets))
+            if bound is not None and bound.replace:
+                bound = replace(bound, replace={i: self._keep(v) if isinstance(v, np.ndarray)
+                                                else v for i, v in bound.replace.items()})
+            self._bound[key] = bound
         return self._bound[key]
 
     def _operand(self, node: Node, i: int, state: _State) -> Operand | None:
@@ -156,7 +182,7 @@ class Planner:
         one as it is), computed once."""
         key = self._key(node, i, encs)
         if key not in self._params:
-            self._params[key] = self._quantized(key, encs)
+            self._params[key] = self._keep(self._quantized(key, encs))
         return self._params[key]
 
     def _quantized(self, key: tuple[str, int], encs: list[Encoding]) -> np.ndarray:
@@ -175,7 +201,8 @@ class Planner:
         asked for: only float kernels and a few binders read them."""
         key = self._key(node, i, encs)
         if key not in self._reals:
-            self._reals[key] = dequantize_along(self._param(node, i, encs), encs, key[1])
+            self._reals[key] = self._keep(dequantize_along(self._param(node, i, encs), encs,
+                                                           key[1]))
         return self._reals[key]
 
     def _key(self, node: Node, i: int, encs: list[Encoding]) -> tuple[str, int]:
@@ -190,7 +217,8 @@ class Planner:
         if name not in self._lpbq_ints:  # the codes are not kept: only these integers are read
             key = self._key(node, i, encs)
             q = self._params[key] if key in self._params else self._quantized(key, encs)
-            self._lpbq_ints[name] = lpbq_integers(q, encs)
+            ints, plain = lpbq_integers(q, encs)
+            self._lpbq_ints[name] = self._keep(ints), plain
         return self._lpbq_ints[name]
 
     def _real(self, name: str) -> np.ndarray | None:
@@ -258,6 +286,10 @@ class Planner:
         return QStep(fn, tuple(inputs), node.outputs, node.kwargs,
                      f"{node.package}::{node.op} (node {node.name})",
                      node.package != DEFAULT_PACKAGE, False, tuple(dequantize), quantize)
+
+
+def _as_it_is(array: np.ndarray) -> np.ndarray:
+    return array
 
 
 def _gathers_codes(node: Node, operand: Operand | None) -> bool:

@@ -40,6 +40,7 @@ from ...errors import UserError
 from ...ir.encodings import Encoding
 from ...ir.graph import Node
 from ...ir.qmodel import QuantizedModel
+from ...ir.weights import release
 from ...kernels.oppkg import Impl, OpPackage
 from ..float_session import (
     LoadedModel,
@@ -147,6 +148,8 @@ class QuantizedSession(LoadedModel[QPlan]):
             if enc is not None and np.asarray(value).dtype.kind == "f":
                 value = quantize(value, enc)
             env[name] = value
+        if self._streams:  # the weights it read (mapped): no longer resident
+            release(*args, *kwargs.values())
         result = args = values = None  # type: ignore[assignment]  (hold nothing past its use)
         for name in step.frees:
             del env[name]
