@@ -212,3 +212,20 @@ def test_failing_uploads_do_not_stop_reads(filled: Filled, tmp_path: Path) -> No
     assert err.count("warning:") == 1 and "uploads failed" in err and "HTTP 500" in err
     assert "unreachable" not in err and remote["disabled"] is None and not remote["uploading"]
     assert any(r.startswith("PUT ") for r in server.requests)
+
+
+def test_an_idle_watchdog_ends_its_thread_and_the_next_request_starts_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from udo_build.store.remote import deadlines
+
+    monkeypatch.setattr(deadlines, "IDLE_EXIT", 0.05)
+    watchdog = deadlines.Watchdog()
+    for _ in range(2):  # started, ended when idle, started again
+        transfer = deadlines.Transfer("read", time.monotonic() + 60, 0.0, 60.0)
+        watchdog.watch(transfer)
+        thread = watchdog._thread
+        assert thread is not None and thread.is_alive()
+        watchdog.forget(transfer)
+        thread.join(timeout=5)
+        assert not thread.is_alive() and watchdog._thread is None
+    assert all(t is not thread for t in threading.enumerate())

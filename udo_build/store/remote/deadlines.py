@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 TICK = 0.1  # seconds between looks at the transfers in flight
+IDLE_EXIT = 2.0  # seconds a watchdog with nothing in flight waits before its thread ends
 
 
 class Transfer:
@@ -83,7 +84,8 @@ class Transfer:
 
 class Watchdog:
     """Drops the transfers in flight that miss their deadline or rate (one thread, started on
-    the first request, idle while none is in flight)."""
+    the first request and ended after IDLE_EXIT seconds with none in flight: a process that
+    builds many times, or forks workers, keeps no idle watchdog threads)."""
 
     def __init__(self) -> None:
         self._transfers: set[Transfer] = set()
@@ -114,8 +116,11 @@ class Watchdog:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._transfers:
-                    self._cond.wait()
+                if not self._transfers:
+                    self._cond.wait(IDLE_EXIT)
+                    if not self._transfers:  # idle: end, the next watch starts another
+                        self._thread = None
+                        return
                 found = list(self._transfers)
             now = time.monotonic()
             for transfer in found:
