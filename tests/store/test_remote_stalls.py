@@ -37,6 +37,9 @@ class Faulty(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    # a build looks up many entries at once: socketserver's backlog of 5 dropped the SYNs past
+    # it, whose retransmission (1 s later) missed the 0.5 s connect timeout on a loaded machine
+    request_queue_size = 128
 
     def __init__(self, mode: str, root: Path) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
