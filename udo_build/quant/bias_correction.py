@@ -38,7 +38,6 @@ def correct_biases(qmodel: QuantizedModel, packages: Mapping[str, Any],
     where an algorithm before changed them (AdaRound writes its rounding into the weights, so
     the model's own are already on their grid and would hide the shift the rounding made);
     default: the model's own."""
-    reference = qmodel.model.weights if reference is None else reference
     layers = [layer for layer in layers_of(qmodel) if _bias_fits(layer.node, qmodel)]
     gather(qmodel, packages, feeds, layers, sums=True, count=count)
     weights = dict(qmodel.model.weights)
@@ -57,14 +56,16 @@ def correct_biases(qmodel: QuantizedModel, packages: Mapping[str, Any],
 
 
 def mean_shift(layer: LayerInput, qmodel: QuantizedModel,
-               reference: Mapping[str, np.ndarray]) -> np.ndarray:
+               reference: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """Per output channel: the quantized layer's mean output minus the float layer's (float64),
-    bias left out; the float layer's weights from `reference`."""
+    bias left out; the float layer's weights from `reference` where it has them, else the
+    model's own (each weight read once: a large model's are read from their files)."""
     node = layer.node
     name = node.inputs[1]
-    w = rows_of(node, reference.get(name, qmodel.model.weights[name])).astype(np.float64)
-    wq = w_on_grid(rows_of(node, qmodel.model.weights[name]).astype(np.float64),
-                   qmodel.params[name])
+    own = rows_of(node, qmodel.model.weights[name]).astype(np.float64)
+    w = own if reference is None or name not in reference else \
+        rows_of(node, reference[name]).astype(np.float64)
+    wq = w_on_grid(own, qmodel.params[name])
     group = np.arange(w.shape[0]) // (w.shape[0] // layer.groups)
     assert layer.float_sums is not None and layer.grid_sums is not None
     mean_f = layer.float_sums[group] / layer.positions
