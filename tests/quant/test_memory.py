@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import pytest
 from onnx import helper, numpy_helper
 
 from udo_build.cli import main
@@ -138,3 +139,38 @@ def test_the_quantized_bundle_is_a_file_of_parts_its_large_weight_a_blob(
     blob = next(p for p in layout.parts if p.size == w.nbytes)
     assert store.cas.get(blob.digest) == w.tobytes()  # the weight, a blob of its own
     assert layout.size == published.stat().st_size
+
+
+ACTIVATION = 1 << 18  # float32 elements of each activation of `deep`: 1 MiB
+DEPTH = 32
+
+
+def deep() -> Model:
+    """x -> Tanh -> Neg -> Tanh -> ... (DEPTH nodes): an activation of 1 MiB each, all of them
+    observed by calibration and measured by the per-layer SQNR."""
+    nodes, x = [], "x"
+    for i in range(DEPTH):
+        nodes.append(Node(f"n{i}", "Tanh" if i % 2 == 0 else "Neg", (x,), (f"a{i}",)))
+        x = f"a{i}"
+    graph = Graph("deep", (TensorInfo("x", "float32", (1, ACTIVATION)),),
+                  (TensorInfo(x, "float32", (1, ACTIVATION)),), tuple(nodes))
+    return Model(graph, {})
+
+
+@pytest.mark.parametrize("quantizer", ["tf", "enhanced"])
+def test_calibration_and_the_measure_hold_a_few_activations_not_all(quantizer: str) -> None:
+    """Calibration takes each activation's statistics as the float session makes it, and the
+    measure compares each float and integer activation as both sessions make it: neither
+    holds an inference's activations at once (DEPTH MiB in float32, twice that as float64
+    for the measure's sums), only their temporaries (float64 of one activation, a histogram's
+    indices)."""
+    model = deep()
+    inputs = [{"x": RNG.standard_normal((1, ACTIVATION)).astype(np.float32)}]
+    settings = QuantizeSettings(act_bitwidth=16, quantizer=quantizer, report_inputs=1)
+    (_, figures), peak = traced_peak(lambda: quantize_and_measure(
+        model, {}, lambda: iter(inputs), settings, count=1))
+    assert figures is not None and len(figures.layers) == DEPTH
+    # measured: 14 activations' bytes (the integer kernels' temporaries of one step: 9); when
+    # calibration kept its float tensors for the measure and the measure ran each session
+    # whole, 85
+    assert peak < 20 * ACTIVATION * 4, peak / (ACTIVATION * 4)

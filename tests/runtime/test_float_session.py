@@ -138,6 +138,40 @@ def test_intermediates_are_freed_after_their_last_use() -> None:
         [], ["t1"], ["t1", "t2"], ["t1", "t3"]]
 
 
+def test_streamed_tensors_come_as_made_and_go_after_their_last_reader() -> None:
+    """`stream` hands each requested tensor over as its step makes it, the values `run` gives;
+    a caller that drops each before the next holds none of them: each lives until its last
+    reader, as an unrequested one does (`run` keeps every requested one to the end)."""
+    made: dict[str, weakref.ref] = {}
+    alive: list[list[str]] = []
+    package = OpPackage("Probe")
+
+    @package.op("Make")
+    def make(x: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
+        alive.append(sorted(name for name, ref in made.items() if ref() is not None))
+        out = x + 1 if y is None else x + y
+        made[f"t{len(made) + 1}"] = weakref.ref(out)
+        return out
+
+    edges = [("x", "a"), ("a", "b"), ("b", "c"), ("c", "a", "y")]
+    graph = Graph("g", (f32("x", 2, 3),), (f32("y", 2, 3),), tuple(
+        Node.make(f"n{i}", "Make", ins, [out], package="Probe")
+        for i, (*ins, out) in enumerate(edges, 1)), tuple(f32(n, 2, 3) for n in "abc"))
+    session = Session(Model(graph), {"Probe": package})
+    ran = session.run({"x": X}, ["y", "c", "x", "a"])
+    made.clear()
+    alive.clear()
+    streamed = []
+    for name, value in session.stream({"x": X}, ["y", "c", "x", "a"]):
+        assert not value.flags.writeable
+        streamed.append((name, value.copy()))
+        value = None  # type: ignore[assignment]
+    assert [name for name, _ in streamed] == ["x", "a", "c", "y"]  # as made
+    assert all(np.array_equal(v, ran[name]) for name, v in streamed)
+    assert alive == [[], ["t1"], ["t1", "t2"], ["t1", "t3"]]  # c (t3) is gone once y is made
+    assert not any(ref() is not None for ref in made.values())
+
+
 def test_plans_are_built_once_per_set_of_outputs() -> None:
     session = Session(chain(("default", "Neg"), ("default", "Relu")))
     assert session.plan(("y",)) is session.plan(("y",))

@@ -69,6 +69,20 @@ def test_the_integer_session_holds_weights_at_their_integer_width() -> None:
     assert running < WIDTH * WIDTH * 8 + (1 << 20), running  # one weight as float64 at most
 
 
+def test_the_integer_session_streams_what_run_gives_as_it_is_made() -> None:
+    """`stream` hands each requested tensor over as its step makes it (the feeds first), the
+    values `run` gives (the quant report compares them with the float session's one at a time,
+    udo_build.quant.report)."""
+    session = QuantizedSession(quantized_chain())
+    x = RNG.uniform(-2, 2, (1, WIDTH)).astype(np.float32)
+    names = ["h2", "x", "h0", f"h{LAYERS - 1}"]
+    ran = session.run({"x": x}, names)
+    streamed = list(session.stream({"x": x}, names))
+    assert [name for name, _ in streamed] == ["x", "h0", "h2", f"h{LAYERS - 1}"]
+    for name, value in streamed:
+        assert value.dtype == ran[name].dtype and np.array_equal(value, ran[name]), name
+
+
 def test_a_product_by_slices_of_rows_gives_the_same_bits(
         monkeypatch: pytest.MonkeyPatch) -> None:
     w = RNG.integers(-127, 128, (1, 300, 257), dtype=np.int8)

@@ -1,5 +1,6 @@
-"""The worker pool: results in input order, questions answered in input order, small counts in
-this process, failures reported at their input as one process would, workers stopped after."""
+"""The worker pool: results in input order, questions answered in input order on each topic,
+small counts in this process, failures reported at their input as one process would, workers
+stopped after."""
 
 from __future__ import annotations
 
@@ -26,12 +27,13 @@ class Prefix(Job[int, tuple[int, int, int]]):
     def __init__(self) -> None:
         self.total = 0
 
-    def work(self, index: int, item: int) -> Generator[int, int, tuple[int, int, int]]:
+    def work(self, index: int, item: int) -> Generator[tuple[str, int], int,
+                                                       tuple[int, int, int]]:
         time.sleep(0.002 * (8 - index % 8))
-        running = yield item
+        running = yield "sum", item
         return index, running, os.getpid()
 
-    def scan(self, index: int, question: int) -> int:
+    def scan(self, index: int, topic: str, question: int) -> int:
         self.total += question
         return self.total
 
@@ -50,6 +52,39 @@ def test_results_and_answers_come_in_input_order(cores: int) -> None:
     assert (pids == {os.getpid()}) == (cores == 1)  # workers are other processes
     assert len(pids) == (1 if cores == 1 else cores)
     assert not multiprocessing.active_children()
+
+
+class Topics(Job[int, dict[str, int]]):
+    """Input i asks on four topics in an order of its own (it skips one of them): each answer
+    is the running sum of the items asked on that topic, in input order; later inputs are
+    quicker, so that without the order they would ask first."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, int] = {}
+
+    @staticmethod
+    def asks(index: int) -> list[str]:
+        order = "abcd"[index % 4:] + "abcd"[:index % 4]
+        return [topic for topic in order if topic != "abcd"[index % 3]]
+
+    def work(self, index: int, item: int) -> Generator[tuple[str, int], int, dict[str, int]]:
+        got = {}
+        for topic in self.asks(index):
+            time.sleep(0.001 * (8 - index % 8))
+            got[topic] = yield topic, item
+        return got
+
+    def scan(self, index: int, topic: str, question: int) -> int:
+        self.totals[topic] = self.totals.get(topic, 0) + question
+        return self.totals[topic]
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_questions_on_each_topic_are_answered_in_input_order(cores: int) -> None:
+    items = [3 * i + 1 for i in range(12)]
+    want = [{t: sum(items[j] for j in range(i + 1) if t in Topics.asks(j))
+             for t in Topics.asks(i)} for i in range(12)]
+    assert [r for _, r in _results(Topics(), items, cores)] == want
 
 
 def test_a_small_count_runs_here() -> None:

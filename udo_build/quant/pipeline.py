@@ -25,10 +25,10 @@ own bit widths instead of act_bitwidth / weights_bitwidth.
 tensors they name; with float_fallback only they are used, and no calibration runs: every other
 tensor stays float.
 `quantize_and_measure` then measures the SQNR of each layer over the first `report_inputs`
-calibration inputs (udo_build.quant.report), reusing calibration's float tensors where it ran in
-this process; where it ran over several workers, the measure computes them again (in its
-workers), asking the float model for the very tensors calibration asked for, so that the
-figures are the same bits. `cores`: how many cores both may use (udo_build.runtime.pool).
+calibration inputs (udo_build.quant.report), reading them again and asking the float model for
+the very tensors calibration asked for, so that the figures are the bits of calibration's
+float tensors (kept instead, an LLM's would be most of a gigabyte). `cores`: how many cores
+both may use (udo_build.runtime.pool).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from .quantizers import (
     symmetric_weights,
     with_bias,
 )
-from .report import KeptInferences, LayerFigures, layer_sqnr
+from .report import LayerFigures, layer_sqnr
 from .settings import QuantizeSettings, Widths
 from .stats import TensorStats
 
@@ -70,27 +70,25 @@ FLOAT_INPUTS = {"Range": (0, 1, 2), "Resize": (1, 2), "Upsample": (1,), "Quantiz
                 "Pow": (1,)}
 DEFAULTS = QuantizeSettings().quantizer_params()
 Overrides = tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]
-Observer = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], None]
 
 
 def quantize_model(model: Model, packages: Mapping[str, Any],
                    feeds: Iterable[Mapping[str, np.ndarray]], settings: Mapping[str, Any],
                    overrides: Overrides | None = None,
                    progress: Callable[[int, int], None] | None = None,
-                   observe: Observer | None = None, cores: int = 1, count: int | None = None,
+                   cores: int = 1, count: int | None = None,
                    label: Callable[[int], str] | None = None,
                    widths: Widths | None = None) -> QuantizedModel:
-    """`observe`, `cores`, `count` and `label`: see calibrate. `widths`: per-tensor bit widths
+    """`cores`, `count` and `label`: see calibrate. `widths`: per-tensor bit widths
     instead of act_bitwidth / weights_bitwidth (mixed precision)."""
     config = {**DEFAULTS, **settings}
     prepared = fold_for_quantization(model)
     stats: dict[str, TensorStats] = {}
-    count = 0
+    done = 0
     if not config["float_fallback"]:
-        stats, count = calibrate(prepared, packages, feeds, _calibrated_tensors(prepared),
-                                 histograms=config["quantizer"] == "enhanced",
-                                 progress=progress, observe=observe, cores=cores,
-                                 count=count, label=label)
+        stats, done = calibrate(prepared, packages, feeds, _calibrated_tensors(prepared),
+                                histograms=config["quantizer"] == "enhanced",
+                                progress=progress, cores=cores, count=count, label=label)
     chooser = _Chooser(prepared, stats, config, widths)
     activations, params = chooser.choose()
     if overrides is not None:
@@ -101,7 +99,7 @@ def quantize_model(model: Model, packages: Mapping[str, Any],
         activations = {k: v for k, v in activations.items() if k in names}
         params = {k: v for k, v in params.items() if overrides and k in overrides[1]}
     return QuantizedModel(prepared, activations, params,
-                          {**config, "calibration_inputs": count})
+                          {**config, "calibration_inputs": done})
 
 
 def quantize_and_measure(model: Model, packages: Mapping[str, Any],
@@ -117,16 +115,11 @@ def quantize_and_measure(model: Model, packages: Mapping[str, Any],
     over that many first inputs (None: not measured). `feeds()` reads the inputs afresh;
     `count`: their number, when known (see calibrate)."""
     limit = settings.report_inputs
-    kept = KeptInferences(limit)
     qmodel = quantize_model(model, packages, feeds(), settings.quantizer_params(), overrides,
-                            progress, kept if limit > 0 else None, cores, count, label, widths)
+                            progress, cores, count, label, widths)
     if limit <= 0:
         return qmodel, None
     measured = min(limit, count) if count is not None else None
-    if kept.feeds:
-        layers = layer_sqnr(qmodel, packages, kept.feeds, measuring, kept.tensors, cores)
-        return qmodel, LayerFigures(len(kept.feeds), tuple(layers))
-    # float_fallback (no calibration ran), or calibration ran in workers: read them again
     inputs = islice(feeds(), limit)
     request = None if qmodel.settings["calibration_inputs"] == 0 else \
         calibration_request(qmodel.model, _calibrated_tensors(qmodel.model))

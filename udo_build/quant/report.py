@@ -10,6 +10,13 @@ the float model is no signal a quantized tensor could carry.
     layers = layer_sqnr(qmodel, packages, feeds)       # LayerSqnr per encoded layer output
     LayerFigures(inputs, tuple(layers)).to_bytes()     # quantize's quant/layers.json
 
+Memory: the two sessions run in step, each handing its tensors over as it makes them
+(`stream`); a tensor's sums are taken once both have made it, and each session frees it after
+its last reader. An inference holds the widest cut of each graph and the few tensors one run
+made before the other, not the two runs' tensors at once (an LLM's AR-128 step: gigabytes).
+The float tensors come from calibration's plan (`request`), so they are the bits calibration
+saw, run again here rather than kept from calibration.
+
 The integer path is exact on every machine; the float reference may differ in its last bits
 between CPUs, so the published figures are rounded to 3 decimals (runtime/metrics.py does the
 same) and an exact layer (no noise at all) has None.
@@ -19,8 +26,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -61,35 +69,16 @@ class LayerFigures:
         return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
 
 
-class KeptInferences:
-    """Calibration's observer (quant.calibrate) keeping the first `limit` inferences: their
-    feeds and float tensors, so the SQNR after quantizing need not run the float model again."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.feeds: list[Mapping[str, np.ndarray]] = []
-        self.tensors: list[Mapping[str, np.ndarray]] = []
-
-    def __call__(self, feed: Mapping[str, np.ndarray],
-                 tensors: Mapping[str, np.ndarray]) -> None:
-        if len(self.feeds) < self.limit:
-            self.feeds.append(dict(feed))
-            self.tensors.append(dict(tensors))
-
-
 def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
                feeds: Iterable[Mapping[str, np.ndarray]],
-               progress: Callable[[int, int], None] | None = None,
-               references: Sequence[Mapping[str, np.ndarray]] = (), cores: int = 1,
+               progress: Callable[[int, int], None] | None = None, cores: int = 1,
                count: int | None = None, request: Sequence[str] | None = None,
                label: Callable[[int], str] | None = None) -> list[LayerSqnr]:
     """The SQNR of every encoded layer output over `feeds` (`progress(done, 0)` after each).
-    `references[i]`, when given, holds float tensors of feed i already computed (calibration's):
-    only the tensors it lacks are run on the float model. `request`: the tensors to ask the
-    float model for first, as calibration did (its plan, so its bits), when calibration's are not
-    at hand. `cores`, `count` (else len(feeds)), `label`: as for calibration
-    (udo_build.runtime.pool): the feeds spread over workers, each input's sums come back and are
-    added in input order, as one process adds them."""
+    `request`: the tensors to ask the float model for first, as calibration did (its plan, so
+    its bits); the others come from a plan of their own. `cores`, `count` (else len(feeds)),
+    `label`: as for calibration (udo_build.runtime.pool): the feeds spread over workers, each
+    input's sums come back and are added in input order, as one process adds them."""
     from ..runtime.pool import labels, ordered
 
     graph = qmodel.model.graph
@@ -100,8 +89,7 @@ def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
     noise = dict.fromkeys(tensors, 0.0)
     total = count if count is not None else (len(feeds) if isinstance(feeds, Sized) else None)
     job = _Measure(qmodel, packages, tensors, list(request or ()))
-    items = ((feed, references[i] if i < len(references) else {}) for i, feed in enumerate(feeds))
-    for done, (_, sums) in enumerate(ordered(job, items, cores, total,
+    for done, (_, sums) in enumerate(ordered(job, feeds, cores, total,
                                              label or labels("input")), 1):
         for name, (s, e) in zip(tensors, sums, strict=True):
             signal[name] += s
@@ -113,15 +101,19 @@ def layer_sqnr(qmodel: QuantizedModel, packages: Mapping[str, Any],
             for i, n, out in layers]
 
 
-Item = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]  # a feed, its known tensors
+Stream = Iterator[tuple[str, np.ndarray]]
 
 
-class _Measure(Job[Item, list[tuple[float, float]]]):
-    """One input on the float model and the integer path: (signal, noise) of each tensor."""
+class _Measure(Job[Mapping[str, np.ndarray], list[tuple[float, float]]]):
+    """One input on the float model and the integer path, in step: (signal, noise) of each
+    tensor, taken as soon as both have made it (see `_paired`)."""
 
     def __init__(self, qmodel: QuantizedModel, packages: Mapping[str, Any],
                  tensors: list[str], request: list[str]) -> None:
-        self.qmodel, self.packages, self.tensors, self.request = qmodel, packages, tensors, request
+        self.qmodel, self.packages, self.tensors = qmodel, packages, tensors
+        known = set(request)
+        self.plans = (request, [name for name in tensors if name not in known]) if request \
+            else ([], tensors)  # the float plans, in turn: calibration's, the rest's
         self.sessions: Any = None
 
     def start(self) -> None:
@@ -132,30 +124,54 @@ class _Measure(Job[Item, list[tuple[float, float]]]):
             exact = Session(self.qmodel.model, self.packages)
             quantized = QuantizedSession(self.qmodel, self.packages)
             quantized.plan(tuple(self.tensors))
-            if self.request:
-                exact.plan(tuple(self.request))
-                known = set(self.request)
-                missing = tuple(name for name in self.tensors if name not in known)
-                if missing:
-                    exact.plan(missing)
+            for names in self.plans:
+                if names:
+                    exact.plan(tuple(names))
             self.sessions = (exact, quantized)
 
-    def work(self, index: int, item: Item) -> list[tuple[float, float]]:
+    def work(self, index: int, feed: Mapping[str, np.ndarray]) -> list[tuple[float, float]]:
         exact, quantized = self.sessions
-        feed, known = item
-        if not known and self.request:
-            known = exact.run(feed, self.request)
-        missing = [name for name in self.tensors if name not in known]
-        reference = {**known, **(exact.run(feed, missing) if missing else {})}
-        approx = quantized.run(feed, self.tensors)
-        sums = []
-        for name in self.tensors:
-            x, e = _finite_pair(reference[name], approx[name])
-            sums.append((float(np.sum(x * x)), float(np.sum(e * e))))
-        return sums
+        reference = chain.from_iterable(exact.stream(feed, names)
+                                        for names in self.plans if names)
+        sums = {}
+        with np.errstate(all="ignore"):  # as the sessions' runs: NaN and infinities as IEEE
+            pairs = _paired(reference, quantized.stream(feed, self.tensors), set(self.tensors))
+            for name, x, y in pairs:
+                x, e = _finite_pair(x, y)
+                sums[name] = (float(np.sum(x * x)), float(np.sum(e * e)))
+                x = y = e = None  # type: ignore[assignment]  (freed before the next is made)
+        return [sums[name] for name in self.tensors]
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "sessions": None}  # a spawned worker starts its own
+
+
+def _paired(reference: Stream, approx: Stream, names: set[str]
+            ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, float tensor, integer tensor) of each of `names`, as soon as both streams have
+    made it: the float stream leads, the integer one is run until it catches up, and what one
+    made before the other waits (both run the graph's nodes in order, so few wait)."""
+    floats: dict[str, np.ndarray] = {}
+    ints: dict[str, np.ndarray] = {}
+    for name, x in reference:
+        if name in ints:
+            yield name, x, ints.pop(name)
+        elif name in names:
+            floats[name] = x
+        x = None  # type: ignore[assignment]  (not held while the next is made)
+        if name not in floats:
+            continue
+        for other, y in approx:
+            if other in floats:
+                yield other, floats.pop(other), y
+            elif other in names:
+                ints[other] = y
+            y = None  # type: ignore[assignment]
+            if name not in floats:
+                break
+    if floats or ints or next(approx, None) is not None:
+        raise RuntimeError(f"the float and integer runs made different tensors: "
+                           f"{sorted(floats)[:3]} {sorted(ints)[:3]}")
 
 
 def _finite_pair(reference: np.ndarray, approx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

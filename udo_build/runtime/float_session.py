@@ -3,6 +3,8 @@
     session = Session(model, {"SoftplusPackage": package})
     outputs = session.run({"input": x})                    # the graph outputs
     outputs = session.run({"input": x}, ["logits", "t7"])  # any tensors
+    for name, value in session.stream({"input": x}, ["t3", "t7"]):  # each as it is made
+        ...
 
 At load, the session checks that every tensor a node reads is produced before it, selects each
 node's implementation once (by package, op and input dtypes; the default package is always
@@ -24,7 +26,10 @@ when the plan is built; requested outputs and weights are kept), so the peak mem
 the widest cut of the graph. Weights and feeds reach kernels as read-only views, and a UDO
 kernel gets all its inputs read-only: a kernel writing into its inputs fails instead of
 corrupting them. The arrays `run` returns are the caller's (copies where they would share
-memory with weights, feeds or each other's buffers). A model that streams its weights
+memory with weights, feeds or each other's buffers). `stream` runs the same plan and hands each
+requested tensor over (read-only) as its step makes it, then frees it after its last reader as
+any intermediate: a caller that takes what it needs of each (calibration's statistics, the
+quant report's sums) holds the widest cut, not every requested tensor. A model that streams its weights
 (udo_build.ir.weights: memory maps of their files) has the pages each step read given back
 after it, so a run holds one weight's pages at a time.
 
@@ -42,7 +47,7 @@ exists.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Generic, TypeVar
@@ -206,26 +211,55 @@ class Session(LoadedModel[Plan]):
         """The requested tensors (default: the graph outputs) for these inputs."""
         plan = self.plan(tuple(outputs) if outputs is not None
                          else tuple(t.name for t in self.graph.outputs))
-        env: dict[str, Any] = dict(plan.constants)
-        env.update(self._check_feeds(feeds, plan.feeds))
+        env = self._start(plan, feeds)
         for step in plan.steps:
-            args = [env[name] if name else None for name in step.inputs]
-            if step.user:  # the user's kernel sees read-only inputs: it cannot corrupt them
-                args = [_read_only(a) if isinstance(a, np.ndarray) else a for a in args]
-            try:
-                result = step.fn(*args, **step.kwargs)
-            except Exception as error:
-                raise _failure(step, error) from error
-            if len(step.outputs) == 1 and not step.user and not isinstance(result, tuple):
-                env[step.outputs[0]] = result
-            else:
-                self._store(step, result, env)
-            result = args = None  # type: ignore[assignment]  (hold nothing past its last use)
+            self._run_step(plan, step, env)
             for name in step.frees:
                 del env[name]
-            if self._streams:  # the weights it read: no longer resident
-                release(*(plan.constants[n] for n in step.inputs if n in plan.constants))
         return {name: _detached(env[name]) for name in plan.outputs}
+
+    def stream(self, feeds: Mapping[str, np.ndarray],
+               outputs: Sequence[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """(name, value) of each requested tensor as it is made (those there before the first
+        step, feeds and constants, first), the values `run` gives for the same outputs (the
+        same plan), read-only. Each is freed once no later step reads it: the caller takes
+        what it needs before asking for the next, and memory stays that of the widest cut."""
+        plan = self.plan(tuple(outputs))
+        env = self._start(plan, feeds)
+        wanted = set(plan.outputs)
+        for name in dict.fromkeys(plan.outputs):
+            if name in env:
+                yield name, _read_only(env[name])
+        for step, dead in zip(plan.steps, streamed_frees(plan.steps, plan.outputs,
+                                                          plan.constants), strict=True):
+            self._run_step(plan, step, env)
+            for name in step.outputs:
+                if name in wanted:
+                    yield name, _read_only(env[name])
+            for name in dead:
+                del env[name]
+
+    def _start(self, plan: Plan, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        env: dict[str, Any] = dict(plan.constants)
+        env.update(self._check_feeds(feeds, plan.feeds))
+        return env
+
+    def _run_step(self, plan: Plan, step: Step, env: dict[str, Any]) -> None:
+        """One step: its outputs into `env` (nothing freed)."""
+        args = [env[name] if name else None for name in step.inputs]
+        if step.user:  # the user's kernel sees read-only inputs: it cannot corrupt them
+            args = [_read_only(a) if isinstance(a, np.ndarray) else a for a in args]
+        try:
+            result = step.fn(*args, **step.kwargs)
+        except Exception as error:
+            raise _failure(step, error) from error
+        if len(step.outputs) == 1 and not step.user and not isinstance(result, tuple):
+            env[step.outputs[0]] = result
+        else:
+            self._store(step, result, env)
+        result = args = None  # type: ignore[assignment]  (hold nothing past its last use)
+        if self._streams:  # the weights it read: no longer resident
+            release(*(plan.constants[n] for n in step.inputs if n in plan.constants))
 
     def _check_feeds(self, feeds: Mapping[str, np.ndarray],
                      needed: frozenset[str]) -> dict[str, np.ndarray]:
@@ -262,6 +296,25 @@ class Session(LoadedModel[Plan]):
 
     def _check_user_output(self, step: Step, name: str, value: Any) -> np.ndarray:
         return check_user_output(step, name, value, self._infos)
+
+
+def streamed_frees(steps: Sequence[Any], outputs: Sequence[str],
+                   constants: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Per step (anything with `inputs`, `outputs`, `frees`), what a streaming run frees after
+    it: its `frees`, and the requested tensors (not constants) no later step reads, which a
+    plain run keeps to return."""
+    last: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for name in step.inputs:
+            last[name] = i
+        for name in step.outputs:
+            last.setdefault(name, i)
+    dropped: list[list[str]] = [[] for _ in steps]
+    for name in dict.fromkeys(outputs):
+        if name in last and name not in constants:
+            dropped[last[name]].append(name)
+    return [(*step.frees, *(n for n in more if n not in step.frees))
+            for step, more in zip(steps, dropped, strict=True)]
 
 
 def tensor_types(infos: Mapping[str, TensorInfo]) -> dict[str, TType]:

@@ -6,10 +6,13 @@ so that whatever is merged from them is what one process would have made, bit fo
 
 A `Job` has `start()` (what every input needs: sessions, built once per process) and
 `work(index, item)` (one input; its return value is the result). A `work` that is a generator
-asks the coordinator once: what it yields goes to `scan(index, question)` here, called in input
-order (input k's question after those of every input before it), and the answer is sent back
-into it. Calibration asks that way for the histogram range of input k, which follows from the
-ranges of the inputs before it (udo_build.quant.calibrate).
+asks the coordinator: each `(topic, question)` it yields goes to `scan(index, topic, question)`
+here, and the answer is sent back into it. On each topic the questions are taken in input
+order: input k's once every input before it has asked on that topic or ended (each input asks
+at most once per topic, and the inputs a worker holds run in input order, so the lowest input
+not done is never kept waiting). Calibration asks that way, tensor by tensor as the inference
+makes them, for the histogram range of input k, which follows from the ranges of the inputs
+before it (udo_build.quant.calibrate).
 
 Workers: `workers_for(cores, count)` processes, forked where the platform allows (they inherit
 the job, started once here before the fork: no model is loaded again), else spawned (the job is
@@ -41,7 +44,7 @@ import signal
 import sys
 import traceback
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -62,11 +65,12 @@ class Job(Generic[T, R]):
     def start(self) -> None:
         """Build what every input needs (once per process)."""
 
-    def work(self, index: int, item: T) -> R | Generator[Any, Any, R]:
+    def work(self, index: int, item: T) -> R | Generator[tuple[Hashable, Any], Any, R]:
         raise NotImplementedError
 
-    def scan(self, index: int, question: Any) -> Any:
-        """The answer to input `index`'s question (called here, in input order)."""
+    def scan(self, index: int, topic: Hashable, question: Any) -> Any:
+        """The answer to input `index`'s question on `topic` (called here, in input order on
+        each topic)."""
         raise NotImplementedError(f"{type(self).__name__} asks but has no scan")
 
 
@@ -162,16 +166,17 @@ def _here(job: Job[T, R], items: Iterable[T], label: Callable[[int], str]
         raise _naming(exc, label(index)) from None
 
 
-def _drive(outcome: Any, ask: Callable[[Any], Any]) -> Any:
-    """The result of one `work`: a plain value, or a generator that asks once."""
+def _drive(outcome: Any, ask: Callable[[Hashable, Any], Any]) -> Any:
+    """The result of one `work`: a plain value, or a generator that asks, `(topic, question)`
+    at a time, and is sent each answer."""
     if not isinstance(outcome, Generator):
         return outcome
     try:
-        answer = ask(next(outcome))
-        outcome.send(answer)
+        topic, question = next(outcome)
+        while True:
+            topic, question = outcome.send(ask(topic, question))
     except StopIteration as stop:
         return stop.value
-    raise RuntimeError("a job's work asked more than once for one input")
 
 
 def _naming(exc: BaseException, where: str) -> BaseException:
@@ -206,8 +211,9 @@ class _Pool(Generic[T, R]):
         self.held: list[deque[int]] = []  # per worker: the indices it holds, in order
         self.results: dict[int, Any] = {}
         self.failed: dict[int, tuple[BaseException, str]] = {}
-        self.asked: dict[int, tuple[int, Any]] = {}  # index -> (worker, question)
-        self.scanned = 0  # the next index whose question `scan` takes
+        self.asked: dict[int, tuple[int, Hashable, Any]] = {}  # index -> (worker, topic, q)
+        self.topics: set[tuple[Hashable, int]] = set()  # (topic, input) answered, not returned
+        self.asked_by: dict[int, list[Hashable]] = {}  # input -> the topics it asked on
         self.handed = 0  # the next index to hand out
         self.returned = 0  # the next index to hand back
         self.exhausted = False
@@ -282,7 +288,7 @@ class _Pool(Generic[T, R]):
                 self._lost(worker)
                 continue
             if message[0] == "ask":
-                self.asked[message[1]] = (worker, message[2])
+                self.asked[message[1]] = (worker, message[2], message[3])
             else:
                 index = self.held[worker].popleft()
                 if message[0] == "done":
@@ -292,18 +298,28 @@ class _Pool(Generic[T, R]):
             self._answer()
 
     def _answer(self) -> None:
-        """Answer the questions whose turn has come: input k's once every input before it
-        asked, finished or failed."""
-        while True:
-            k = self.scanned
-            if k in self.asked:
-                worker, question = self.asked.pop(k)
-                answer = self.job.scan(k, question)
-                if self.conns[worker] is not None:  # else lost since it asked
-                    self.conns[worker].send(("answer", answer))
-            elif not (k in self.results or k in self.failed or k < self.returned):
-                return
-            self.scanned += 1
+        """Answer the questions whose turn has come: input k's on a topic once every input
+        before it asked on that topic, finished or failed (a worker asks one at a time, so
+        few wait)."""
+        answered = True
+        while answered:
+            answered = False
+            for k in sorted(self.asked):
+                worker, topic, question = self.asked[k]
+                if all((topic, j) in self.topics or self._ended(j)
+                       for j in range(self.returned, k)):
+                    del self.asked[k]
+                    self.topics.add((topic, k))
+                    self.asked_by.setdefault(k, []).append(topic)
+                    answer = self.job.scan(k, topic, question)
+                    if self.conns[worker] is not None:  # else lost since it asked
+                        self.conns[worker].send(("answer", answer))
+                    answered = True
+        for j in [j for j in self.asked_by if j < self.returned]:  # handed back: ended
+            self.topics.difference_update((topic, j) for topic in self.asked_by.pop(j))
+
+    def _ended(self, index: int) -> bool:
+        return index < self.returned or index in self.results or index in self.failed
 
     def _lost(self, worker: int) -> None:
         proc = self.procs[worker]
@@ -396,8 +412,8 @@ def _serve(job: Job[Any, Any] | None, payload: bytes | None, conn: Any) -> None:
 
 def _serve_one(job: Job[Any, Any], index: int, item: Any, conn: Any, inbox: Any,
                waiting: deque[Any]) -> None:
-    def ask(question: Any) -> Any:
-        conn.send(("ask", index, question))
+    def ask(topic: Hashable, question: Any) -> Any:
+        conn.send(("ask", index, topic, question))
         while True:
             message = inbox.get()
             if message[0] == "answer":

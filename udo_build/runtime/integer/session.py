@@ -3,6 +3,8 @@
     session = QuantizedSession(qmodel, {"SoftplusPackage": package})
     outputs = session.run({"input": x})                  # float in, dequantized floats out
     raw = session.run_quantized({"input": x}, ["t7"])    # the integer tensors themselves
+    for name, value in session.stream({"input": x}, ["t3", "t7"]):  # as `run`, each as made
+        ...
 
 Feeds of an encoded input are real values of any float type (float16, float32, float64: quantized
 at entry from their values with the input's encoding, as QuantizeLinear does), or already
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -50,6 +52,7 @@ from ..float_session import (
     _read_only,
     _takes_num_outputs,
     check_user_output,
+    streamed_frees,
 )
 from .fixed import qtype, quantize
 from .plan import Planner, QPlan, QStep
@@ -100,6 +103,34 @@ class QuantizedSession(LoadedModel[QPlan]):
                 if name in plan.encodings and value.dtype.kind in "iu" else value
                 for name, value in raw.items()}
 
+    def stream(self, feeds: Mapping[str, np.ndarray],
+               outputs: Sequence[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """(name, value) of each requested tensor as it is made, as `run` gives it (the same
+        plan; quantized ones dequantized); each freed once no later step reads it (see the
+        float session's `stream`)."""
+        plan = self.plan(tuple(outputs))
+        env: dict[str, Any] = dict(plan.constants)
+        env.update(self._check_feeds(feeds, plan))
+        wanted = set(plan.outputs)
+        for name in dict.fromkeys(plan.outputs):
+            if name in env:
+                yield name, self._as_run(plan, name, env[name])
+        for step, dead in zip(plan.steps, streamed_frees(plan.steps, plan.outputs,
+                                                          plan.constants), strict=True):
+            with np.errstate(all="ignore"):  # as in _execute
+                self._run_step(step, env, ())
+            for name in step.outputs:
+                if name in wanted:
+                    yield name, self._as_run(plan, name, env[name])
+            for name in dead:
+                del env[name]
+
+    def _as_run(self, plan: QPlan, name: str, value: np.ndarray) -> np.ndarray:
+        """A tensor as `run` returns it: dequantized when held quantized, else read-only."""
+        if name in plan.encodings and value.dtype.kind in "iu":
+            return self._real(name, plan.encodings[name], value)
+        return _read_only(value)
+
     def _real(self, name: str, enc: Encoding, codes: np.ndarray) -> np.ndarray:
         """Encoding.dequantize (float64 arithmetic) rounded once to the tensor's float type."""
         info = self._infos.get(name)
@@ -120,10 +151,11 @@ class QuantizedSession(LoadedModel[QPlan]):
         env.update(self._check_feeds(feeds, plan))
         with np.errstate(all="ignore"):  # float fallbacks: NaN and infinities as IEEE gives them
             for step in plan.steps:
-                self._run_step(step, env)
+                self._run_step(step, env, step.frees)
         return {name: _detached(env[name]) for name in plan.outputs}
 
-    def _run_step(self, step: QStep, env: dict[str, Any]) -> None:
+    def _run_step(self, step: QStep, env: dict[str, Any], frees: Sequence[str]) -> None:
+        """One step: its outputs into `env`, then `frees` deleted from it."""
         args = [env[name] if name else None for name in step.inputs]
         if step.dequantize:
             args = [a if e is None else e.dequantize(a) for a, e in zip(args, step.dequantize,
@@ -151,7 +183,7 @@ class QuantizedSession(LoadedModel[QPlan]):
         if self._streams:  # the weights it read (mapped): no longer resident
             release(*args, *kwargs.values())
         result = args = values = None  # type: ignore[assignment]  (hold nothing past its use)
-        for name in step.frees:
+        for name in frees:
             del env[name]
 
     def _check_feeds(self, feeds: Mapping[str, np.ndarray], plan: QPlan) -> dict[str, Any]:
