@@ -29,9 +29,9 @@ corrupting them. The arrays `run` returns are the caller's (copies where they wo
 memory with weights, feeds or each other's buffers). `stream` runs the same plan and hands each
 requested tensor over (read-only) as its step makes it, then frees it after its last reader as
 any intermediate: a caller that takes what it needs of each (calibration's statistics, the
-quant report's sums) holds the widest cut, not every requested tensor. A model that streams its weights
-(udo_build.ir.weights: memory maps of their files) has the pages each step read given back
-after it, so a run holds one weight's pages at a time.
+quant report's sums) holds the widest cut, not every requested tensor. A model that streams
+its weights (udo_build.ir.weights: memory maps of their files) has the pages each step read
+given back after it, so a run holds one weight's pages at a time.
 
 Errors: bad feeds are a `UserError` naming the input (expected vs given dtype or shape). A UDO
 kernel that raises is the user's step failing: `StepFailed("run", "<package>::<op> (node <name>)
