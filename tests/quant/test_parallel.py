@@ -70,16 +70,21 @@ def test_statistics_are_the_bits_of_one_process_adding_input_after_input(example
 
 @pytest.mark.parametrize("quantizer", ["tf", "enhanced"])
 def test_encodings_and_layer_figures_do_not_depend_on_the_workers(example, quantizer: str) -> None:  # type: ignore[no-untyped-def]
-    """In one process the measure reuses calibration's float tensors; over workers it asks the
-    float model for them again: the same layers.json bytes."""
+    """Calibration over 1, 2 or 3 processes (the quantize step's count reaches it: its
+    progress is told that many), and the measure asking the float model for calibration's
+    tensors again: the same encodings and layers.json bytes."""
     model, packages, feeds = example
     feeds = growing(feeds)
     settings = QuantizeSettings(quantizer=quantizer, report_inputs=4)
     found = set()
+    told: list[int] = []
     for cores in (1, 2, 3):
+        told.clear()
         qmodel, figures = quantize_and_measure(model, packages, lambda: iter(feeds), settings,
+                                               progress=lambda done, total: told.append(total),
                                                cores=cores, count=len(feeds))
         assert figures is not None and figures.inputs == 4
+        assert told == [len(feeds)] * len(feeds)  # calibration knew the count (0: no workers)
         found.add((qmodel.encodings_json(), figures.to_bytes()))
     assert len(found) == 1
 
