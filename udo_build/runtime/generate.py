@@ -33,14 +33,15 @@ feeds the previous token. Greedy: a token is its logits' argmax (the first of eq
 
 Two chains run side by side, each feeding its OWN cache forward: the float model's, whose
 tokens are the generation, and the record's (int8 or fp16), fed the float model's tokens so
-that every step compares logits over the same text. The graphs run one after the other, the
-prompt graph's steps and then the token graph's: `load(S)` gives both chains' runners of the
-graph of S tokens when its steps begin, and those of the prompt graph are dropped before the
-token graph's are loaded (a process never holds both graphs' sessions: an LLM's are hundreds
-of megabytes each). The record's own pick at each step (its
+that every step compares logits over the same text. The record's own pick at each step (its
 argmax) agrees with the float model's up to `first_mismatch`: that far a free-running record
-generates the same text. Times (tokens per second) are measured here but never enter the
-metrics (an artifact is the same bytes on every machine): `Speed` says them in words.
+generates the same text. The graphs run one after the other, the prompt graph's steps, then
+the token graph's: `load(S)` gives both chains' runners of the graph of S tokens when its steps
+begin (the token graph's also when no token is decoded: the run reports both records), and
+those of the prompt graph are dropped before the token graph's are loaded (a process never
+holds both graphs' sessions: an LLM's are hundreds of megabytes each). Times (tokens per
+second) are measured here but never enter the metrics (an artifact is the same bytes on every
+machine): `Speed` says them in words.
 """
 
 from __future__ import annotations
