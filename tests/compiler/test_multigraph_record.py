@@ -17,11 +17,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from udo_build.canonical import canonical_json
 from udo_build.compiler import record_graphs
 from udo_build.compiler.record import (
     GRAPHS_VERSION,
     VERSION,
     combine_records,
+    combine_records_to,
     pack_record,
     read_header,
     read_record,
@@ -82,6 +84,24 @@ def test_the_combined_bytes_are_the_same_under_another_hash_seed(tmp_path: Any) 
                           str(tmp_path / "two.udr")], env=env, capture_output=True, text=True,
                          check=True, cwd=REPO)
     assert out.stdout.strip() == here
+
+
+def test_a_combined_record_written_to_a_file_has_the_same_bytes_and_canonical_json(
+        tmp_path: Any) -> None:
+    """The combine step writes its record to a file (combine_records_to: an LLM's is hundreds
+    of megabytes), each graph's JSON written as its record is read: the bytes of
+    combine_records, whose payload JSON is canonical."""
+    import zstandard
+
+    _, one, two = records()
+    both = combine_records([("one", one), ("two", two)])
+    head = combine_records_to([("two", lambda: two), ("one", lambda: one)], tmp_path / "r.udr")
+    assert (tmp_path / "r.udr").read_bytes() == both and both.startswith(head)
+    header, end = read_header(head)
+    payload = zstandard.ZstdDecompressor().decompress(both[end:])
+    (n,) = struct.unpack_from("<Q", payload)
+    text = payload[8:8 + n]
+    assert text == canonical_json(json.loads(text)) and n == header["sizes"]["graph_json"]
 
 
 def test_each_graph_reads_back_as_its_own_record_and_runs_bit_exact() -> None:

@@ -20,6 +20,7 @@ from udo_build.runtime.generate import (
     CacheIO,
     CacheLayout,
     LayoutError,
+    Runners,
     chunks,
     generate,
     read_prompt,
@@ -73,7 +74,7 @@ def recomputed(sequence: list[int]) -> np.ndarray:
 def test_the_cached_generation_equals_a_full_recompute_without_a_cache(length: int,
                                                                        prefill: int) -> None:
     prompt = PROMPT[:length]
-    found = generate(prompt, 6, layout(), prefill, {prefill: run, 1: run}, {prefill: run, 1: run})
+    found = generate(prompt, 6, layout(), prefill, lambda size: Runners(run, run))
     assert len(found.tokens) == 6 and found.tokens == found.picks
     for t, token in enumerate(found.tokens):
         want = recomputed(prompt + found.tokens[:t])
@@ -100,12 +101,47 @@ def test_the_record_chain_is_compared_step_by_step_on_the_float_models_tokens() 
             out["logits"] = logits
         return out
 
-    found = generate(PROMPT, 5, layout(), 4, {4: run, 1: run}, {4: noisy, 1: noisy})
+    found = generate(PROMPT, 5, layout(), 4, lambda size: Runners(run, noisy))
     metrics = found.metrics()
     assert metrics["generate"]["match"] == [True, True, False, True, True]
     assert metrics["generate"]["first_mismatch"] == 2 and metrics["top1_agreement"] == 0.8
     per_step = [s["logits"] for s in metrics["decode"]["sqnr_db"]]
     assert per_step[2] is not None and all(s is None for i, s in enumerate(per_step) if i != 2)
+
+
+class Graph:
+    """A graph's runner that knows its size (the feed must be of it)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __call__(self, feed: dict[str, Any]) -> dict[str, Any]:
+        assert feed["input_ids"].shape == (1, self.size)
+        return run(feed)
+
+
+@pytest.mark.parametrize(("prefill", "loads"), [(4, [4, 1]), (1, [1])])
+def test_each_graph_is_loaded_when_its_steps_begin_the_prompt_graphs_dropped_first(
+        prefill: int, loads: list[int]) -> None:
+    """A process holds one graph's sessions at a time: the prompt graph's are loaded for the
+    prompt's steps and no longer held when the token graph's are loaded (an LLM's sessions
+    are hundreds of megabytes each); a prompt graph of one token serves the decode too."""
+    import gc
+    import weakref
+
+    asked: list[int] = []
+    held: list[weakref.ref[Graph]] = []
+
+    def load(size: int) -> Runners:
+        gc.collect()
+        assert all(ref() is None for ref in held), "the prompt graph's runners are still held"
+        asked.append(size)
+        float_run, record_run = Graph(size), Graph(size)
+        held.extend((weakref.ref(float_run), weakref.ref(record_run)))
+        return Runners(float_run, record_run)
+
+    found = generate(PROMPT, 4, layout(), prefill, load)
+    assert asked == loads and len(found.tokens) == 4 and found.tokens == found.picks
 
 
 def test_chunks_put_the_remainder_first() -> None:

@@ -29,8 +29,9 @@ with a UserError naming the field that is wrong.
 
 Format versions: 2 holds one graph (as above); 3 holds several graphs of one model, each
 prepared as a record of its own, their constants stored once (record_graphs.py:
-`combine_records` writes it, `read_record(data, file, graph)` reads one graph of it). A record
-of one graph is still written as version 2 (its bytes, and every key after it, unchanged).
+`combine_records` writes it, `combine_records_to` to a file, `read_record(data, file, graph)`
+reads one graph of it). A record of one graph is still written as version 2 (its bytes, and
+every key after it, unchanged).
 4 and 5 are 2 and 3 for weights quantized per block: their block scales (an LLM's millions)
 are among the constants, not JSON numbers (record_blocks.py); a record without block weights
 is written as 2 or 3 as before. This reader reads all four.
@@ -53,7 +54,8 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -158,13 +160,22 @@ def pack_record_mapped(header: dict[str, Any], text: bytes, arrays: list[np.ndar
                        version: int) -> mmap.mmap:
     """`pack_record`'s bytes in an unlinked temporary file, mapped (a large model's record,
     prepared online: neither it nor its constants held in memory)."""
-    with tempfile.TemporaryFile(prefix="udo-build-record-") as payload, \
-            tempfile.TemporaryFile(prefix="udo-build-record-") as out:
-        out.write(_pack(header, text, arrays, version, payload.write))
-        payload.seek(0)
-        shutil.copyfileobj(payload, out, CHUNK)
+    with tempfile.TemporaryFile(prefix="udo-build-record-") as out:
+        pack_record_to(out, header, text, arrays, version)
         out.flush()
         return mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def pack_record_to(out: BinaryIO, header: dict[str, Any], text: bytes,
+                   arrays: list[np.ndarray], version: int) -> bytes:
+    """`pack_record`'s bytes written to `out` (its compressed payload through a temporary
+    file, never in memory); returns its prefix and header (what `read_header` reads)."""
+    with tempfile.TemporaryFile(prefix="udo-build-record-") as payload:
+        head = _pack(header, text, arrays, version, payload.write)
+        out.write(head)
+        payload.seek(0)
+        shutil.copyfileobj(payload, out, CHUNK)
+    return head
 
 
 def _pack(header: dict[str, Any], text: bytes, arrays: list[np.ndarray], version: int,
@@ -354,6 +365,21 @@ def combine_records(named: Sequence[tuple[str, bytes | Callable[[], bytes]]],
     """One multi-graph record (record_graphs.py) of these one-graph records (graph name, its
     bytes or what reads them), each distinct constant stored once. The records are read one at
     a time, in the order of their names: what stays is their JSON and the distinct constants."""
+    return pack_record(*_combined(named, file))
+
+
+def combine_records_to(named: Sequence[tuple[str, bytes | Callable[[], bytes]]], path: Path,
+                       file: str = "graphs") -> bytes:
+    """`combine_records`' bytes written to the file `path` (an LLM's record is hundreds of
+    megabytes: not held in memory); returns its prefix and header (`read_header` reads it)."""
+    combined = _combined(named, file)
+    with open(path, "wb") as out:
+        return pack_record_to(out, *combined)
+
+
+def _combined(named: Sequence[tuple[str, bytes | Callable[[], bytes]]], file: str
+              ) -> tuple[dict[str, Any], bytes, list[np.ndarray], int]:
+    """What `pack_record` packs of the combined records: header, JSON, constants, version."""
     names = [name for name, _ in named]
     if len(set(names)) != len(names) or not names:
         raise ValueError(f"graph names must be distinct and at least one: {names}")
@@ -363,9 +389,8 @@ def combine_records(named: Sequence[tuple[str, bytes | Callable[[], bytes]]],
             yield name, read_record(data if isinstance(data, bytes) else data(),
                                     f"{file}: graph {name}")
 
-    header, doc, arrays, blocks = pool(records(), file)
-    return pack_record(header, canonical_json(doc), arrays,
-                       GRAPHS_BLOCKS_VERSION if blocks else GRAPHS_VERSION)
+    header, text, arrays, blocks = pool(records(), file)
+    return header, text, arrays, GRAPHS_BLOCKS_VERSION if blocks else GRAPHS_VERSION
 
 
 def record_keys(header: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:

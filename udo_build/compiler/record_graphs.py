@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..canonical import canonical_json
 from ..errors import UserError
 from ..ir.weights import spill
 from ..schema_problems import Check
@@ -62,15 +63,18 @@ class _Within(Check):
 
 
 def pool(records: Iterable[tuple[str, Any]], file: str = "graphs"
-         ) -> tuple[dict[str, Any], dict[str, Any], list[np.ndarray], bool]:
-    """The header fields (key, graphs, sizes), payload JSON and constants of a multi-graph
-    record of these one-graph records (name, record.Record; in the order of their names,
-    each dropped once read), and whether block scales are among the constants
-    (record_blocks.py). They must share their key but for the input dimensions."""
+         ) -> tuple[dict[str, Any], bytes, list[np.ndarray], bool]:
+    """The header fields (key, graphs, sizes), payload JSON (canonical: its bytes) and
+    constants of a multi-graph record of these one-graph records (name, record.Record; in the
+    order of their names, each dropped once read), and whether block scales are among the
+    constants (record_blocks.py). They must share their key but for the input dimensions.
+    Each graph's JSON is written as its record is read: what stays of a graph is its bytes,
+    not its objects (an LLM's per-channel encodings are millions)."""
     offsets_of: dict[str, int] = {}  # sha256 of stored bytes -> offset in the pool
     arrays: list[np.ndarray] = []
     end = 0  # of the pool
-    bodies, entries = [], []
+    bodies: list[bytes] = []
+    entries = []
     shared: dict[str, Any] | None = None
     blocks = False
     for name, record in records:
@@ -90,17 +94,19 @@ def pool(records: Iterable[tuple[str, Any]], file: str = "graphs"
             stored += const.nbytes
         values = [_placed(v, i, offsets) for i, v in enumerate(record.body["values"])]
         blocks = blocks or any("block_scales" in v for v in values)
-        bodies.append({**record.body, "graph": name, "values": values})
+        bodies.append(canonical_json({**record.body, "graph": name, "values": values}))
         entries.append({"name": name, "key": record.key, "sizes": {
             **{k: record.sizes[k] for k in ("ops", "peak_vtcm_bytes") if k in record.sizes},
             "constants": sum(1 for _, scales in offsets if not scales),
             "constant_bytes": stored}})
+        del record, values  # not held while the next record is read
     _check_dims(entries, file)
     assert shared is not None
     key = {**shared, "name": _name(shared, [e["name"] for e in entries]),
            "graphs": [e["name"] for e in entries]}
     header = {"key": key, "graphs": entries, "sizes": {"graphs": len(entries)}}
-    return header, {"graphs": bodies}, arrays, blocks
+    # canonical_json({"graphs": [body, ...]}), of the bodies' own canonical bytes
+    return header, b'{"graphs":[' + b",".join(bodies) + b"]}", arrays, blocks
 
 
 def _placed(value: dict[str, Any], i: int, offsets: dict[tuple[int, bool], int]

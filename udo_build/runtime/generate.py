@@ -3,8 +3,8 @@
     settings = GenerateSettings.from_params(params["generate"])
     layout = CacheLayout.of(settings.cache, inputs, outputs)   # the model's cache I/O
     prompt = read_prompt(text, file, layout.vocab)              # token ids; errors at file:line
-    found = generate(prompt, settings.tokens, layout, size, float_runs, record_runs)
-    found.metrics()                                             # the run's metrics
+    found = generate(prompt, settings.tokens, layout, size, load)  # load(S): Runners of
+    found.metrics()                                             # graph S; the run's metrics
 
 The model's cache I/O convention (`CacheIO`, every name declarable under a run's
 `generate.cache`; the defaults are optimum's ONNX decoder exports):
@@ -35,8 +35,13 @@ Two chains run side by side, each feeding its OWN cache forward: the float model
 tokens are the generation, and the record's (int8 or fp16), fed the float model's tokens so
 that every step compares logits over the same text. The record's own pick at each step (its
 argmax) agrees with the float model's up to `first_mismatch`: that far a free-running record
-generates the same text. Times (tokens per second) are measured here but never enter the
-metrics (an artifact is the same bytes on every machine): `Speed` says them in words.
+generates the same text. The graphs run one after the other, the prompt graph's steps, then
+the token graph's: `load(S)` gives both chains' runners of the graph of S tokens when its steps
+begin (the token graph's also when no token is decoded: the run reports both records), and
+those of the prompt graph are dropped before the token graph's are loaded (a process never
+holds both graphs' sessions: an LLM's are hundreds of megabytes each). Times (tokens per
+second) are measured here but never enter the metrics (an artifact is the same bytes on every
+machine): `Speed` says them in words.
 """
 
 from __future__ import annotations
@@ -51,6 +56,16 @@ from .decode import window
 
 Shape = tuple[int, ...] | None
 Runner = Callable[[dict[str, Any]], Mapping[str, Any]]
+
+
+class Runners(NamedTuple):
+    """The step functions of one graph (by its size), for both chains."""
+
+    float: Runner
+    record: Runner
+
+
+Loader = Callable[[int], Runners]  # the runners of the graph of S new tokens
 KINDS = ("key", "value")
 
 
@@ -386,35 +401,38 @@ def chunks(length: int, size: int) -> list[int]:
 
 
 def generate(prompt: Sequence[int], tokens: int, layout: CacheLayout, prefill: int,
-             float_runs: Mapping[int, Runner], record_runs: Mapping[int, Runner],
-             clock: Callable[[], float] = time.perf_counter) -> Generation:
+             load: Loader, clock: Callable[[], float] = time.perf_counter) -> Generation:
     """Prefill `prompt` and decode `tokens` new tokens greedily on both chains (see the module
-    docstring); `*_runs`: each chain's step function by graph size (`prefill` and 1)."""
+    docstring); `load(size)`: both chains' runners of the graph of `size` tokens (`prefill`,
+    then 1), asked for when that graph's steps begin, the earlier graph's dropped first."""
     import numpy as np
 
     found = Generation(list(prompt), prefill)
-    chains = {"float": (CacheChain(layout), float_runs), "record": (CacheChain(layout),
-                                                                    record_runs)}
+    chains = {"float": CacheChain(layout), "record": CacheChain(layout)}
+    runners: dict[str, Runner] = {}
 
-    def step(chunk: Sequence[int], size: int, phase: int) -> dict[str, Any]:
+    def step(chunk: Sequence[int], size: int, phase: int) -> None:
         last = {}
-        for name, (chain, runs) in chains.items():
+        for name, chain in chains.items():
             started = clock()
-            outputs = runs[size](chain.feed(chunk, size))
+            outputs = runners[name](chain.feed(chunk, size))
             found.seconds[name][phase] += clock() - started
             chain.advance(outputs, len(chunk))
             last[name] = np.asarray(outputs[layout.io.logits], np.float32)[0, -1].copy()
         found.logits.append((last["record"], last["float"]))
         found.tokens.append(int(np.argmax(last["float"])))
         found.picks.append(int(np.argmax(last["record"])))
-        return last
 
+    runners.update(load(prefill)._asdict())
     start = 0
     for count in chunks(len(prompt), prefill):
         step(prompt[start:start + count], prefill, 0)
         start += count
         if start < len(prompt):  # only the prompt's last logits choose a token
             del found.logits[-1], found.tokens[-1], found.picks[-1]
+    if prefill != 1:  # the prompt graph's runners go before the token graph's come
+        runners.clear()
+        runners.update(load(1)._asdict())
     for _ in range(tokens - 1):
         step([found.tokens[-1]], 1, 1)
     return found

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...errors import UserError
-from ...runtime.generate import CacheLayout, GenerateSettings, Generation
+from ...runtime.generate import CacheLayout, GenerateSettings, Generation, Runners
 from ...runtime.records import RunSettings
 from ..actions import ActionContext, Produced, Tree
 
@@ -52,15 +52,21 @@ def generate_run(ctx: ActionContext, settings: RunSettings, bundles: tuple[Any, 
         check_length(len(prompt), gen.tokens, layout, prefill, file)
     except UserError as exc:
         raise _at(place, exc) from None
-    graphs, float_runs, record_runs = [], {}, {}
-    for size in sorted({prefill, 1}, reverse=True):
+    graphs: list[dict[str, Any]] = []
+    outputs = _outputs(settings, layout, place)
+
+    def load(size: int) -> Runners:
+        """The runners of the graph of `size` tokens, the last graph's given back first."""
+        _give_back_freed_memory()
         at = replace(settings, target=replace(settings.target, input_dimensions=layout.dims(size),
-                                              outputs=_outputs(settings, layout, place)))
+                                              outputs=outputs))
+        # the float model first: its weights are read while the record's are not yet loaded
+        float_run = _float_run(reference(float_bundle, at, packages), layout.outputs)
         record, graph = _record(at, size, bundle, packages, runtimes)
-        record_runs[size] = record.runner(packages).run
-        float_runs[size] = _float_run(reference(float_bundle, at, packages), layout.outputs)
         graphs.append(graph)
-    found = generate(prompt, gen.tokens, layout, prefill, float_runs, record_runs)
+        return Runners(float_run, record.runner(packages).run)
+
+    found = generate(prompt, gen.tokens, layout, prefill, load)
     metrics = found.metrics()
     results = ctx.workdir / "results"
     _write(results, found)
@@ -117,6 +123,19 @@ def _record(at: RunSettings, size: int, bundle: Any, packages: Any, runtimes: An
 
     record, selection, _ = record_for_run(bundle, at, packages, runtimes=runtimes)
     return record, {"tokens": size, **selection}
+
+
+def _give_back_freed_memory() -> None:
+    """Free what the last graph's runners held (their sessions hold cycles) and give the heap
+    it leaves back to the system: the integer session keeps freed memory for reuse
+    (runtime/integer/session.py), which would add the prompt graph's working set to the token
+    graph's."""
+    import gc
+
+    from ...runtime.integer.session import release_freed_memory
+
+    gc.collect()
+    release_freed_memory()
 
 
 def _float_run(reference: Callable[..., Any], names: list[str]) -> Callable[..., Any]:

@@ -148,18 +148,19 @@ def _packages(ctx: ActionContext, bundle: Any) -> dict[str, Any]:
 # scales among the shared constants)
 @action_kind("combine", version=2, params=("graphs",))
 def combine(ctx: ActionContext) -> Produced:
-    from ...compiler.record import combine_records, read_header
+    from ...compiler.record import combine_records_to, read_header
 
     names = ctx.params["graphs"]
     loaders = [(name, partial(_graph_record, ctx, i, name)) for i, name in enumerate(names)]
-    data = combine_records(loaders, "combine")  # reads the records one at a time
-    header, _ = read_header(data, "combine")
+    path = ctx.workdir / "record"  # an LLM's record is written to a file, not held
+    # reads the records one at a time
+    header, _ = read_header(combine_records_to(loaders, path, "combine"), "combine")
     key, sizes = header["key"], header["sizes"]
     apart = sum(g["sizes"]["constant_bytes"] for g in header["graphs"])
-    return Produced({"record": data}, description=(
+    return Produced({"record": path}, description=(
         f"combine {len(names)} graphs ({', '.join(key['graphs'])}) for {key['arch']} "
         f"({key['vtcm_mb']} MB VTCM) O{key['optimization_level']} {key['precision']}: "
-        f"{len(data):,} bytes, constants {sizes['constant_bytes']:,} bytes shared "
+        f"{path.stat().st_size:,} bytes, constants {sizes['constant_bytes']:,} bytes shared "
         f"({apart:,} apart)"))
 
 
