@@ -348,8 +348,7 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
     (after the weights' rounding is final) after; the last one's outputs are published."""
     q = recipe.quantize
     assert q is not None
-    count, files = _input_files(q.input_list, recipe.root)
-    calibration: dict[str, Input] = {"input_list": Source(q.input_list), **files}
+    calibration, over = _calibration(plan, recipe, kernels)
     source: Input = Dep("convert", "bundle")
     if "cle" in q.algorithms:
         plan.add(PlannedAction("equalize", "equalize", {}, {"bundle": source},
@@ -369,10 +368,10 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
         publish["quant/layers.json"] = "layers"
     steps = _weight_steps(recipe)
     if q.target is not None:  # mixed precision: the final quantize takes the chosen widths
-        _plan_target(plan, recipe, settings, inputs, kernels)
+        _plan_target(plan, recipe, settings, inputs, kernels, calibration)
         inputs = {**inputs, "widths": Dep("mixed-search", "widths")}
     plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
-                           f"quantize with {q.quantizer} over {count} inputs",
+                           f"quantize with {q.quantizer} over {over}",
                            {} if steps else publish))
     previous = "quantize"
     for i, (aid, params, label) in enumerate(steps):
@@ -383,13 +382,44 @@ def _plan_quantize(plan: Plan, recipe: Recipe, kernels: dict[str, Input]) -> Non
         if aid == "bias-correct" and previous != "quantize":  # the weights before AdaRound
             step_inputs["reference"] = Dep("quantize", "bundle")
         plan.add(PlannedAction(aid, aid, {**params, "report_inputs": q.report_inputs},
-                               step_inputs, f"{label} over {count} inputs",
+                               step_inputs, f"{label} over {over}",
                                publish if i == len(steps) - 1 else {}))
         previous = aid
 
 
+def _calibration(plan: Plan, recipe: Recipe, kernels: dict[str, Input]
+                 ) -> tuple[dict[str, Input], str]:
+    """(the calibration inputs of quantize and the steps after it, what they are in words):
+    the recipe's input list and its files, or the feeds `sequence-feeds` makes of the token
+    sequences (kinds/sequences.py), planned here."""
+    q = recipe.quantize
+    assert q is not None
+    if q.input_list is not None:
+        count, files = _input_files(q.input_list, recipe.root)
+        return {"input_list": Source(q.input_list), **files}, f"{count} inputs"
+    assert q.sequences is not None  # recipe/load.py: one of the two
+    count = _sequence_count(q.sequences)
+    plan.add(PlannedAction("sequence-feeds", "sequence-feeds", {"cache": dict(q.cache)},
+                           {"bundle": Dep("convert", "bundle"),
+                            "sequences": Source(q.sequences), **kernels},
+                           f"calibration inputs from {count} token sequence"
+                           f"{'s' * (count != 1)}"))
+    return {"feeds": Dep("sequence-feeds", "feeds")}, f"{count} token sequences"
+
+
+def _sequence_count(path: Path) -> int:
+    """The sequences a sequences file holds (its lines with a token id; the action reads and
+    checks them against the model)."""
+    from ..model.input_list import MAX_LIST_BYTES
+    from ..source import read_limited
+
+    text = read_limited(path, MAX_LIST_BYTES, "sequences file").decode("utf-8", "replace")
+    return sum(1 for line in text.splitlines() if line.split("#", 1)[0].strip(" \t,"))
+
+
 def _plan_target(plan: Plan, recipe: Recipe, settings: QuantizeSettings,
-                 inputs: dict[str, Input], kernels: dict[str, Input]) -> None:
+                 inputs: dict[str, Input], kernels: dict[str, Input],
+                 calibration: dict[str, Input]) -> None:
     """quantize.target: the reference and alternate models (the recipe's widths, the other
     ones: activations 8 <-> 16, weights the other of target.weight_widths), the
     sensitivities in SENSITIVITY_GROUPS actions, the search (kinds/mixed_precision.py).
@@ -409,11 +439,14 @@ def _plan_target(plan: Plan, recipe: Recipe, settings: QuantizeSettings,
         plan.add(PlannedAction(f"quantize:{name}", "quantize", chosen.to_params(), inputs,
                                f"quantize at the {name} widths (act {chosen.act_bitwidth}, "
                                f"weights {chosen.weights_bitwidth})"))
-    listing = target.input_list or (recipe.runs[0].input_list if recipe.runs else q.input_list)
-    _, files = _input_files(listing, recipe.root)
+    listing = target.input_list or (recipe.runs[0].input_list if recipe.runs else None)
     held: dict[str, Input] = {"reference": Dep("quantize:reference", "bundle"),
-                              "alternate": Dep("quantize:alternate", "bundle"),
-                              "input_list": Source(listing), **files, **kernels}
+                              "alternate": Dep("quantize:alternate", "bundle"), **kernels}
+    if listing is None:  # the calibration inputs (a list, or the feeds of token sequences)
+        held.update(calibration)
+    else:
+        _, files = _input_files(listing, recipe.root)
+        held.update({"input_list": Source(listing), **files})
     for g in range(SENSITIVITY_GROUPS):
         plan.add(PlannedAction(f"mixed-sensitivity:{g}", "mixed-sensitivity",
                                {"group": g, "groups": SENSITIVITY_GROUPS,
@@ -459,8 +492,8 @@ def _plan_native_check(plan: Plan, recipe: Recipe) -> None:
     if spec is None or recipe.model is None:
         return
     check = spec.native_check or (NativeCheckSpec() if spec.cpu_library else None)
-    listing = (recipe.quantize.input_list if recipe.quantize is not None
-               else next((r.input_list for r in recipe.runs if r.input_list), None))
+    listing = ((recipe.quantize.input_list if recipe.quantize is not None else None)
+               or next((r.input_list for r in recipe.runs if r.input_list), None))
     if check is None or listing is None:
         return
     _, files = _input_files(listing, recipe.root)

@@ -64,7 +64,7 @@ def _show(rep: Reporter, recipe: Recipe, package: OpPackageDef | None,
         q = recipe.quantize
         facts.append(("quantize", f"{q.quantizer}, activations {q.act_bitwidth} bit, weights "
                       f"{q.weights_bitwidth} bit{' per channel' if q.per_channel else ''}, "
-                      f"bias {q.bias_bitwidth} bit; calibration {display_path(q.input_list)}"))
+                      f"bias {q.bias_bitwidth} bit; calibration {_calibration(q)}"))
     facts.append(("targets", str(len(recipe.targets))))
     facts.append(("runs", ", ".join(r.name for r in recipe.runs) or "none"))
     rep.facts(facts)
@@ -107,5 +107,14 @@ def _json(recipe: Recipe, package: OpPackageDef | None,
         out["quantize"] = {"quantizer": q.quantizer, "act_bitwidth": q.act_bitwidth,
                            "weights_bitwidth": q.weights_bitwidth,
                            "bias_bitwidth": q.bias_bitwidth, "per_channel": q.per_channel,
-                           "input_list": display_path(q.input_list)}
+                           **({"input_list": display_path(q.input_list)}
+                              if q.input_list is not None else
+                              {"sequences": display_path(q.sequences)})}
     return out
+
+
+def _calibration(q: Any) -> str:
+    """The calibration data in words: the input list, or the token sequences."""
+    if q.input_list is not None:
+        return display_path(q.input_list)
+    return f"token sequences {display_path(q.sequences)}"

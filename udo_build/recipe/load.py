@@ -311,7 +311,7 @@ class _Builder:
             return None
         plain = {k: v for k, v in q.items()
                  if k not in ("input_list", "override_encodings", "algorithms", "adaround",
-                              "target")}
+                              "target", "sequences", "cache")}
         override = (self.file(("quantize", "override_encodings"))
                     if "override_encodings" in q else None)
         algorithms = tuple(q.get("algorithms") or ())
@@ -320,10 +320,32 @@ class _Builder:
                        "does not list adaround", "add adaround to quantize.algorithms, or "
                        "remove quantize.adaround")
         self._check_blocks(q, algorithms)
-        return QuantizeSpec(self.file(("quantize", "input_list")),
+        listing, sequences = self._calibration(q)
+        return QuantizeSpec(listing, sequences=sequences,
+                            cache=tuple(sorted((q.get("cache") or {}).items())),
                             override_encodings=override, algorithms=algorithms,
                             adaround=tuple(sorted((q.get("adaround") or {}).items())),
                             target=self._target(q), **plain)
+
+    def _calibration(self, q: dict[str, Any]) -> tuple[Path | None, Path | None]:
+        """(input_list, sequences): exactly one of the two calibrates; `cache` names an LLM's
+        cache only for sequences."""
+        if "cache" in q and "sequences" not in q:
+            self.error(("quantize", "cache"), "quantize.cache names the cache of token "
+                       "sequences, but there are none", "remove quantize.cache, or calibrate "
+                       "over quantize.sequences", key=True)
+        both = {"input_list", "sequences"} & set(q)
+        if len(both) != 1:
+            self.error(("quantize",) if not both else ("quantize", "sequences"),
+                       "missing required field 'input_list'" if not both else
+                       "quantize has both input_list and sequences",
+                       "calibrate over an input list (input_list) or, for an LLM with a KV "
+                       "cache, over token id sequences (sequences): one of the two",
+                       key=bool(both))
+            return None, None
+        if "input_list" in q:
+            return self.file(("quantize", "input_list")), None
+        return None, self.file(("quantize", "sequences"))
 
     def _target(self, q: dict[str, Any]) -> TargetSpec | None:
         """quantize.target (mixed precision): the widths it chooses from must hold the

@@ -230,7 +230,7 @@ class TargetSpec:
 
 @dataclass(frozen=True)
 class QuantizeSpec:
-    input_list: Path
+    input_list: Path | None  # None: calibrated over token sequences (`sequences`)
     act_bitwidth: int = 8
     weights_bitwidth: int = 8
     bias_bitwidth: int = 32
@@ -244,6 +244,8 @@ class QuantizeSpec:
     algorithms: tuple[str, ...] = ()  # of cle, bias_correction, adaround (udo_build.quant)
     adaround: tuple[tuple[str, Any], ...] = ()  # AdaRound settings the recipe states, sorted
     target: TargetSpec | None = None  # mixed precision (quantize.target)
+    sequences: Path | None = None  # token id sequences, one per line (an LLM's calibration)
+    cache: tuple[tuple[str, Any], ...] = ()  # with sequences: the cache names, sorted
 
 
 @dataclass(frozen=True)

@@ -16,5 +16,6 @@ from . import (  # noqa: F401
     quantize,
     run,
     runtimes,
+    sequences,
 )
 

@@ -27,8 +27,12 @@ def kernel_files(ctx: ActionContext) -> list[Path]:
 def input_list(ctx: ActionContext) -> InputList:
     """The action's input list (`input_list`), read by the one parser the plan uses too; the
     files it names are its inputs `input_list.files[i]` (in the order of the list's entries),
-    never the paths it names on the machine that planned the build."""
+    never the paths it names on the machine that planned the build. A list made from token
+    sequences is the tree input `feeds` instead (udo_build.builder.kinds.sequences)."""
     from ...model.input_list import parse_input_list
 
+    if "feeds" in ctx.input_names():  # made from token sequences (kinds/sequences.py)
+        folder = ctx.input_tree("feeds")
+        return parse_input_list(folder / "list.txt", root=folder)
     files = [ctx.input_path(n) for n in numbered(ctx, "input_list.files")]
     return parse_input_list(ctx.input_path("input_list"), files=files)
