@@ -73,8 +73,17 @@ def no_envelope_named(w: Warm) -> tuple[str, str]:  # a valid ActionResult, not 
 
 
 def envelope_blob_swapped(w: Warm) -> tuple[str, str]:  # other bytes under the envelope's name
+    not_inlined(w, "quantize")  # (inlined bytes that hash to the name are read instead)
     write(w.envelope("quantize"), w.envelope("convert").read_bytes())
     return "quantize", T.CORRUPT_BLOB
+
+
+def not_inlined(w: Warm, action: str) -> None:
+    """File the action's entry without the envelope's bytes inlined (as written before)."""
+    pointer = R.entry_envelope(w.entry(action).read_bytes(), 1 << 20)
+    assert isinstance(pointer, R.Pointer) and pointer.contents is not None
+    outputs = {n: (o.digest, o.size) for n, o in w.result(action).outputs.items()}
+    w.file_entry(action, R.entry_bytes(R.Pointer(pointer.digest, pointer.size), outputs))
 
 
 def envelope_of_another_action(w: Warm) -> tuple[str, str]:  # a genuine envelope, wrong action
@@ -111,7 +120,36 @@ def test_a_bad_entry_is_refused_counted_and_built_locally(
 
 def test_an_entry_whose_envelope_blob_is_gone_is_a_plain_miss(
         shared: Warm, tmp_path: Path) -> None:
+    not_inlined(shared, "quantize")
     shared.envelope("quantize").unlink()  # evicted by the server, say
     summary, err = build(clone(tmp_path), *shared.read)
     assert executed(summary) == ["quantize"] and summary["remote"]["rejected"] == {}
     assert summary["remote"]["incomplete"] == 1 and err == ""
+
+
+def test_an_entry_inlines_its_envelope_so_a_lookup_is_one_request(
+        shared: Warm, tmp_path: Path) -> None:
+    envelopes = {shared.envelope(a["id"]).name for a in shared.summary["actions"]}
+    shared.envelope("quantize").unlink()  # not needed: the entry holds its bytes
+    since = len(shared.server.settled_log())
+    summary, err = build(clone(tmp_path), *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
+    read = {name for _, space, name, _ in REQUEST.findall(shared.server.settled_log()[since:])
+            if space == "cas"}
+    assert not read & envelopes  # no envelope blob was asked for
+
+
+def test_inlined_bytes_that_do_not_match_the_digest_are_not_used(
+        shared: Warm, tmp_path: Path) -> None:
+    pointer = R.entry_envelope(shared.entry("quantize").read_bytes(), 1 << 20)
+    assert isinstance(pointer, R.Pointer) and pointer.contents is not None
+    forged = pointer.contents.replace(b'"seconds":', b'"seconds": ')  # unsigned bytes differ
+    outputs = {n: (o.digest, o.size) for n, o in shared.result("quantize").outputs.items()}
+    shared.file_entry("quantize", R.entry_bytes(R.Pointer(pointer.digest, pointer.size, forged),
+                                                outputs))
+    since = len(shared.server.settled_log())
+    summary, err = build(clone(tmp_path), *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
+    read = [name for _, space, name, _ in REQUEST.findall(shared.server.settled_log()[since:])
+            if space == "cas"]
+    assert pointer.digest in read  # the blob was read instead

@@ -202,6 +202,10 @@ class Remote:
             if not index:
                 self._reject(MALFORMED, f"the entry for action {key[:12]}: {pointer}")
             return None
+        inline = pointer.contents
+        if inline is not None and len(inline) == pointer.size \
+                and sha256_bytes(inline) == pointer.digest:
+            return bytes(inline)  # inlined in the entry (see entries): no request for the blob
         ok, envelope = self._call(self.transport.get, "cas", pointer.digest, limit=pointer.size)
         if envelope is None:
             if not index:
@@ -397,7 +401,7 @@ class Remote:
         if not self.send_outputs(result.outputs.values()):
             return False
         envelope = sign_entry(result, self.signing_key, self.public)
-        pointer = Pointer(sha256_bytes(envelope), len(envelope))
+        pointer = Pointer(sha256_bytes(envelope), len(envelope), envelope)  # inlined too
         if not self._put_blob(pointer.digest, envelope):
             return False
         entry = entry_bytes(pointer, {name: (o.digest, o.size)
