@@ -40,7 +40,7 @@ from ..store import ActionResult, Store
 from .actions import ActionInput, ActionKind, MissingInput, get_kind, load_kinds
 from .ahead import SourceDigests
 from .execute import ActionSpec, Failed, InternalActionError, machine_fault
-from .lookahead import ChainKeys
+from .lookahead import ChainKeys, look_ahead
 from .plan import Plan, PlannedAction, Source
 
 if TYPE_CHECKING:  # concurrent.futures is imported only when an action runs
@@ -299,30 +299,11 @@ class Engine:
         return True
 
     def _look_ahead(self) -> None:
-        """Start the remote lookups of the actions downstream of a root action (one whose
-        inputs are all sources) that misses locally, all at once, by their chain keys (see
-        lookahead): a fresh checkout then waits for one round of lookups, not one per level
-        of the plan. Each is collected when its action starts (`_fetch`)."""
-        if self.options.remote != "fetch" or self.store.remote is None:
-            return
-        doubtful: set[str] = set()  # a root that misses locally, or downstream of one
-        for aid, action in self.plan.actions.items():  # in dependency order
-            deps = action.deps
-            if deps and doubtful.isdisjoint(deps):
-                continue
-            try:
-                chain = self._chain.key(aid)
-            except UserError:  # a source that cannot be read: the build says so, later
-                return
-            if chain is None or not deps and self.store.ac.get(chain) is not None:
-                continue
-            doubtful.add(aid)
-            future = self.store.fetch(chain, linked=lambda result, a=action: a.published(
-                result).values(), download=self.options.download, index=bool(deps))  # roots:
-            # their chain key is their key, looked up (and downloaded) as any
-            if future is None:
-                return
-            self._early[aid] = (future, bool(deps))
+        """Start the remote lookups of the actions downstream of a root action that misses
+        locally, all at once, by their chain keys (see lookahead); each is collected when its
+        action starts (`_fetch`)."""
+        if self.options.remote == "fetch" and self.store.remote is not None:
+            self._early = look_ahead(self.store, self.plan, self._chain, self.options.download)
 
     def _miss(self, states: list[ActionState], kind: ActionKind) -> None:
         """No cache has their key: run the first (once downloads of inputs are done)."""

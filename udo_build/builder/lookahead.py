@@ -22,9 +22,16 @@ upstream action that gave other bytes), is looked up by its action key as before
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from ..errors import UserError
 from .actions import get_kind
 from .plan import Plan, Source
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from ..store import Store
 
 CHAIN = "chain:"  # an upstream output as a chain key names it: chain:<its chain key>/<output>
 
@@ -67,3 +74,32 @@ class ChainKeys:
         key when that is not its action key."""
         chain = self.key(action_id)
         return () if chain is None or chain == key else (chain,)
+
+
+def look_ahead(store: Store, plan: Plan, chain: ChainKeys, download: str
+               ) -> dict[str, tuple[Future[Any], bool]]:
+    """Start the remote lookups of every action downstream of a root action (one whose inputs
+    are all sources) that misses locally, by chain key, all at once: a fresh checkout then
+    waits for one round of lookups, not one per level of its plan. Returns action id -> (its
+    lookup, whether by an index key: a root's chain key is its action key, looked up and its
+    blobs downloaded as any). Stops at a source that cannot be read (the build says so when
+    it needs it), or when the remote is disabled."""
+    early: dict[str, tuple[Future[Any], bool]] = {}
+    doubtful: set[str] = set()  # a root that misses locally, or downstream of one
+    for aid, action in plan.actions.items():  # in dependency order
+        deps = action.deps
+        if deps and doubtful.isdisjoint(deps):
+            continue
+        try:
+            key = chain.key(aid)
+        except UserError:
+            break
+        if key is None or not deps and store.ac.get(key) is not None:
+            continue
+        doubtful.add(aid)
+        future = store.fetch(key, linked=lambda result, a=action: a.published(result).values(),
+                             download=download, index=bool(deps))
+        if future is None:
+            break
+        early[aid] = (future, bool(deps))
+    return early
