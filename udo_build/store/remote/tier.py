@@ -58,7 +58,7 @@ from ..ac import ActionCache, ActionResult, Output
 from ..cas import Cas, sha256_bytes
 from ..counters import Counters
 from .entries import Pointer, entry_bytes, entry_envelope
-from .pools import LargestFirst, yielding
+from .pools import LargestFirst
 from .transport import Refused, RemoteError, Transport, Unavailable
 from .trust import CORRUPT_BLOB, MALFORMED, PublicKey, SigningKey, open_entry, sign_entry
 
@@ -166,8 +166,7 @@ class Remote:
             return result, None
         with self._lock:
             if self._downloads is None:
-                self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads",
-                                               initializer=yielding)
+                self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads")
         size = sum(o.size for o in result.outputs.values())
         names = None if linked is None else linked(result)
         return result, self._downloads.submit(size, self._guarded, self.download, result, names,
@@ -557,9 +556,8 @@ class Remote:
         with self._lock:
             pool: cf.ThreadPoolExecutor | None = getattr(self, f"_{which}")
             if pool is None:
-                pool = cf.ThreadPoolExecutor(
-                    THREADS[which], thread_name_prefix=f"udo-build-{which}",
-                    initializer=yielding if which == "files" else None)
+                pool = cf.ThreadPoolExecutor(THREADS[which],
+                                             thread_name_prefix=f"udo-build-{which}")
                 setattr(self, f"_{which}", pool)
             return pool
 
