@@ -14,8 +14,8 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 EXIT_OK = 0
 EXIT_STEP_FAILED = 1
@@ -34,16 +34,70 @@ def display_path(path: str | os.PathLike[str] | None) -> str:
         return str(p)
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong (or worth a warning) in a user's input."""
+FIELDS = ("message", "file", "line", "column", "field", "hint")
 
+
+class _DataclassFields:
+    """`Problem.__dataclass_fields__`, made on first use, so that `dataclasses.replace` and
+    `dataclasses.fields` work on a Problem as on the frozen dataclass it was, while this module
+    (which every command imports first, a no-op build too) imports neither dataclasses nor
+    the inspect module it pulls in (about 10 ms of each start)."""
+
+    def __get__(self, obj: object, owner: type) -> dict[str, Any]:
+        import dataclasses
+
+        made = dataclasses.make_dataclass(owner.__name__, [
+            "message", *((name, Any, dataclasses.field(default=None)) for name in FIELDS[1:])],
+            frozen=True)
+        owner.__dataclass_fields__ = made.__dataclass_fields__  # type: ignore[attr-defined]
+        return made.__dataclass_fields__  # type: ignore[no-any-return]
+
+
+class Problem:
+    """One thing wrong (or worth a warning) in a user's input: immutable, compared and hashed
+    by its fields (as a frozen dataclass; written out by hand: see `_DataclassFields`)."""
+
+    __slots__ = FIELDS
+    __dataclass_fields__ = _DataclassFields()
     message: str
-    file: str | None = None
-    line: int | None = None
-    column: int | None = None
-    field: str | None = None
-    hint: str | None = None
+    file: str | None
+    line: int | None
+    column: int | None
+    field: str | None
+    hint: str | None
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 column: int | None = None, field: str | None = None,
+                 hint: str | None = None) -> None:
+        for name, value in zip(FIELDS, (message, file, line, column, field, hint), strict=True):
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in FIELDS)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of a Problem (it is immutable)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of a Problem (it is immutable)")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Problem(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in FIELDS) + ")"
+
+    def __reduce__(self) -> tuple[object, ...]:  # pickled (across processes) by its fields
+        return (Problem, self._values())
+
+    def replace(self, **changes: Any) -> Problem:
+        """The same problem with some fields changed."""
+        return Problem(**{**dict(zip(FIELDS, self._values(), strict=True)), **changes})
 
     def where(self) -> str:
         parts = []
@@ -111,7 +165,7 @@ class UserError(Exception):
     def with_file(self, file: str | os.PathLike[str]) -> UserError:
         """The same error, with `file` filled in where a problem does not name one."""
         return UserError(
-            problems=[p if p.file else replace(p, file=str(file)) for p in self.problems]
+            problems=[p if p.file else p.replace(file=str(file)) for p in self.problems]
         )
 
 
@@ -132,12 +186,15 @@ def _user_error(problems: list[Problem]) -> UserError:
     return UserError(problems=problems)
 
 
-@dataclass
 class Diagnostics:
     """Collects warnings while loading; errors are raised, never collected here."""
 
-    warnings: list[Problem] = field(default_factory=list)
-    _seen: set[Problem] = field(default_factory=set, repr=False)
+    def __init__(self, warnings: list[Problem] | None = None) -> None:
+        self.warnings: list[Problem] = list(warnings or [])
+        self._seen: set[Problem] = set(self.warnings)
+
+    def __repr__(self) -> str:
+        return f"Diagnostics(warnings={self.warnings!r})"
 
     def warn(self, problem: Problem) -> None:
         if problem not in self._seen:

@@ -15,7 +15,7 @@ from udo_build.store.remote.trust import load_signing_key, parse_public_key
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
 from ..store.nginx import Nginx
-from ..store.remote_fixtures import Keys, build, cli, entry_files
+from ..store.remote_fixtures import Keys, build, chain_key, cli, entry_files
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -69,7 +69,8 @@ def test_push_then_pull_moves_a_recipes_artifacts(nginx_server: Nginx, keys: Key
         built, _ = build(source)  # no remote: a local build
         code, pushed, err = _push(source, nginx_server, keys)
         assert (code, err, pushed["ok"], pushed["counts"]) == (0, "", True, {"pushed": 9})
-        assert set(entry_files(nginx_server)) == {a["key"] for a in built["actions"]}
+        assert set(entry_files(nginx_server)) == {a["key"] for a in built["actions"]} | {
+            chain_key(source, a["id"]) for a in built["actions"]}  # and index entries
         other = Project(tmp_path / "b")
         code, pulled, err = _pull(other, nginx_server, keys)
         assert (code, err, pulled["counts"]) == (0, "", {"pulled": 9})

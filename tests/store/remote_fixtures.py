@@ -98,3 +98,24 @@ def out_files(folder: Path) -> dict[str, bytes]:
 
 def entry_files(server: Nginx) -> dict[str, Path]:
     return {p.name: p for p in server.files("ac")}
+
+
+def chain_key(project: Any, action: str) -> str:
+    """The chain key of an action of an engine-test Project (see udo_build.builder.lookahead):
+    where a build with uploads files its entry too when it has upstream actions."""
+    from udo_build.builder.actions import load_kinds
+    from udo_build.builder.lookahead import ChainKeys
+    from udo_build.builder.plan import plan_recipe
+    from udo_build.errors import Diagnostics
+    from udo_build.recipe import load_recipe
+    from udo_build.store import Store
+
+    load_kinds()
+    store = Store(project.store, create=False)
+    try:
+        plan = plan_recipe(load_recipe(str(project.recipe), Diagnostics()))
+        key = ChainKeys(plan, lambda s: store.files.digest(s.path, kind=s.digest)[0]).key(action)
+    finally:
+        store.close()
+    assert key is not None
+    return key

@@ -44,10 +44,10 @@ def test_an_entry_is_put_only_after_every_blob_it_names(warm: Warm) -> None:
     for method, space, name, status in REQUEST.findall(log):
         if space == "cas" and (method == "PUT" or status == "200"):
             seen.add(name)  # stored, or found there by the HEAD an upload asks first
-        elif space == "ac" and method == "PUT":
-            named = R.ActionResult.FromString(warm.entry(key_action(warm, name)).read_bytes())
+        elif space == "ac" and method == "PUT":  # an entry, or an index entry (chain key)
+            named = R.ActionResult.FromString((warm.server.root / "ac" / name).read_bytes())
             assert {f.digest.hash for f in named.output_files} <= seen, name
-            entries += 1
+            entries += any(a["key"] == name for a in warm.summary["actions"])
     assert entries == 9
 
 
@@ -58,30 +58,39 @@ def key_action(warm: Warm, key: str) -> str:
 # -- entries a validating server may hold that a reader refuses -----------------------------------
 
 def garbage_entry(w: Warm) -> tuple[str, str]:
-    write(w.entry("quantize"), b"\x12\x07not a protobuf at all \xff\xfe")
+    w.file_entry("quantize", b"\x12\x07not a protobuf at all \xff\xfe")
     return "quantize", T.MALFORMED
 
 
 def former_json_entry(w: Warm) -> tuple[str, str]:  # what udo-build wrote before: the envelope
-    write(w.entry("quantize"), w.envelope("quantize").read_bytes())
+    w.file_entry("quantize", w.envelope("quantize").read_bytes())
     return "quantize", T.MALFORMED
 
 
 def no_envelope_named(w: Warm) -> tuple[str, str]:  # a valid ActionResult, not udo-build's
-    write(w.entry("quantize"), bytes(R.ActionResult(exit_code=0).SerializeToString()))
+    w.file_entry("quantize", bytes(R.ActionResult(exit_code=0).SerializeToString()))
     return "quantize", T.MALFORMED
 
 
 def envelope_blob_swapped(w: Warm) -> tuple[str, str]:  # other bytes under the envelope's name
+    not_inlined(w, "quantize")  # (inlined bytes that hash to the name are read instead)
     write(w.envelope("quantize"), w.envelope("convert").read_bytes())
     return "quantize", T.CORRUPT_BLOB
+
+
+def not_inlined(w: Warm, action: str) -> None:
+    """File the action's entry without the envelope's bytes inlined (as written before)."""
+    pointer = R.entry_envelope(w.entry(action).read_bytes(), 1 << 20)
+    assert isinstance(pointer, R.Pointer) and pointer.contents is not None
+    outputs = {n: (o.digest, o.size) for n, o in w.result(action).outputs.items()}
+    w.file_entry(action, R.entry_bytes(R.Pointer(pointer.digest, pointer.size), outputs))
 
 
 def envelope_of_another_action(w: Warm) -> tuple[str, str]:  # a genuine envelope, wrong action
     convert = w.envelope("convert").read_bytes()
     outputs = {n: (o.digest, o.size) for n, o in w.result("quantize").outputs.items()}
     pointer = R.Pointer(hashlib.sha256(convert).hexdigest(), len(convert))
-    write(w.entry("quantize"), R.entry_bytes(pointer, outputs))
+    w.file_entry("quantize", R.entry_bytes(pointer, outputs))
     return "quantize", T.WRONG_KEY
 
 
@@ -89,8 +98,8 @@ def envelope_size_lies(w: Warm) -> tuple[str, str]:
     pointer = R.entry_envelope(w.entry("quantize").read_bytes(), 1 << 20)
     assert isinstance(pointer, R.Pointer)
     outputs = {n: (o.digest, o.size) for n, o in w.result("quantize").outputs.items()}
-    write(w.entry("quantize"), R.entry_bytes(R.Pointer(pointer.digest, pointer.size - 1),
-                                              outputs))
+    w.file_entry("quantize", R.entry_bytes(R.Pointer(pointer.digest, pointer.size - 1),
+                                           outputs))
     return "quantize", T.CORRUPT_BLOB
 
 
@@ -111,7 +120,36 @@ def test_a_bad_entry_is_refused_counted_and_built_locally(
 
 def test_an_entry_whose_envelope_blob_is_gone_is_a_plain_miss(
         shared: Warm, tmp_path: Path) -> None:
+    not_inlined(shared, "quantize")
     shared.envelope("quantize").unlink()  # evicted by the server, say
     summary, err = build(clone(tmp_path), *shared.read)
     assert executed(summary) == ["quantize"] and summary["remote"]["rejected"] == {}
     assert summary["remote"]["incomplete"] == 1 and err == ""
+
+
+def test_an_entry_inlines_its_envelope_so_a_lookup_is_one_request(
+        shared: Warm, tmp_path: Path) -> None:
+    envelopes = {shared.envelope(a["id"]).name for a in shared.summary["actions"]}
+    shared.envelope("quantize").unlink()  # not needed: the entry holds its bytes
+    since = len(shared.server.settled_log())
+    summary, err = build(clone(tmp_path), *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
+    read = {name for _, space, name, _ in REQUEST.findall(shared.server.settled_log()[since:])
+            if space == "cas"}
+    assert not read & envelopes  # no envelope blob was asked for
+
+
+def test_inlined_bytes_that_do_not_match_the_digest_are_not_used(
+        shared: Warm, tmp_path: Path) -> None:
+    pointer = R.entry_envelope(shared.entry("quantize").read_bytes(), 1 << 20)
+    assert isinstance(pointer, R.Pointer) and pointer.contents is not None
+    forged = pointer.contents.replace(b'"seconds":', b'"seconds": ')  # unsigned bytes differ
+    outputs = {n: (o.digest, o.size) for n, o in shared.result("quantize").outputs.items()}
+    shared.file_entry("quantize", R.entry_bytes(R.Pointer(pointer.digest, pointer.size, forged),
+                                                outputs))
+    since = len(shared.server.settled_log())
+    summary, err = build(clone(tmp_path), *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
+    read = [name for _, space, name, _ in REQUEST.findall(shared.server.settled_log()[since:])
+            if space == "cas"]
+    assert pointer.digest in read  # the blob was read instead

@@ -12,11 +12,13 @@ from udo_build.store.remote import entries as E
 from udo_build.store.remote import reapi as R
 
 ENVELOPE = E.Pointer("ab" * 32, 321)
+INLINE = E.Pointer("ab" * 32, 321, b'{"signed": "envelope"}' * 14)  # its bytes inlined
 
 
 def _protobuf_bytes(envelope: E.Pointer, outputs: dict[str, tuple[str, int]]) -> bytes:
     files = [R.OutputFile(path=E.ENTRY_PATH, digest=R.Digest(hash=envelope.digest,
-                                                            size_bytes=envelope.size))]
+                                                            size_bytes=envelope.size),
+                          contents=envelope.contents or b"")]
     files += [R.OutputFile(path=f"{E.OUTPUTS_DIR}/{name}", digest=R.Digest(hash=d, size_bytes=s))
               for name, (d, s) in sorted(outputs.items())]
     return bytes(R.ActionResult(output_files=files).SerializeToString(deterministic=True))
@@ -31,11 +33,11 @@ def _protobuf_envelope(data: bytes, limit: int) -> E.Pointer | None:
         result.ParseFromString(data)
     except (DecodeError, RecursionError, ValueError):
         return None
-    found = [f.digest for f in result.output_files if f.path == E.ENTRY_PATH]
-    if len(found) != 1 or not E.SHA256.fullmatch(found[0].hash) \
-            or not 0 < found[0].size_bytes <= limit:
+    found = [f for f in result.output_files if f.path == E.ENTRY_PATH]
+    if len(found) != 1 or not E.SHA256.fullmatch(found[0].digest.hash) \
+            or not 0 < found[0].digest.size_bytes <= limit:
         return None
-    return E.Pointer(found[0].hash, found[0].size_bytes)
+    return E.Pointer(found[0].digest.hash, found[0].digest.size_bytes, found[0].contents or None)
 
 
 def _ours(data: bytes, limit: int) -> E.Pointer | None:
@@ -50,6 +52,8 @@ def _ours(data: bytes, limit: int) -> E.Pointer | None:
 def test_entries_are_written_byte_for_byte_as_protobuf_writes_them(
         outputs: dict[str, tuple[str, int]]) -> None:
     assert E.entry_bytes(ENVELOPE, outputs) == _protobuf_bytes(ENVELOPE, outputs)
+    assert E.entry_bytes(INLINE, outputs) == _protobuf_bytes(INLINE, outputs)
+    assert E.entry_envelope(E.entry_bytes(INLINE, outputs), 1000) == INLINE
     assert E.entry_bytes(E.Pointer("", 0), outputs) == _protobuf_bytes(E.Pointer("", 0), outputs)
 
 
@@ -68,9 +72,11 @@ def test_damaged_and_extended_entries_are_read_as_protobuf_reads_them() -> None:
     cases += [E._field(2, entry),  # the size merged in from a second digest field
               E._field(2, E._field(1, E.ENTRY_PATH.encode()) + digest + b"\x12\x02\x10\x09"),
               E._field(2, E._output_file(E.ENTRY_PATH, "ab" * 32, -1))]
+    inline = E.entry_bytes(INLINE, {"a": ("ef" * 32, 5)})
+    cases += [inline[:end] for end in range(0, len(inline) + 1, 7)]
     rng = random.Random(27)
-    for _ in range(400):
-        data = bytearray(valid)
+    for i in range(400):
+        data = bytearray(valid if i % 2 else inline)
         for _ in range(rng.randint(1, 3)):
             data[rng.randrange(len(data))] = rng.randrange(256)
         cases.append(bytes(data))

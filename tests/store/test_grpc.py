@@ -36,7 +36,7 @@ from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
 from .buildgrid import BuildGrid, bgd_binary, token
 from .nginx import free_port
-from .remote_fixtures import ENV, Keys, build, executed, out_files
+from .remote_fixtures import ENV, Keys, build, chain_key, executed, out_files
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 TEAM = "team/a"
@@ -65,6 +65,17 @@ class Grid:
 
     def key(self, action: str) -> str:
         return next(a["key"] for a in self.summary["actions"] if a["id"] == action)
+
+    def keys_of(self, action: str) -> tuple[str, str]:
+        """Where the action's entry is filed: its key, and its chain key (an index entry)."""
+        return self.key(action), chain_key(self.source, action)
+
+    def file_entry(self, action: str, entry: bytes) -> None:
+        """Put `entry` as the action's entry (under its key and its chain key)."""
+        client = self.client()
+        for key in self.keys_of(action):
+            client.put("ac", key, entry)
+        client.close()
 
     def result(self, action: str) -> ActionResult:
         got = Store(self.source.store, create=False).ac.get(self.key(action))
@@ -106,8 +117,9 @@ def shared(grid: Grid) -> Iterator[Grid]:
         with fake_kinds():
             yield grid
     finally:
-        client.put("ac", grid.key("quantize"), entry)
         client.close()
+        with fake_kinds():
+            grid.file_entry("quantize", entry)
 
 
 def test_a_clean_checkout_gets_every_action_from_buildgrid(shared: Grid, tmp_path: Path) -> None:
@@ -155,9 +167,9 @@ def _file(grid: Grid, action: str, envelope: bytes) -> None:
     client = grid.client()
     digest = hashlib.sha256(envelope).hexdigest()
     client.put("cas", digest, envelope)
-    outputs = {n: (o.digest, o.size) for n, o in grid.result(action).outputs.items()}
-    client.put("ac", grid.key(action), R.entry_bytes(R.Pointer(digest, len(envelope)), outputs))
     client.close()
+    outputs = {n: (o.digest, o.size) for n, o in grid.result(action).outputs.items()}
+    grid.file_entry(action, R.entry_bytes(R.Pointer(digest, len(envelope)), outputs))
 
 
 def untrusted_key(g: Grid) -> str:
@@ -184,16 +196,14 @@ def unsigned(g: Grid) -> str:
 def wrong_action_key(g: Grid) -> str:
     client = g.client()
     entry = client.get("ac", g.key("convert"), limit=1 << 20)
-    assert entry is not None
-    client.put("ac", g.key("quantize"), entry)
     client.close()
+    assert entry is not None
+    g.file_entry("quantize", entry)
     return T.WRONG_KEY
 
 
 def not_an_entry_of_ours(g: Grid) -> str:  # a valid ActionResult without the envelope
-    client = g.client()
-    client.put("ac", g.key("quantize"), bytes(R.ActionResult(exit_code=0).SerializeToString()))
-    client.close()
+    g.file_entry("quantize", bytes(R.ActionResult(exit_code=0).SerializeToString()))
     return T.MALFORMED
 
 

@@ -34,7 +34,7 @@ from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
 from .moto_s3 import KEYS, MotoS3, moto_installed
 from .nginx import free_port
-from .remote_fixtures import ENV, Keys, build, executed, out_files
+from .remote_fixtures import ENV, Keys, build, chain_key, executed, out_files
 
 BUCKET = "udo-cache"
 PREFIX = "team/v1"
@@ -131,7 +131,9 @@ def test_a_build_with_uploads_fills_the_bucket_under_its_prefix(shared: Warm) ->
     assert shared.summary["remote"]["entries_uploaded"] == 9
     entries = {k.rpartition("/")[2] for k in shared.snapshot if k.startswith(f"{PREFIX}/ac/")}
     blobs = {k: v for k, v in shared.snapshot.items() if k.startswith(f"{PREFIX}/cas/")}
-    assert entries == {a["key"] for a in shared.summary["actions"]}
+    keys = {a["key"] for a in shared.summary["actions"]}  # and index entries, by chain key
+    assert entries == keys | {chain_key(shared.source, a["id"])
+                              for a in shared.summary["actions"]}
     assert len(blobs) == shared.summary["remote"]["blobs_uploaded"] > 8
     assert len(shared.snapshot) == len(entries) + len(blobs)  # nothing outside the two spaces
     for key, data in blobs.items():
@@ -150,7 +152,8 @@ def test_a_fresh_checkout_executes_nothing_and_gets_identical_outputs(
 
 def _wrong_action_key(w: Warm) -> tuple[str, str]:  # a genuine entry of another action
     data = w.snapshot[f"{PREFIX}/ac/{w.key('convert')}"]
-    w.server.put(BUCKET, f"{PREFIX}/ac/{w.key('quantize')}", data)
+    for key in (w.key("quantize"), chain_key(w.source, "quantize")):  # and its index entry
+        w.server.put(BUCKET, f"{PREFIX}/ac/{key}", data)
     return "quantize", T.WRONG_KEY
 
 

@@ -280,22 +280,3 @@ def test_the_largest_download_starts_first() -> None:
         failing.result(timeout=5)
     pool.shutdown()
     assert not pool._threads
-
-
-@pytest.mark.skipif(not hasattr(os, "getpriority") or not os.uname().sysname == "Linux",
-                    reason="threads have a nice value of their own on Linux only")
-def test_download_threads_yield_the_cpu_to_the_build() -> None:
-    from udo_build.store.remote.pools import NICER, yielding
-
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    seen: list[int] = []
-
-    def probe() -> None:
-        yielding()
-        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-
-    thread = threading.Thread(target=probe)
-    thread.start()
-    thread.join()
-    assert seen == [min(before + NICER, 19)]
-    assert os.getpriority(os.PRIO_PROCESS, 0) == before  # the build's own thread is untouched

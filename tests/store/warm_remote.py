@@ -48,6 +48,13 @@ class Warm:
     def entry(self, action: str) -> Path:
         return self.server.root / "ac" / self.key(action)
 
+    def entries(self, action: str) -> list[Path]:
+        """The action's entry, and the index entries filed with the same bytes (by its chain
+        key: see udo_build.builder.lookahead): poisoning an entry poisons them all."""
+        data = self.entry(action).read_bytes()
+        return [self.entry(action), *(p for p in self.server.files("ac")
+                                      if p != self.entry(action) and p.read_bytes() == data)]
+
     def blob(self, digest: str) -> Path:
         return self.server.root / "cas" / digest
 
@@ -57,12 +64,17 @@ class Warm:
         assert isinstance(pointer, R.Pointer), pointer
         return self.blob(pointer.digest)
 
+    def file_entry(self, action: str, data: bytes) -> None:
+        """Write `data` as the action's entry, and as its index entries."""
+        for entry in self.entries(action):
+            write(entry, data)
+
     def file_envelope(self, action: str, envelope: bytes) -> None:
         """File `envelope` as the action's, as a writer would: the blob, then the entry."""
         digest = hashlib.sha256(envelope).hexdigest()
         write(self.blob(digest), envelope)
         outputs = {n: (o.digest, o.size) for n, o in self.result(action).outputs.items()}
-        write(self.entry(action), R.entry_bytes(R.Pointer(digest, len(envelope)), outputs))
+        self.file_entry(action, R.entry_bytes(R.Pointer(digest, len(envelope)), outputs))
 
     @property
     def read(self) -> list[str]:

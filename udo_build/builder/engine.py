@@ -40,6 +40,7 @@ from ..store import ActionResult, Store
 from .actions import ActionInput, ActionKind, MissingInput, get_kind, load_kinds
 from .ahead import SourceDigests
 from .execute import ActionSpec, Failed, InternalActionError, machine_fault
+from .lookahead import ChainKeys, look_ahead
 from .plan import Plan, PlannedAction, Source
 
 if TYPE_CHECKING:  # concurrent.futures is imported only when an action runs
@@ -122,6 +123,10 @@ class Engine:
         self._built: dict[str, str] = {}  # key -> the action of this build that ran it
         self._submitting: ActionState | None = None
         self._ahead: SourceDigests | None = None  # source digests taken in the background
+        self._chain = ChainKeys(plan, self._source_digest)  # see lookahead
+        self._early: dict[str, tuple[cf.Future[Any], bool]] = {}  # action id -> its lookup
+        # by chain key, started with the build (see `_look_ahead`), and whether by an index key
+        self._indexed: set[cf.Future[Any]] = set()  # lookups by an index key, in flight
 
     # -- resolving keys ---------------------------------------------------------------------------
 
@@ -192,6 +197,7 @@ class Engine:
             (s.path, s.digest) for a in self.plan.actions.values() for s in a.inputs.values()
             if isinstance(s, Source)])
         try:
+            self._look_ahead()
             while True:
                 progressed = self._schedule_ready()
                 if self._downloads and not self._fetching and (
@@ -269,14 +275,21 @@ class Engine:
         elif not self._fetch(state, key):
             self._miss([state], kind)
 
-    def _fetch(self, state: ActionState, key: str) -> bool:
-        """Look the key up in the remote tier, in the background; False: no remote to ask."""
+    def _fetch(self, state: ActionState, key: str, found: ActionResult | None = None) -> bool:
+        """Look the key up in the remote tier, in the background (`found`: the result its
+        chain key found, made for this key: its blobs); False: no remote to ask."""
         if self.options.remote == "off" or key in self._local_only:
             return False
-        action = state.action  # what it publishes is downloaded to be linked, not compressed
-        future = self.store.fetch(key, peek=self.options.remote == "peek",
-                                  linked=lambda result: action.published(result).values(),
-                                  download=self.options.download)
+        early = self._early.pop(state.id, None) if found is None else None
+        if early is not None:  # looked up ahead by its chain key (see `_look_ahead`)
+            future, indexed = early
+            if indexed:
+                self._indexed.add(future)
+        else:
+            action = state.action  # what it publishes is downloaded to be linked, not compressed
+            future = self.store.fetch(key, peek=self.options.remote == "peek",
+                                      linked=lambda result: action.published(result).values(),
+                                      download=self.options.download, found=found)
         if future is None:
             return False
         state.status, state.started = "running", time.perf_counter()
@@ -284,6 +297,13 @@ class Engine:
         self._by_key[key] = future
         self._fetching.add(future)
         return True
+
+    def _look_ahead(self) -> None:
+        """Start the remote lookups of the actions downstream of a root action that misses
+        locally, all at once, by their chain keys (see lookahead); each is collected when its
+        action starts (`_fetch`)."""
+        if self.options.remote == "fetch" and self.store.remote is not None:
+            self._early = look_ahead(self.store, self.plan, self._chain, self.options.download)
 
     def _miss(self, states: list[ActionState], kind: ActionKind) -> None:
         """No cache has their key: run the first (once downloads of inputs are done)."""
@@ -452,6 +472,11 @@ class Engine:
         self._fetching.discard(future)
         self._by_key.pop(states[0].key or "", None)
         fetched = future.result()
+        if future in self._indexed:  # by its chain key: its blobs, or a lookup by its key
+            self._indexed.discard(future)
+            self._fetch_again(states, None if fetched is None or fetched[0].key != states[0].key
+                              else fetched[0])
+            return
         if fetched is None:
             kind = get_kind(states[0].action.kind)
             assert kind is not None
@@ -463,6 +488,18 @@ class Engine:
         for state in states:
             state.result, state.origin = result, "remote"
             self._finish(state, "cached")
+
+    def _fetch_again(self, states: list[ActionState], found: ActionResult | None) -> None:
+        """After the lookup by chain key: download the blobs of the result it `found` for
+        these actions' key, or (None: no entry, or one made for another key, as when an
+        upstream action gave other bytes) look the key itself up."""
+        key = states[0].key or ""
+        if self._fetch(states[0], key, found):
+            self._running[self._by_key[key]] = states
+            return
+        kind = get_kind(states[0].action.kind)
+        assert kind is not None
+        self._miss(states, kind)
 
     def _collect(self, finished: set[cf.Future[Any]]) -> None:
         for future in finished:
@@ -481,7 +518,7 @@ class Engine:
                 continue
             result = ActionResult.from_json(doc)
             if executed and result is not None:
-                self.store.publish(result)
+                self.store.publish(result, self._index_keys(states[0]))
             ran = result.seconds if executed and result is not None else 0.0
             if executed:
                 self._built[states[0].key or ""] = states[0].id
@@ -491,6 +528,15 @@ class Engine:
                 self._finish(state, status, seconds=ran if status == "built" else 0.0,
                              queued=max(0.0, elapsed - ran) if i == 0 else 0.0,
                              reason=self._same_key(state) if i else "")
+
+    def _index_keys(self, state: ActionState) -> tuple[str, ...]:
+        """The index keys a result built here is uploaded under too: its chain key."""
+        if self.store.remote is None or state.key is None:
+            return ()
+        try:
+            return self._chain.index(state.id, state.key)
+        except UserError:  # a source that vanished since: its result is filed by its key alone
+            return ()
 
     def _same_key(self, state: ActionState) -> str:
         """The reason of a cached action whose key an action of this build ran (it is then

@@ -1,7 +1,8 @@
 """Moving a recipe's artifacts between the local store and the remote cache, running nothing.
 
 Both directions resolve the recipe's action keys as a build would: push goes through the local
-store only and uploads every action built there (blobs first, the signed entry last); pull looks
+store only and uploads every action built there (blobs first, the signed entry last, filed
+under its chain key too, as a build's uploads are: see lookahead); pull looks
 each key up locally, then remotely, and stores what the remote has (verified), so that the next
 build finds it; an action the remote lacks stops what depends on it.
 """
@@ -93,9 +94,12 @@ def _transfer(store: Store, request: BuildRequest, events: Events,
     full, selected = plan(recipe, request.targets)
     states = run_plan(store, selected, Options(jobs=1, dry_run=True,
                                                remote="off" if push else "fetch"))
-    if push:
-        futures = {aid: remote.publish(st.result) for aid, st in states.items()
-                   if st.result is not None}
+    if push:  # filed under their chain keys too (see lookahead)
+        from .lookahead import ChainKeys
+
+        chain = ChainKeys(selected, lambda s: store.files.digest(s.path, kind=s.digest)[0])
+        futures = {aid: remote.publish(st.result, chain.index(aid, st.result.key))
+                   for aid, st in states.items() if st.result is not None}
         remote.wait()
         return recipe, [_moved(states, st, True, futures.get(aid)) for aid, st in states.items()]
     save_history(store, recipe.path, recipe.name, states, list(full.actions))

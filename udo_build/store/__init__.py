@@ -67,9 +67,11 @@ class Tier(Protocol):
     """A remote tier as the store calls it (`remote.tier.Remote` is the one there is)."""
 
     def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None,
-                    download: str = "all") -> Future[Fetched | None] | None: ...
+                    download: str = "all", index: bool = False,
+                    found: ActionResult | None = None) -> Future[Fetched | None] | None: ...
 
-    def publish(self, result: ActionResult) -> Future[bool] | None: ...
+    def publish(self, result: ActionResult, index: Iterable[str] = ()
+                ) -> Future[bool] | None: ...
 
     def fetch_outputs(self, outputs: Iterable[Output]) -> bool: ...
 
@@ -147,16 +149,20 @@ class Store:
         return None, ""
 
     def fetch(self, key: str, *, peek: bool = False, linked: Linked | None = None,
-              download: str = "all") -> Future[Fetched | None] | None:
+              download: str = "all", index: bool = False, found: ActionResult | None = None
+              ) -> Future[Fetched | None] | None:
         """Look `key` up in the remote tier, in a background thread (None when there is no
         remote tier, or it is disabled). The future gives None on a miss, else the verified
         result with a future of its blobs (True once those `download` asks for are stored
         locally: see `Remote.fetch_async`). With `peek`, nothing is stored (dry runs).
         `linked` says which outputs of a result go to an output folder (stored raw: see
-        `Remote.download`)."""
+        `Remote.download`). With `index`, `key` is an index key: the result may be made for
+        another action key, which the caller checks, then asks for its key with `found=` it
+        (see `Remote.fetch_async`)."""
         if self.remote is None:
             return None
-        return self.remote.fetch_async(key, store=not peek, linked=linked, download=download)
+        return self.remote.fetch_async(key, store=not peek, linked=linked, download=download,
+                                       index=index, found=found)
 
     def fetch_inputs(self, outputs: Iterable[Output]) -> bool:
         """Store these outputs' blobs here, downloading from the remote tier those the store
@@ -166,11 +172,11 @@ class Store:
             return False
         return self.remote.fetch_outputs(outputs)
 
-    def publish(self, result: ActionResult) -> None:
+    def publish(self, result: ActionResult, index: Iterable[str] = ()) -> None:
         """Share a result this process built (uploaded in the background when a remote tier
-        is attached and writable)."""
+        is attached and writable), filed under its index keys too (see `Remote.upload`)."""
         if self.remote is not None:
-            self.remote.publish(result)
+            self.remote.publish(result, index)
 
     def finish(self, *, count: bool = True, build: bool = True) -> None:
         """The end of a build (or a transfer): wait for its uploads; add its counters to

@@ -4,6 +4,12 @@ outputs follow as output files OUTPUTS_DIR/<output name>, so a server that check
 blob an ActionResult names is in its CAS (bazel-remote, BuildGrid) checks them too. Readers use
 only the envelope: it is signed, the rest is a hint for servers.
 
+The envelope's bytes are inlined too, in the field REAPI has for that (`OutputFile.contents`),
+so that a reader needs one request per entry, not two; the blob is uploaded all the same (a
+server may strip inlined contents, or check the digest against its CAS), and a reader uses the
+inlined bytes only when they hash to the digest the entry names (else it reads the blob, and
+entries without them, written before, are read as ever).
+
 The few protobuf fields an entry has are written and read here by their wire format (varints
 and length-delimited fields; the numbers are those of the public remote_execution.proto,
 declared again in `reapi` for the gRPC transport), so that a build against an HTTP or S3 cache
@@ -13,7 +19,7 @@ follows protobuf's rules: fields in any order, unknown fields skipped, a message
 twice merged, the last value of a scalar kept, strings strict UTF-8.
 
     ActionResult  output_files = 2 (repeated OutputFile)
-    OutputFile    path = 1 (string), digest = 2 (Digest)
+    OutputFile    path = 1 (string), digest = 2 (Digest), contents = 5 (bytes)
     Digest        hash = 1 (string), size_bytes = 2 (int64)
 """
 
@@ -36,10 +42,12 @@ class Malformed(ValueError):
 
 @dataclass(frozen=True)
 class Pointer:
-    """Where an entry says its signed envelope is: a CAS blob."""
+    """Where an entry says its signed envelope is: a CAS blob (and its bytes, when the entry
+    inlines them: unverified until hashed)."""
 
     digest: str
     size: int
+    contents: bytes | None = None
 
 
 # -- writing --------------------------------------------------------------------------------------
@@ -64,14 +72,16 @@ def _digest(sha256: str, size: int) -> bytes:
             + (_varint(2 << 3 | VARINT) + _varint(size) if size else b""))
 
 
-def _output_file(path: str, sha256: str, size: int) -> bytes:
-    return _field(1, path.encode()) + _field(2, _digest(sha256, size))
+def _output_file(path: str, sha256: str, size: int, contents: bytes | None = None) -> bytes:
+    return (_field(1, path.encode()) + _field(2, _digest(sha256, size))
+            + (_field(5, contents) if contents else b""))
 
 
 def entry_bytes(envelope: Pointer, outputs: dict[str, tuple[str, int]]) -> bytes:
-    """A serialized ActionResult naming the envelope blob and the outputs (name -> (sha256,
-    size)); deterministic: the same arguments give the same bytes."""
-    files = [_output_file(ENTRY_PATH, envelope.digest, envelope.size)]
+    """A serialized ActionResult naming the envelope blob (its bytes inlined when the pointer
+    holds them) and the outputs (name -> (sha256, size)); deterministic: the same arguments
+    give the same bytes."""
+    files = [_output_file(ENTRY_PATH, envelope.digest, envelope.size, envelope.contents)]
     files += [_output_file(f"{OUTPUTS_DIR}/{name}", d, s) for name, (d, s) in
               sorted(outputs.items())]
     return b"".join(_field(2, f) for f in files)
@@ -149,19 +159,27 @@ def _read_digest(data: bytes, found: tuple[str, int]) -> tuple[str, int]:
 
 def output_files(data: bytes) -> list[tuple[str, str, int]]:
     """The output files of a serialized ActionResult: (path, sha256, size) each."""
+    return [file[:3] for file in _files(data)]
+
+
+def _files(data: bytes) -> list[tuple[str, str, int, bytes | None]]:
+    """The output files of a serialized ActionResult: (path, sha256, size, contents) each."""
     found = []
     for number, wire, value in fields(data):
         if number != 2 or wire != LENGTH:
             continue
         assert isinstance(value, bytes)
-        path, digest = "", ("", 0)
+        path, digest, contents = "", ("", 0), None
         for inner, inner_wire, item in fields(value):
             if inner == 1 and inner_wire == LENGTH:
                 path = _text(item)
             elif inner == 2 and inner_wire == LENGTH:
                 assert isinstance(item, bytes)
                 digest = _read_digest(item, digest)
-        found.append((path, *digest))
+            elif inner == 5 and inner_wire == LENGTH:
+                assert isinstance(item, bytes)
+                contents = item
+        found.append((path, *digest, contents))
     return found
 
 
@@ -170,15 +188,16 @@ def entry_envelope(data: bytes, limit: int) -> Pointer | str:
     if data[:1] == b"{":  # an ActionResult starts with field 2 (0x12)
         return "an entry in udo-build's former JSON format, not a REAPI ActionResult"
     try:
-        files = output_files(data)
+        files = _files(data)
     except Malformed:
         return "not a REAPI ActionResult"
-    found = [(sha256, size) for path, sha256, size in files if path == ENTRY_PATH]
+    found = [(sha256, size, contents) for path, sha256, size, contents in files
+             if path == ENTRY_PATH]
     if len(found) != 1:
         return f"an ActionResult without one output file {ENTRY_PATH!r} (it has {len(found)})"
-    sha256, size = found[0]
+    sha256, size, contents = found[0]
     if not SHA256.fullmatch(sha256):
         return f"the envelope's digest {sha256[:70]!r} is not a sha256 in lowercase hex"
     if not 0 < size <= limit:
         return f"the envelope's size {size} is not within 1..{limit} bytes"
-    return Pointer(sha256, size)
+    return Pointer(sha256, size, contents or None)

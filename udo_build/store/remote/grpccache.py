@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from ... import __version__
 from . import reapi as R
 from .deadlines import Transfer
+from .entries import ENTRY_PATH
 from .transport import Breaker, Buffer, Failed, Refused, RemoteOptions, S, Stalled
 
 BATCH_LIMIT = 128 << 10  # bytes: larger blobs go through ByteStream
@@ -113,7 +114,8 @@ class GrpcCache(Breaker):
     def get(self, space: str, name: str, *, limit: int | None = None) -> bytes | None:
         if space == "ac":
             request = R.GetActionResultRequest(instance_name=self.instance,
-                                               action_digest=R.action_digest(name))
+                                               action_digest=R.action_digest(name),
+                                               inline_output_files=[ENTRY_PATH])
             data = self._unary("read", "ActionCache/GetActionResult", request, None,
                                limit or 0)
             return None if data is None else bytes(data[:None if limit is None else limit + 1])

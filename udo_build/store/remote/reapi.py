@@ -47,10 +47,11 @@ FILES: tuple[tuple[str, str, tuple[str, ...], dict[str, Fields]], ...] = (
      ("google/rpc/status.proto",), {
         "Digest": (("hash", 1, "string"), ("size_bytes", 2, "int64")),
         "OutputFile": (("path", 1, "string"), ("digest", 2, "Digest"),
-                       ("is_executable", 4, "bool")),
+                       ("is_executable", 4, "bool"), ("contents", 5, "bytes")),
         "ActionResult": (("output_files", 2, "*OutputFile"), ("exit_code", 4, "int32")),
         "GetActionResultRequest": (("instance_name", 1, "string"),
-                                   ("action_digest", 2, "Digest")),
+                                   ("action_digest", 2, "Digest"),
+                                   ("inline_output_files", 5, "*string")),
         "UpdateActionResultRequest": (("instance_name", 1, "string"),
                                       ("action_digest", 2, "Digest"),
                                       ("action_result", 3, "ActionResult")),

@@ -58,7 +58,7 @@ from ..ac import ActionCache, ActionResult, Output
 from ..cas import Cas, sha256_bytes
 from ..counters import Counters
 from .entries import Pointer, entry_bytes, entry_envelope
-from .pools import LargestFirst, yielding
+from .pools import LargestFirst
 from .transport import Refused, RemoteError, Transport, Unavailable
 from .trust import CORRUPT_BLOB, MALFORMED, PublicKey, SigningKey, open_entry, sign_entry
 
@@ -118,7 +118,8 @@ class Remote:
     # -- reading ----------------------------------------------------------------------------------
 
     def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None,
-                    download: str = "all") -> cf.Future[Fetched | None] | None:
+                    download: str = "all", index: bool = False,
+                    found: ActionResult | None = None) -> cf.Future[Fetched | None] | None:
         """Look `key` up in a background thread. The future gives None on a miss, else the
         verified result at once (so that the build can go on to what depends on it) with a
         future of its blobs: True once the blobs `download` asks for are stored locally (for
@@ -130,25 +131,33 @@ class Remote:
         be in the remote (`prove`), else it is a miss, and there is no blob future. With
         `store=False` (a dry run) nothing is stored and there is no blob future: the entry is
         read and verified, and with "minimal" its blobs proven. None when the remote is
-        disabled."""
+        disabled.
+
+        With `index`, `key` is an index key (see `upload`): the entry filed there is read and
+        verified as any, but it may be made for any action key (`result.key`), which the
+        caller compares with the key it computes; the future gives the result without blobs,
+        and nothing is counted or told: the caller then asks for the action key, with
+        `found=` the result when it was made for that key (its entry is not read again, its
+        blobs are downloaded as `download` says, and the hit or miss is counted)."""
         if not self.trusted or self.transport.disabled is not None:
             return None
         return self._pool("lookups").submit(self._guarded, self._lookup, key, store, linked,
-                                            download)
+                                            download, index, found)
 
     def fetch(self, key: str, *, store: bool = True) -> ActionResult | None:
         """`fetch_async`, waited for: the result once it is stored locally (or only verified)."""
-        got = self._guarded(self._lookup, key, store, None, "all")
+        got = self._guarded(self._lookup, key, store, None, "all", False, None)
         if got is None:
             return None
         result, blobs = got
         return result if blobs is None or blobs.result() else None
 
-    def _lookup(self, key: str, store: bool, linked: Linked | None, download: str
-                ) -> Fetched | None:
-        result = self.entry(key)
-        if result is None:
-            return None
+    def _lookup(self, key: str, store: bool, linked: Linked | None, download: str,
+                index: bool, found: ActionResult | None) -> Fetched | None:
+        result = found if found is not None and found.key == key else self.entry(key,
+                                                                                  index=index)
+        if result is None or index:
+            return None if result is None else (result, None)
         if download == "minimal" and not self.prove(result.outputs.values()):
             self.counters.add(remote_misses=1)
             return None
@@ -157,45 +166,53 @@ class Remote:
             return result, None
         with self._lock:
             if self._downloads is None:
-                self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads",
-                                               initializer=yielding)
+                self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads")
         size = sum(o.size for o in result.outputs.values())
         names = None if linked is None else linked(result)
         return result, self._downloads.submit(size, self._guarded, self.download, result, names,
                                               download == "outputs")
 
-    def entry(self, key: str) -> ActionResult | None:
+    def entry(self, key: str, *, index: bool = False) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
-        (None: no entry, a refused one, or the remote failed; counted as a miss)."""
-        envelope = self._envelope(key)
+        (None: no entry, a refused one, or the remote failed; counted as a miss). With
+        `index`: filed under the index key `key`, made for any action key (see `fetch_async`);
+        nothing is counted or told (the lookup by the action key that follows does that)."""
+        envelope = self._envelope(key, index)
         if envelope is None:
-            self.counters.add(remote_misses=1)
+            self.counters.add(remote_misses=int(not index))
             return None
-        verdict = open_entry(envelope, key, self.trusted)
-        if verdict.result is None:
+        verdict = open_entry(envelope, None if index else key, self.trusted)
+        if verdict.result is None and not index:
             assert verdict.rejected is not None
             self._reject(verdict.rejected, f"the entry for action {key[:12]}: {verdict.detail}")
             self.counters.add(remote_misses=1)
-            return None
         return verdict.result
 
-    def _envelope(self, key: str) -> bytes | None:
+    def _envelope(self, key: str, index: bool = False) -> bytes | None:
         """The bytes of the signed envelope the entry for `key` names, checked against its
-        digest (None: no entry, a malformed one, a missing or corrupt envelope blob)."""
+        digest (None: no entry, a malformed one, a missing or corrupt envelope blob; told and
+        counted unless `index`)."""
         _, data = self._call(self.transport.get, "ac", key, limit=ENTRY_LIMIT)
         if data is None:
             return None
         pointer = entry_envelope(data, ENTRY_LIMIT) if len(data) <= ENTRY_LIMIT \
             else f"longer than {ENTRY_LIMIT} bytes"
         if isinstance(pointer, str):
-            self._reject(MALFORMED, f"the entry for action {key[:12]}: {pointer}")
+            if not index:
+                self._reject(MALFORMED, f"the entry for action {key[:12]}: {pointer}")
             return None
+        inline = pointer.contents
+        if inline is not None and len(inline) == pointer.size \
+                and sha256_bytes(inline) == pointer.digest:
+            return bytes(inline)  # inlined in the entry (see entries): no request for the blob
         ok, envelope = self._call(self.transport.get, "cas", pointer.digest, limit=pointer.size)
         if envelope is None:
-            self._absent(ok)
+            if not index:
+                self._absent(ok)
             return None
         if len(envelope) != pointer.size or sha256_bytes(envelope) != pointer.digest:
-            self._corrupt(Blob(pointer.digest, pointer.size), f"the envelope of {key[:12]}")
+            if not index:
+                self._corrupt(Blob(pointer.digest, pointer.size), f"the envelope of {key[:12]}")
             return None
         return bytes(envelope)
 
@@ -347,19 +364,21 @@ class Remote:
 
     # -- writing ----------------------------------------------------------------------------------
 
-    def publish(self, result: ActionResult) -> cf.Future[bool] | None:
-        """Upload a result in the background (see `wait`); None when not uploading. A result
-        that could not be uploaded (or was not: uploads off, refused) joins `unpublished`."""
+    def publish(self, result: ActionResult, index: Iterable[str] = ()
+                ) -> cf.Future[bool] | None:
+        """Upload a result in the background (see `wait`), filed under its index keys too
+        (see `upload`); None when not uploading. A result that could not be uploaded (or was
+        not: uploads off, refused) joins `unpublished`."""
         if not self.uploading or self.transport.disabled_for("write") is not None:
             self._unpublished(result)
             return None
-        future = self._pool("uploads").submit(self._publish_one, result)
+        future = self._pool("uploads").submit(self._publish_one, result, tuple(index))
         with self._lock:
             self._pending.append(future)
         return future
 
-    def _publish_one(self, result: ActionResult) -> bool:
-        published = self.upload(result)
+    def _publish_one(self, result: ActionResult, index: tuple[str, ...]) -> bool:
+        published = self.upload(result, index)
         if not published:
             self._unpublished(result)
         return published
@@ -368,15 +387,20 @@ class Remote:
         with self._lock:
             self.unpublished.add(result.key)
 
-    def upload(self, result: ActionResult) -> bool:
+    def upload(self, result: ActionResult, index: Iterable[str] = ()) -> bool:
         """Upload the blobs of a result, then its signed envelope (a blob), then the entry
-        naming them; True when the entry is up."""
+        naming them; True when the entry is up. Then the same entry is filed under each index
+        key (`/ac/<index key>`): a key a reader computes without the outputs of the actions
+        upstream (the builder's chain keys: see builder.lookahead), so that it can look up a
+        whole chain of actions at once. An index entry is only where to look: the reader
+        checks the signed result's action key against the key it computes (`fetch_async`).
+        One that could not be filed is not a failed upload (the entry is up)."""
         if not self.uploading or self.signing_key is None:
             return False
         if not self.send_outputs(result.outputs.values()):
             return False
         envelope = sign_entry(result, self.signing_key, self.public)
-        pointer = Pointer(sha256_bytes(envelope), len(envelope))
+        pointer = Pointer(sha256_bytes(envelope), len(envelope), envelope)  # inlined too
         if not self._put_blob(pointer.digest, envelope):
             return False
         entry = entry_bytes(pointer, {name: (o.digest, o.size)
@@ -384,6 +408,10 @@ class Remote:
         if not self._call(self.transport.put, "ac", result.key, entry, upload=True)[0]:
             return False
         self.counters.add(entries_uploaded=1, bytes_uploaded=len(entry))
+        for extra in dict.fromkeys(index):
+            if extra != result.key and self._call(self.transport.put, "ac", extra, entry,
+                                                  upload=True)[0]:
+                self.counters.add(bytes_uploaded=len(entry))
         return True
 
     def mark_sent(self, outputs: Iterable[Output]) -> None:
@@ -528,9 +556,8 @@ class Remote:
         with self._lock:
             pool: cf.ThreadPoolExecutor | None = getattr(self, f"_{which}")
             if pool is None:
-                pool = cf.ThreadPoolExecutor(
-                    THREADS[which], thread_name_prefix=f"udo-build-{which}",
-                    initializer=yielding if which == "files" else None)
+                pool = cf.ThreadPoolExecutor(THREADS[which],
+                                             thread_name_prefix=f"udo-build-{which}")
                 setattr(self, f"_{which}", pool)
             return pool
 

@@ -153,9 +153,11 @@ class Verdict:
     detail: str = ""
 
 
-def open_entry(data: bytes, key: str, trusted: dict[bytes, PublicKey]) -> Verdict:
+def open_entry(data: bytes, key: str | None, trusted: dict[bytes, PublicKey]) -> Verdict:
     """The result an uploaded entry holds, if it is signed by a trusted key and filed under the
-    right action key; else why it is refused. Never raises on bad input."""
+    right action key; else why it is refused. Never raises on bad input. `key` None: an entry
+    found through an index key (see `tier`), made for whatever action key it says; the caller
+    compares that key with the one it computed before using the result."""
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -184,7 +186,7 @@ def open_entry(data: bytes, key: str, trusted: dict[bytes, PublicKey]) -> Verdic
     if parsed is None:  # a signature never makes an unsafe publish path acceptable
         return Verdict(None, MALFORMED, unsafe_publish(result)
                        or "a signed document that is not an action result")
-    if parsed.key != key:
+    if key is not None and parsed.key != key:
         return Verdict(None, WRONG_KEY, f"filed under {key[:12]} but made for {parsed.key[:12]}")
     return Verdict(parsed)
 

@@ -1,0 +1,86 @@
+"""A fresh checkout looks its whole chain of actions up at once, by chain keys (see
+udo_build.builder.lookahead), against a real nginx: one round of lookups, each entry read once;
+an index entry only says where to look (one made for another key is not used), and a remote
+without index entries (filled by an older udo-build) still serves every action."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from udo_build.store.remote.tier import Remote
+
+from .remote_fixtures import build, executed, out_files
+from .warm_remote import Warm, clone
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+AC_GET = re.compile(r'"GET /ac/([0-9a-f]{64}) HTTP/[0-9.]+" (\d+) ')
+
+
+def _ac_gets(warm: Warm, since: int) -> list[tuple[str, str]]:
+    return AC_GET.findall(warm.server.settled_log()[since:])
+
+
+def test_a_fresh_checkout_reads_each_entry_once_by_its_chain_key(shared: Warm,
+                                                                    tmp_path: Path) -> None:
+    keys = {a["key"] for a in shared.summary["actions"]}
+    index = {p.name for p in shared.server.files("ac")} - keys
+    since = len(shared.server.settled_log())
+    other = clone(tmp_path)
+    summary, err = build(other, *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
+    gets = _ac_gets(shared, since)
+    assert all(status == "200" for _, status in gets)
+    # each action once: the roots by their key (their chain key), the others by chain key
+    names = [name for name, _ in gets]
+    assert index and len(names) == len(set(names)) == 9
+    assert index <= set(names) and set(names) - index <= keys
+    assert out_files(other.out) == out_files(shared.source.out)
+
+
+def test_the_lookups_of_every_level_are_in_flight_together(
+        shared: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Level after level, the root (opdef) would be looked up alone and the barrier broken:
+    with chain keys, lookups of several levels wait at it together."""
+    barrier = threading.Barrier(3, timeout=10)
+    broken: list[str] = []
+    entry = Remote.entry
+
+    def entry_together(self: Remote, key: str, **options: Any) -> Any:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            broken.append(key)
+        return entry(self, key, **options)
+
+    monkeypatch.setattr(Remote, "entry", entry_together)
+    summary, _ = build(clone(tmp_path), *shared.read)
+    assert broken == [] and executed(summary) == [] and summary["remote"]["hits"] == 9
+
+
+def test_an_index_entry_made_for_another_key_is_not_used(shared: Warm, tmp_path: Path) -> None:
+    (quantize,) = shared.entries("quantize")[1:]  # its index entry (by chain key)
+    quantize.chmod(0o644)
+    quantize.write_bytes(shared.entry("convert").read_bytes())  # a genuine entry, another key
+    other = clone(tmp_path)
+    summary, err = build(other, *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
+    assert summary["remote"]["rejected"] == {}  # the index is where to look, not a claim
+    assert out_files(other.out) == out_files(shared.source.out)
+
+
+def test_a_remote_without_index_entries_serves_every_action(shared: Warm,
+                                                             tmp_path: Path) -> None:
+    keys = {a["key"] for a in shared.summary["actions"]}
+    for path in shared.server.files("ac"):
+        if path.name not in keys:
+            path.unlink()  # as an older udo-build filled it
+    other = clone(tmp_path)
+    summary, err = build(other, *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
+    assert summary["remote"]["misses"] == 0  # an index key without an entry is not a miss
+    assert out_files(other.out) == out_files(shared.source.out)
