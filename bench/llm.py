@@ -10,11 +10,13 @@ external data file; `large`, `medium` and `small` the same layout, smaller, with
 memory bound in minutes rather than hours); `tiny`
 its weights inside the model), generated at AR-128 and context 256 into a project of its own
 with a recipe: the custom ops (RoPE and RMSNorm of examples/decoder and examples/encoder),
-quantize w4a16 (4-bit LPBQ weights in blocks of 64, 16-bit activations, calibrated over one
-AR-128 step of token ids), prepare for sm8550 and sm8650 one weight-shared record each holding
-the graphs AR-128 and AR-1, and a generate run on sm8650 (a 12-token prompt prefilled, 16 tokens
-decoded, each step's KV cache fed forward). Each step is `udo-build build RECIPE ACTIONS` in a
-process of its own (what it needs from earlier steps comes from the store):
+quantize w4a16 (4-bit LPBQ weights in blocks of 64, 16-bit activations, calibrated over two
+random token sequences of 100 and 250 tokens, each prefilled through the float model with its
+KV cache fed forward: 3 steps of AR-128), prepare for sm8550 and sm8650 one weight-shared
+record each holding the graphs AR-128 and AR-1, and a generate run on sm8650 (a 12-token
+prompt prefilled, 16 tokens decoded, each step's KV cache fed forward). Each step is
+`udo-build build RECIPE ACTIONS` in a process of its own (what it needs from earlier steps
+comes from the store):
 
   convert   convert                 (the external data file a keyed source, stored streamed)
   quantize  quantize                (calibration and the quantized bundle)
@@ -51,6 +53,7 @@ STEPS = {"convert": ["convert"], "quantize": ["quantize"], "prepare": ["prepare:
 TOKENS = 16  # decoded by the generate run
 OPS = {"decoder": ("rope.xml", "kernels.py"), "encoder": ("rmsnorm.xml", "kernels.py")}
 CONTEXT = 256
+SEQUENCES = (100, 250)  # calibration: token sequences of these lengths (1 and 2 steps of 128)
 RECIPE = """\
 recipe: 1
 name: llm-bench-{size}
@@ -65,7 +68,8 @@ package:
 model:
   onnx: model/llama_{size}.onnx
 quantize:
-  input_list: data/calib.txt
+  sequences: data/sequences.txt
+  cache: {{past: "past_{{kind}}_{{layer}}", present: "present_{{kind}}_{{layer}}"}}
   act_bitwidth: 16
   weights_bitwidth: 4
   weights_block_size: 64
@@ -102,10 +106,16 @@ def make_project(folder: Path, size: str) -> Path:
         (folder / "ops" / example).mkdir(parents=True, exist_ok=True)
         for name in files:
             shutil.copy(ROOT / "examples" / example / "ops" / name, folder / "ops" / example)
-    make_model.write_model(size, folder / "model", 128, CONTEXT)
-    make_model.write_steps(folder / "data", "calib", size, 128, CONTEXT, 1, seed=1)
+    if not (folder / "model" / f"llama_{size}.onnx").exists():  # a model there is reused
+        make_model.write_model(size, folder / "model", 128, CONTEXT)
+    (folder / "data").mkdir(exist_ok=True)
     make_model.write_prompt(folder / "data" / "prompt.txt", size, 12, seed=4)
     spec = make_model.SIZES[size]
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    (folder / "data" / "sequences.txt").write_text("# calibration: token id sequences\n" + "".join(
+        " ".join(map(str, rng.integers(0, spec.vocab, n))) + "\n" for n in SEQUENCES))
     outputs = ["logits"] + [f"present_{kind}_{i}" for i in range(spec.layers)
                             for kind in ("key", "value")]
     recipe = folder / "recipe.yaml"
