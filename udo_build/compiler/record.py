@@ -38,8 +38,9 @@ is written as 2 or 3 as before. This reader reads all four.
 A large model's record (its constants STREAM_FROM bytes or more, udo_build.ir.weights) is
 written constant by constant: each stored form spilled to a file and compressed from there,
 its float source's pages given back; `Compiled.record(mapped=True)` (an online preparation)
-writes the whole record to a temporary file and maps it, and reading a mapped record gives its
-compressed pages back as it decompresses them (record_read.py).
+writes the whole record to a temporary file and maps it, `Compiled.write_record` (the prepare
+step) to a file it names, so that no step holds a record's bytes; reading a mapped record gives
+its compressed pages back as it decompresses them (record_read.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -144,6 +145,16 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
                 BLOCKS_VERSION if blocks else VERSION)
 
 
+def write_record_to(out: BinaryIO, key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
+                    sizes: dict[str, Any]) -> int:
+    """`write_record`'s bytes written to the file `out` (at its position); their count. The
+    record is never in memory: a large model's (hundreds of MB) is not held, twice, by the
+    step that prepares it."""
+    doc, arrays, blocks = _payload(graph, body, str(key["precision"]))
+    return pack_record_to(out, {"key": key, "sizes": sizes}, canonical_json(doc), arrays,
+                          BLOCKS_VERSION if blocks else VERSION)
+
+
 def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],
                 version: int) -> bytes:
     """A record's bytes: `header` (its key and sizes) completed with the payload's sizes and
@@ -158,13 +169,24 @@ def pack_record_mapped(header: dict[str, Any], text: bytes, arrays: list[np.ndar
                        version: int) -> mmap.mmap:
     """`pack_record`'s bytes in an unlinked temporary file, mapped (a large model's record,
     prepared online: neither it nor its constants held in memory)."""
-    with tempfile.TemporaryFile(prefix="udo-build-record-") as payload, \
-            tempfile.TemporaryFile(prefix="udo-build-record-") as out:
-        out.write(_pack(header, text, arrays, version, payload.write))
-        payload.seek(0)
-        shutil.copyfileobj(payload, out, CHUNK)
+    with tempfile.TemporaryFile(prefix="udo-build-record-") as out:
+        pack_record_to(out, header, text, arrays, version)
         out.flush()
         return mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def pack_record_to(out: BinaryIO, header: dict[str, Any], text: bytes,
+                   arrays: list[np.ndarray], version: int) -> int:
+    """`pack_record`'s bytes written to the file `out` (at its position), the compressed
+    payload through a temporary file (the header, which names its size and digest, comes
+    first); their count."""
+    with tempfile.TemporaryFile(prefix="udo-build-record-") as payload:
+        head = _pack(header, text, arrays, version, payload.write)
+        out.write(head)
+        size = payload.tell()
+        payload.seek(0)
+        shutil.copyfileobj(payload, out, CHUNK)
+    return len(head) + size
 
 
 def _pack(header: dict[str, Any], text: bytes, arrays: list[np.ndarray], version: int,
