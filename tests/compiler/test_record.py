@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from udo_build.compiler import Runner, read_header, read_record, summary
 from udo_build.compiler.record import MAGIC
 from udo_build.errors import UserError
 
-from .helpers import REPO, check_int8, feeds, prepare, quantized, softplus_bundle
+from .helpers import REPO, G, check_int8, feeds, prepare, quantized, softplus_bundle, w
 
 SCRIPT = """
 import hashlib, sys
@@ -103,3 +104,22 @@ def test_summary_and_info(tmp_path: Path) -> None:
     assert "Cache Info" in text and "softplus_net" in text and "input=4x3x32x32" in text
     path.write_bytes(data[:100])
     assert main(["info", str(path)], stdout=io.StringIO(), stderr=err, env={}) == 2
+
+
+def test_a_record_written_to_a_file_is_its_bytes_never_held(tmp_path: Path) -> None:
+    """The prepare step writes its record to a file: record()'s bytes, without holding them
+    (a large model's record held twice made the step's peak memory grow with its weights)."""
+    g, y = G(), "x"
+    for i in range(16):  # 16 MiB of float32 weights, 15 MiB compressed: 1 MiB a constant
+        y = g.op("MatMul", y, g.const(f"w{i}", w(512, 512)), out=f"y{i}")
+    compiled = prepare(g.model({"x": [1, 512]}, [y]))
+    data = compiled.record()
+    path = tmp_path / "r.udr"
+    tracemalloc.start()
+    try:
+        size = compiled.write_record(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert size == len(data) > 12 << 20 and path.read_bytes() == data
+    assert peak < len(data) // 4, f"writing the record held {peak:,} bytes"

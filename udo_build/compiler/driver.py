@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import StepFailed, UserError
@@ -72,9 +73,21 @@ class Compiled:
         with bulk_building():  # many small acyclic objects
             return self._record(mapped)
 
+    def write_record(self, path: Path) -> int:
+        """The record's bytes written to the file `path`, never held in memory (a large
+        model's record: hundreds of MB); their count."""
+        from .record import write_record_to
+
+        with bulk_building(), open(path, "wb") as out:
+            return write_record_to(out, *self._parts())
+
     def _record(self, mapped: bool) -> Any:
         from .record import write_record
 
+        return write_record(*self._parts(), mapped)
+
+    def _parts(self) -> tuple[dict[str, Any], OpGraph, dict[str, Any], dict[str, Any]]:
+        """The record's key, graph, payload body and sizes (record.write_record's)."""
         body = {"ops": {i: c.to_json() for i, c in self.choices.items()},
                 "tensors": {v: vars(p) for v, p in self.memory.tensors.items()},
                 "memory": self.memory.summary(), "notes": self.notes,
@@ -84,7 +97,7 @@ class Compiled:
                 "log": {"passes": self.ctx.log, "rules": self.ctx.trace.counts()}}
         sizes = {"ops": len(self.graph.ops), "constants": len(self.graph.consts),
                  "peak_vtcm_bytes": self.memory.peak}
-        return write_record(self.key(), self.graph, body, sizes, mapped)
+        return self.key(), self.graph, body, sizes
 
 
 def _mb(value: float) -> float | int:

@@ -39,8 +39,9 @@ is written as 2 or 3 as before. This reader reads all four.
 A large model's record (its constants STREAM_FROM bytes or more, udo_build.ir.weights) is
 written constant by constant: each stored form spilled to a file and compressed from there,
 its float source's pages given back; `Compiled.record(mapped=True)` (an online preparation)
-writes the whole record to a temporary file and maps it, and reading a mapped record gives its
-compressed pages back as it decompresses them (record_read.py).
+writes the whole record to a temporary file and maps it, `Compiled.write_record` (the prepare
+step) to a file it names, so that no step holds a record's bytes; reading a mapped record gives
+its compressed pages back as it decompresses them (record_read.py).
 """
 
 from __future__ import annotations
@@ -144,6 +145,18 @@ def write_record(key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
     pack = pack_record_mapped if mapped else pack_record
     return pack({"key": key, "sizes": sizes}, canonical_json(doc), arrays,
                 BLOCKS_VERSION if blocks else VERSION)
+
+
+def write_record_to(out: BinaryIO, key: dict[str, Any], graph: OpGraph, body: dict[str, Any],
+                    sizes: dict[str, Any]) -> int:
+    """`write_record`'s bytes written to the file `out` (at its position); their count. The
+    record is never in memory: a large model's (hundreds of MB) is not held, twice, by the
+    step that prepares it."""
+    doc, arrays, blocks = _payload(graph, body, str(key["precision"]))
+    start = out.tell()
+    pack_record_to(out, {"key": key, "sizes": sizes}, canonical_json(doc), arrays,
+                   BLOCKS_VERSION if blocks else VERSION)
+    return out.tell() - start
 
 
 def pack_record(header: dict[str, Any], text: bytes, arrays: list[np.ndarray],

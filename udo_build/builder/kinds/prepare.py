@@ -75,14 +75,15 @@ def prepare(ctx: ActionContext) -> Produced:
         compiled = compile_bundle(bundle, target, packages, progress=ctx.progress("rule passes"))
     except RuleLoopError as exc:  # the default package's rules looping: a bug of udo-build
         raise RuntimeError(str(exc)) from None
-    data = compiled.record()
-    _check_parts(ctx, [(0, len(data))])
+    record = ctx.workdir / "record.udr"  # stored from the file: never held in memory
+    size = compiled.write_record(record)
+    _check_parts(ctx, [(0, size)])
     key = compiled.key()
     memory = compiled.memory
-    return Produced({"record": data}, description=(
+    return Produced({"record": record}, description=(
         f"prepare {key['identifier']} for {key['arch']} ({key['vtcm_mb']} MB VTCM) "
         f"O{key['optimization_level']} {key['precision']}: {len(compiled.graph.ops)} ops, "
-        f"peak VTCM {memory.peak / (1 << 20):.2f} MB, {len(data):,} bytes"))
+        f"peak VTCM {memory.peak / (1 << 20):.2f} MB, {size:,} bytes"))
 
 
 def partition_of(ctx: ActionContext, bundle: Any, outputs: list[str], cut: bool = True) -> Any:
