@@ -314,6 +314,16 @@ def write_prompt(path: Path, size_name: str, length: int, seed: int) -> Path:
     return path
 
 
+def write_sequences(path: Path, size_name: str, lengths: tuple[int, ...], seed: int) -> Path:
+    """A sequences file (quantize.sequences): one random token id sequence of each length per
+    line, which calibration prefills through the model with its own KV cache."""
+    rng = np.random.default_rng(seed)
+    path.write_text("# token id sequences calibrating recipes/llm_tiny.yaml, one per line\n"
+                    + "".join(" ".join(map(str, rng.integers(0, SIZES[size_name].vocab, n)))
+                              + "\n" for n in lengths))
+    return path
+
+
 def write_example(folder: Path) -> None:
     """The tiny example of recipes/llm_tiny.yaml: the model (AR-128 at context 256; the recipe
     prepares AR-1 too, through its input dimensions) and its data: calibration steps at
@@ -326,6 +336,7 @@ def write_example(folder: Path) -> None:
     write_steps(data, "test_ar1", "tiny", 1, 256, 2, seed=2)
     write_steps(data, "test_ar128", "tiny", 128, 256, 1, seed=3)
     write_prompt(data / "prompt.txt", "tiny", 12, seed=4)
+    write_sequences(data / "calib_tokens.txt", "tiny", (40, 200, 256, 256), seed=5)
 
 
 def main(argv: list[str] | None = None) -> int:
