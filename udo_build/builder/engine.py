@@ -263,7 +263,12 @@ class Engine:
             return
         key = self.resolve(state, kind)
         assert key is not None  # every dependency is done
-        hit, state.origin = self.store.lookup(key)
+        early = self._early.get(state.id)
+        if early is not None and not early[1]:  # a root that missed here, looked up ahead by
+            hit = None  # its key: what that lookup stores here came from the remote (_fetch)
+            self.store.counters.add(local_misses=1)
+        else:
+            hit, state.origin = self.store.lookup(key)
         if hit is not None:
             state.result = hit
             self._finish(state, "cached", reason=self._same_key(state))
