@@ -203,15 +203,3 @@ def test_big_items_and_big_results_do_not_block_each_other() -> None:
     runner.join(60)
     assert not runner.is_alive(), "the coordinator and a worker wait on each other"
     assert [float(r[0]) for _, r in done] == [i + 1.0 for i in range(8)]
-
-
-def test_a_process_with_grpc_spawns_its_workers_instead_of_forking(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """gRPC's core threads do not survive a fork (a forked worker aborted in its poller in a
-    process whose remote-cache channels were open)."""
-    import sys
-
-    monkeypatch.delitem(sys.modules, "grpc", raising=False)
-    assert pool.start_method() == "fork"
-    monkeypatch.setitem(sys.modules, "grpc", sys.modules["json"])  # any module stands in
-    assert pool.start_method() == "spawn"

@@ -111,13 +111,11 @@ def available_cores() -> int:
 
 
 def start_method() -> str | None:
-    """fork where the platform has it and it is safe (not macOS, and no gRPC in this process:
-    its core's threads do not survive a fork, and a forked child can abort in its poller, as
-    one did in a process whose remote-cache channels were open), else spawn; None: neither."""
+    """fork where the platform has it and it is safe (not macOS), else spawn; None: neither."""
     import multiprocessing
 
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and sys.platform != "darwin" and "grpc" not in sys.modules:
+    if "fork" in methods and sys.platform != "darwin":
         return "fork"
     return "spawn" if "spawn" in methods else None
 
