@@ -248,22 +248,29 @@ def read_prompt(text: str, file: str, vocab: int) -> list[int]:
     of a line a comment; each in [0, vocab). A UserError names the file, line and column."""
     ids: list[int] = []
     for number, line in enumerate(text.splitlines(), 1):
-        body = line.split("#", 1)[0]
-        column = 0
-        for word in body.replace(",", " ").split(" "):
-            column += len(word) + 1
-            if not word.strip():
-                continue
-            at = column - len(word)
-            word = word.strip()
-            if not word.isdigit() or int(word) >= vocab:
-                raise UserError(f"'{word}' is not a token id of the model", file=file,
-                                line=number, column=at, field="generate.prompt",
-                                hint=f"token ids are integers from 0 to {vocab - 1}")
-            ids.append(int(word))
+        ids += token_ids(line, file, number, vocab, "generate.prompt")
     if not ids:
         raise UserError("the prompt holds no token ids", file=file, field="generate.prompt",
                         hint="write the prompt's token ids, separated by spaces")
+    return ids
+
+
+def token_ids(line: str, file: str, number: int, vocab: int, field: str) -> list[int]:
+    """The token ids of one line of a token file (white space or commas between them, `#` to
+    the end of the line a comment); a UserError names the file, line, column and `field`."""
+    ids: list[int] = []
+    column = 0
+    for word in line.split("#", 1)[0].replace(",", " ").split(" "):
+        column += len(word) + 1
+        if not word.strip():
+            continue
+        at = column - len(word)
+        word = word.strip()
+        if not word.isdigit() or int(word) >= vocab:
+            raise UserError(f"'{word}' is not a token id of the model", file=file, line=number,
+                            column=at, field=field,
+                            hint=f"token ids are integers from 0 to {vocab - 1}")
+        ids.append(int(word))
     return ids
 
 

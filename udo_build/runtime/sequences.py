@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import UserError
-from .generate import CacheChain, CacheLayout, chunks
+from .generate import CacheChain, CacheLayout, chunks, token_ids
 
 FIELD = "quantize.sequences"
 
@@ -35,7 +35,7 @@ def read_sequences(text: str, file: str, layout: CacheLayout) -> list[list[int]]
     than the model's context."""
     found: list[list[int]] = []
     for number, line in enumerate(text.splitlines(), 1):
-        ids = _ids(line.split("#", 1)[0], file, number, layout.vocab)
+        ids = token_ids(line, file, number, layout.vocab, FIELD)
         if not ids:
             continue
         if len(ids) > layout.context:
@@ -47,22 +47,6 @@ def read_sequences(text: str, file: str, layout: CacheLayout) -> list[list[int]]
         raise UserError("the sequences file holds no token ids", file=file, field=FIELD,
                         hint="write one sequence of token ids per line, separated by spaces")
     return found
-
-
-def _ids(body: str, file: str, number: int, vocab: int) -> list[int]:
-    ids: list[int] = []
-    column = 0
-    for word in body.replace(",", " ").split(" "):
-        column += len(word) + 1
-        if not word.strip():
-            continue
-        word = word.strip()
-        if not word.isdigit() or int(word) >= vocab:
-            raise UserError(f"'{word}' is not a token id of the model", file=file, line=number,
-                            column=column - len(word), field=FIELD,
-                            hint=f"token ids are integers from 0 to {vocab - 1}")
-        ids.append(int(word))
-    return ids
 
 
 def step_count(sequences: Sequence[Sequence[int]], size: int) -> int:
