@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -176,6 +177,30 @@ def test_spawned_workers_take_a_pickled_job_and_an_unpicklable_one_runs_here(
     assert {r for _, r in _results(Each(lambda i, x: os.getpid()), range(5), 2)} == {here}
 
 
+class Unpickled(Job[int, tuple[bool, bool]]):
+    """Records, when a spawned worker unpickles it, whether numpy was imported already and
+    whether the worker's reader thread (which unpickles the items) was running."""
+
+    def __init__(self) -> None:
+        self.seen = (False, False)  # a state to pickle, so that __setstate__ is called
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.seen = ("numpy" in sys.modules,
+                     any(t.name == "udo-build-pool-inbox" for t in threading.enumerate()))
+
+    def work(self, index: int, item: int) -> tuple[bool, bool]:
+        return self.seen
+
+
+def test_a_spawned_worker_imports_before_its_reader_thread_unpickles_items(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads importing numpy at once fail ("partially initialized module"): a spawned
+    worker lost one start in seven so, its reader thread unpickling an array while the main
+    thread imported numpy. The job (and numpy) are imported before that thread starts."""
+    monkeypatch.setattr(pool, "start_method", lambda: "spawn")
+    assert {r for _, r in _results(Unpickled(), range(4), 2)} == {(True, False)}
+
+
 def test_blas_runs_on_one_thread_inside_and_as_before_after() -> None:
     from udo_build.kernels import blas
 
@@ -203,3 +228,13 @@ def test_big_items_and_big_results_do_not_block_each_other() -> None:
     runner.join(60)
     assert not runner.is_alive(), "the coordinator and a worker wait on each other"
     assert [float(r[0]) for _, r in done] == [i + 1.0 for i in range(8)]
+
+
+def test_a_process_with_grpc_spawns_its_workers_instead_of_forking(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """gRPC's core threads do not survive a fork (a forked worker aborted in its poller in a
+    process whose remote-cache channels were open)."""
+    monkeypatch.delitem(sys.modules, "grpc", raising=False)
+    assert pool.start_method() == "fork"
+    monkeypatch.setitem(sys.modules, "grpc", sys.modules["json"])  # any module stands in
+    assert pool.start_method() == "spawn"

@@ -111,11 +111,13 @@ def available_cores() -> int:
 
 
 def start_method() -> str | None:
-    """fork where the platform has it and it is safe (not macOS), else spawn; None: neither."""
+    """fork where the platform has it and it is safe (not macOS, and no gRPC in this process:
+    its core's threads do not survive a fork, and a forked child can abort in its poller, as
+    one did in a process whose remote-cache channels were open), else spawn; None: neither."""
     import multiprocessing
 
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and sys.platform != "darwin":
+    if "fork" in methods and sys.platform != "darwin" and "grpc" not in sys.modules:
         return "fork"
     return "spawn" if "spawn" in methods else None
 
@@ -395,12 +397,17 @@ def _serve(job: Job[Any, Any] | None, payload: bytes | None, conn: Any) -> None:
         except (EOFError, OSError):
             inbox.put(("stop",))
 
-    threading.Thread(target=read, name="udo-build-pool-inbox", daemon=True).start()
-    from ..kernels.blas import blas_threads
+    # What the items need is imported before the reader thread starts unpickling them: two
+    # threads importing numpy at once fail ("partially initialized module"), as a spawned
+    # worker, which imports everything afresh, did in one of seven starts.
+    from ..kernels.blas import blas_threads  # numpy
 
+    spawned = job is None
+    if job is None:  # spawned: the job comes pickled (importing its modules), starts below
+        job = pickle.loads(payload or b"")
+    threading.Thread(target=read, name="udo-build-pool-inbox", daemon=True).start()
     with blas_threads(1):
-        if job is None:  # spawned: the job comes pickled, and starts here
-            job = pickle.loads(payload or b"")
+        if spawned:
             job.start()
         waiting: deque[Any] = deque()
         while True:
