@@ -16,6 +16,7 @@ from udo_build.ir import Model
 from udo_build.ir.blocks import block_layouts
 from udo_build.ir.encodings import dumps, from_aimet
 from udo_build.ir.qmodel import QuantizedModel
+from udo_build.quant import blocks
 from udo_build.quant.blocks import block_weights
 from udo_build.quant.qdq import to_qdq
 from udo_build.runtime.integer import QuantizedSession
@@ -63,6 +64,28 @@ def test_lpbq_block_weights_are_exact_on_the_integer_path(case: tuple[Any, ...],
     feeds = {"x": qmodel.activations["x"].dequantize(x)}
     exact, unrounded = ExactQdq(to_qdq(qmodel)).quantized_and_unrounded(feeds, ["y"])["y"]
     assert_exact(ours, exact, unrounded, f"{case[0]} w{weight_bits}a{act_bits}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}{c[1]}")
+def test_block_peaks_read_in_slices_are_those_of_the_whole_weight(
+        case: tuple[Any, ...], dtype: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    """block_peaks reads a weight a slice at a time in its own type: the same peaks as float64
+    magnitudes of the whole weight, non-finite values counted as 0, at any slice size."""
+    op, shape, attrs, x_shape = case
+    model, _ = _model(op, shape, attrs, x_shape)
+    w = model.weights["w"].astype(dtype)
+    w.reshape(-1)[[3, 50, 77]] = [np.nan, np.inf, -np.inf]
+    layout = block_layouts(model)["w"]
+    channels, _, blocks_first = layout
+    whole = np.abs(w.astype(np.float64))
+    whole[~np.isfinite(whole)] = 0.0
+    want = (whole.T if blocks_first else whole).reshape(channels, shape[0 if blocks_first else 1]
+                                                          // 32, -1).max(axis=2)
+    for size in (1, 100, 1 << 24):  # bytes a slice holds: one block row or channel, a few, all
+        monkeypatch.setattr(blocks, "_SLICE", size)
+        got = blocks.block_peaks(w, layout, 32)
+        assert got.dtype == np.float64 and np.array_equal(got, want)
 
 
 def test_lpbq_scales_are_a_channel_float_times_small_integers() -> None:

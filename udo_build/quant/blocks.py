@@ -31,16 +31,36 @@ from ..ir.encodings import Encoding, Layout
 from .stats import round_up_magnitudes
 
 _SAFETY = 1 - 2 ** -40  # a ratio one rounding above an integer still takes that integer
+_SLICE = 16 << 20  # bytes of a weight `block_peaks` reads at a time
 
 
 def block_peaks(w: np.ndarray, layout: Layout, block_size: int) -> np.ndarray:
-    """The largest finite magnitude of every (channel, block)."""
-    channels, _, blocks_first = layout
-    magnitudes = np.abs(np.asarray(w, np.float64))
-    magnitudes[~np.isfinite(magnitudes)] = 0.0
-    by_channel = magnitudes.T if blocks_first else magnitudes  # (channels, input, ...)
-    blocks = by_channel.shape[1] // block_size
-    return by_channel.reshape(channels, blocks, -1).max(axis=2)
+    """The largest finite magnitude of every (channel, block), as float64: the weight is read
+    a slice of whole blocks at a time in its own type (a magnitude and a maximum are exact in
+    any float type), so an LLM's embedding of hundreds of MB is never copied whole."""
+    channels, length, blocks_first = layout
+    blocks = length // block_size
+    w = np.asarray(w)
+    out = np.empty((channels, blocks), np.float64)
+    if blocks_first:  # (input, channels): a slice is whole blocks of every channel
+        step = max(1, _SLICE // max(1, block_size * channels * w.itemsize))
+        for b in range(0, blocks, step):
+            part = _magnitudes(w[b * block_size:(b + step) * block_size])
+            out[:, b:b + step] = part.reshape(-1, block_size, channels).max(axis=1).T
+        return out
+    row = max(1, w.size // max(1, channels))  # (channels, input, ...): a slice is channels
+    step = max(1, _SLICE // max(1, row * w.itemsize))
+    for c in range(0, channels, step):
+        part = _magnitudes(w[c:c + step])
+        out[c:c + step] = part.reshape(part.shape[0], blocks, -1).max(axis=2)
+    return out
+
+
+def _magnitudes(part: np.ndarray) -> np.ndarray:
+    """|part|, each value that is not finite 0."""
+    magnitudes = np.abs(part)
+    magnitudes[~np.isfinite(magnitudes)] = 0
+    return magnitudes
 
 
 def block_weights(w: np.ndarray, layout: Layout, bitwidth: int, block_size: int,

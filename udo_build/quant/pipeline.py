@@ -199,9 +199,10 @@ class _Chooser:
         weights = self.model.weights
         w_name = node.inputs[1] if len(node.inputs) > 1 else ""
         if node.op in ("Conv", "Gemm", "MatMul") and w_name in weights:
-            axis = _channel_axis(node, weights[w_name])
-            encs = self._blocks(node, weights[w_name]) or symmetric_weights(
-                weights[w_name], self.widths.weight(w_name, self.config["weights_bitwidth"]),
+            w = weights[w_name]  # read once: a streamed weight is read from its file each time
+            axis = _channel_axis(node, w)
+            encs = self._blocks(node, w) or symmetric_weights(
+                w, self.widths.weight(w_name, self.config["weights_bitwidth"]),
                 axis if self.config["per_channel"] else None)
             bias = node.inputs[2] if len(node.inputs) > 2 else ""
             x = self.acts.get(node.inputs[0])
