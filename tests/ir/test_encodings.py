@@ -117,7 +117,8 @@ def test_long_lists_are_written_as_json_writes_them(monkeypatch: pytest.MonkeyPa
               "blocks": block_weights(w, (40, 96, True), 4, 16, False),
               "channels": [Encoding(8, float(s), 0, True) for s in np.linspace(0.01, 1, 50)]}
     acts = {"a": [Encoding(16, 0.00123, -5)], "b": [Encoding(8, 1e-30, 3)]}
-    want = (json.dumps(encodings.to_aimet(acts, params), indent=1, sort_keys=True)
-            + "\n").encode()
     monkeypatch.setattr(encodings, "LONG", 2)
-    assert encodings.dumps(acts, params) == want
+    monkeypatch.setattr(encodings, "CHUNK", 7)  # lists of several chunks, one not full
+    for a, p in ((acts, params), (acts, {}), ({}, params), ({}, {})):
+        want = (json.dumps(encodings.to_aimet(a, p), indent=1, sort_keys=True) + "\n").encode()
+        assert encodings.dumps(a, p) == want

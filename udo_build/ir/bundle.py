@@ -53,6 +53,7 @@ from ..schema_problems import Check
 from ..source import tensor_problem
 from . import Graph, Model
 from .graph import bulk_building
+from .part_sources import ArrayPart, FilePart
 from .weights import STREAM_FROM, from_file, mapped, release, spill_file
 
 MAGIC = b"UDOBNDL\x00"
@@ -72,7 +73,8 @@ class Bundle:
     model: Model
     opdefs: dict[str, Any] | None = None  # canonical JSON of the custom ops' package
     meta: dict[str, Any] = field(default_factory=dict)
-    parts: Mapping[str, bytes] = field(default_factory=dict)  # further parts by name
+    # further parts by name: bytes, or a FilePart (bytes kept in a file until written)
+    parts: Mapping[str, bytes | FilePart] = field(default_factory=dict)
 
     def with_parts(self, **changes: Any) -> Bundle:
         from dataclasses import replace
@@ -247,29 +249,9 @@ def _entries(bundle: Bundle) -> list[Entry]:
         entries.append(({"name": "opdefs.json"}, canonical_json(bundle.opdefs)))
     for name, data in sorted(bundle.parts.items()):
         _check_part_name(name)
-        entries.append(({"name": name}, bytes(data)))
+        entries.append(({"name": name}, _streamed_part(data) if isinstance(data, FilePart)
+                        else bytes(data)))
     return entries
-
-
-class ArrayPart:
-    """A weight in memory (C-order, little-endian) as a `Streamed` source: its bytes are
-    hashed in place and copied when its segment is taken, one weight at a time."""
-
-    CHUNK = 16 << 20
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-        self.size = array.nbytes
-        self.dtype = array.dtype.name
-        self.shape = tuple(array.shape)
-
-    def chunks(self) -> Iterator[bytes]:
-        flat = self.array.reshape(-1).view(np.uint8)
-        for start in range(0, self.size, self.CHUNK):
-            yield flat[start:start + self.CHUNK].data  # type: ignore[misc]
-
-    def read(self) -> bytes:
-        return self.array.tobytes()
 
 
 def _streamed_part(source: Streamed) -> StreamedPart:

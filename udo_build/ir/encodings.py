@@ -40,12 +40,13 @@ weight's shape: `from_aimet(..., layouts=block_layouts(model))`.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -68,11 +69,16 @@ BITWIDTHS = (4, 8, 16, 32)
 def to_aimet(activations: Encodings, params: Encodings) -> dict[str, Any]:
     """The 1.0.0 document: entries sorted by tensor name."""
     return {"version": VERSION,
-            "activation_encodings": [_entry(k, v) for k, v in sorted(activations.items())],
-            "param_encodings": [_entry(k, v) for k, v in sorted(params.items())]}
+            "activation_encodings": [_listed(_entry(k, v)) for k, v in sorted(activations.items())],
+            "param_encodings": [_listed(_entry(k, v)) for k, v in sorted(params.items())]}
+
+
+def _listed(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in entry.items()}
 
 
 def _entry(name: str, encodings: list[Encoding]) -> dict[str, Any]:
+    """A tensor's entry; a block entry's lists of channels x blocks values are arrays."""
     first = encodings[0]
     if any(_kind(e) != _kind(first) for e in encodings):
         raise ValueError(f"the channels of {name} differ in bit width, signedness or blocks")
@@ -99,12 +105,12 @@ def _block_entry(name: str, encodings: list[Encoding]) -> dict[str, Any]:
                            "is_sym": True, "block_size": int(first.block_size)}
     if not first.lpbq_bitwidth:
         half = 2 ** (first.bitwidth - 1)
-        return {**out, "enc_type": "PER_BLOCK", "scale": [float(v) for v in flat],
-                "offset": [-half] * flat.size}
+        return {**out, "enc_type": "PER_BLOCK", "scale": flat,
+                "offset": np.full(flat.size, -half, np.int64)}
     return {**out, "enc_type": "LPBQ", "bw": int(first.lpbq_bitwidth),
             "compressed_bw": int(first.bitwidth), "scale": [float(e.scale) for e in encodings],
             "offset": [-2 ** (first.lpbq_bitwidth - 1)] * len(encodings),
-            "per_block_int_scale": [int(v) for v in flat]}
+            "per_block_int_scale": flat.astype(np.int64)}
 
 
 def aimet_offset(e: Encoding) -> int:
@@ -138,47 +144,69 @@ def from_list(value: list[Any]) -> Encoding:
 
 
 LONG = 1024  # a list of numbers this long is written by `_numbers`, not by json's encoder
+CHUNK = 1 << 16  # `_numbers` makes the text of this many numbers at a time
 _HELD = re.compile(r'"\\u0000(\d+)\\u0000"')
 
 
 def dumps(activations: Encodings, params: Encodings) -> bytes:
-    """The 1.0.0 document as `json.dumps(doc, indent=1, sort_keys=True)` writes it, plus a
-    newline. Long lists of numbers (an LLM's millions of block integers) are written apart,
-    a piece at a time, into the very same text: json's indenting encoder would hold a string
-    object per number and per separator at once."""
-    doc = to_aimet(activations, params)
-    held: list[list[Any]] = []
-    for section in SECTIONS:
-        for entry in doc[section]:
-            for key, value in entry.items():
-                if isinstance(value, list) and len(value) >= LONG:
-                    entry[key] = f"\0{len(held)}\0"
-                    held.append(value)
-    text = json.dumps(doc, indent=1, sort_keys=True)
-    pieces, at = [], 0
+    """The 1.0.0 document as `dump` writes it."""
+    out = io.BytesIO()
+    dump(activations, params, out)
+    return out.getvalue()
+
+
+def dump(activations: Encodings, params: Encodings, out: BinaryIO) -> None:
+    """Write the 1.0.0 document to `out` as `json.dumps(to_aimet(...), indent=1,
+    sort_keys=True)` writes it, plus a newline, one entry at a time, and a long list of
+    numbers (an LLM's millions of block integers) a piece at a time: json's indenting encoder
+    would hold a string object per number and per separator, and the whole text, at once."""
+    out.write(b"{")
+    for section, encodings in zip(SECTIONS, (activations, params), strict=True):
+        out.write(f'\n "{section}": '.encode())
+        if not encodings:
+            out.write(b"[],")
+            continue
+        for i, name in enumerate(sorted(encodings)):
+            out.write(b",\n  " if i else b"[\n  ")
+            for piece in _entry_text(_entry(name, encodings[name]), 2):
+                out.write(piece.encode())
+        out.write(b"\n ],")
+    out.write(f'\n "version": {json.dumps(VERSION)}\n}}\n'.encode())
+
+
+def _entry_text(entry: dict[str, Any], indent: int) -> Iterator[str]:
+    """An entry as json.dumps(indent=1, sort_keys=True) writes it at this indentation, in
+    pieces: its long lists by `_numbers`."""
+    held: list[Any] = []
+    for key, value in entry.items():
+        if isinstance(value, (list, np.ndarray)) and len(value) >= LONG:
+            entry[key] = f"\0{len(held)}\0"
+            held.append(value)
+    text = json.dumps(_listed(entry), indent=1, sort_keys=True).replace("\n", "\n" + " " * indent)
+    at = 0
     for found in _HELD.finditer(text):
         line = text[text.rfind("\n", 0, found.start()) + 1:found.start()]
-        indent = len(line) - len(line.lstrip(" "))
-        pieces += [text[at:found.start()], _numbers(held[int(found.group(1))], indent)]
+        yield text[at:found.start()]
+        yield from _numbers(held[int(found.group(1))], len(line) - len(line.lstrip(" ")))
         at = found.end()
-    pieces += [text[at:], "\n"]
-    return "".join(pieces).encode()
+    yield text[at:]
 
 
-def _numbers(values: list[Any], indent: int) -> str:
-    """A list of numbers as json.dumps(indent=1) writes it at this indentation."""
+def _numbers(values: list[Any] | np.ndarray, indent: int) -> Iterator[str]:
+    """A list of numbers as json.dumps(indent=1) writes it at this indentation, in pieces."""
     pad = "\n" + " " * (indent + 1)
     words: dict[int, str] = {}  # an integer's text, made once (block integers repeat)
-    chunks = []
-    for start in range(0, len(values), 1 << 16):
-        part = values[start:start + (1 << 16)]
+    yield "[" + pad
+    for start in range(0, len(values), CHUNK):
+        part = values[start:start + CHUNK]
+        part = part.tolist() if isinstance(part, np.ndarray) else part
         if all(type(v) is int for v in part):
             texts = [words[v] if v in words else words.setdefault(v, json.dumps(v))
                      for v in part]
         else:
             texts = [json.dumps(v) for v in part]
-        chunks.append(("," + pad).join(texts))
-    return "[" + pad + ("," + pad).join(chunks) + "\n" + " " * indent + "]"
+        yield ("," + pad if start else "") + ("," + pad).join(texts)
+    yield "\n" + " " * indent + "]"
 
 
 def from_aimet(doc: Any, file: str, part: str = "", layouts: Layouts | None = None

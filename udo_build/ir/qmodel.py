@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .encodings import Encoding, dumps, from_aimet
+from .encodings import Encoding, dump, dumps, from_aimet
 from .graph import Model
+from .part_sources import FilePart
 
 ENCODINGS_PART = "encodings.json"
 ABSORBING = ("Relu", "Clip")  # activations a producing Conv/Gemm/MatMul/Add can absorb
@@ -43,6 +45,13 @@ class QuantizedModel:
     def encodings_json(self) -> bytes:
         return dumps({k: [v] for k, v in self.activations.items()}, self.params)
 
+    def write_encodings(self, path: Path) -> FilePart:
+        """The encodings written to a file (the bytes of `encodings_json`, never whole in
+        memory: an LLM's are over a hundred MB), as a bundle part."""
+        with open(path, "wb") as out:
+            dump({k: [v] for k, v in self.activations.items()}, self.params, out)
+        return FilePart(path)
+
     def absorbed(self) -> dict[str, str]:
         """Float tensors whose reader's encoding they take: {tensor: activation's output}."""
         consumers = self.model.graph.consumers()
@@ -58,8 +67,9 @@ class QuantizedModel:
 
 
 def to_bundle(qmodel: QuantizedModel, opdefs: dict[str, Any] | None,
-              meta: dict[str, Any], encodings: bytes | None = None) -> Any:
-    """The quantized bundle; `encodings`: qmodel.encodings_json(), when made already."""
+              meta: dict[str, Any], encodings: bytes | FilePart | None = None) -> Any:
+    """The quantized bundle; `encodings`: qmodel.encodings_json() or write_encodings(), when
+    made already."""
     from .bundle import Bundle
 
     return Bundle(qmodel.model, opdefs, {**meta, "quantization": qmodel.settings},

@@ -24,6 +24,8 @@ from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import input_list, kernel_files
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ...recipe import Recipe
     from ...store import Store
     from ..engine import ActionState
@@ -68,12 +70,12 @@ def quantize(ctx: ActionContext) -> Produced:
         settings, overrides, ctx.progress("calibration", count),
         ctx.progress("layer SQNR", min(settings.report_inputs, count)), cores=ctx.cores,
         count=count, label=labels("calibration input", listing.file, lines), widths=widths)
-    encodings_json = qmodel.encodings_json()  # made once: an LLM's are tens of MB
-    quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta), encodings_json)
+    written = qmodel.write_encodings(ctx.workdir / "encodings.json")  # an LLM's: 100+ MB
+    quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta), written)
     segments, size = bundle_segments(quantized)  # a file of parts: never whole in memory
     bundled = FileOfParts(segments, size)  # type: ignore[arg-type]
-    outputs: dict[str, bytes | FileOfParts] = {"bundle": bundled,
-                                               "encodings": encodings_json}
+    outputs: dict[str, bytes | Path | FileOfParts] = {"bundle": bundled,
+                                                      "encodings": written.path}
     measured = ""
     if unknown is not None:
         outputs[UNKNOWN] = canonical_json(list(unknown))
