@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from udo_build.ir.encodings import Encoding
 from udo_build.runtime.integer.fixed import Requant
@@ -34,6 +35,26 @@ def test_mul_shift_round_is_exact_over_the_whole_range() -> None:
     got = mul_shift_round(acc, m0, shift)
     assert keep.sum() > 1000
     assert got[keep].tolist() == [e for e, k in zip(expected, keep, strict=True) if k]
+
+
+def test_a_large_accumulator_taken_in_slices_gives_the_same_values(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """mul_shift_round takes a large accumulator a slice of rows at a time, its multipliers
+    per tensor, per channel along the last axis or along the first: the values of one pass."""
+    from udo_build.runtime.integer import intmath
+
+    rng = np.random.default_rng(2)
+    acc = rng.integers(-2 ** 40, 2 ** 40, (12, 5, 7))
+    cases = [(rng.integers(2 ** 30, 2 ** 31, ()), rng.integers(0, 63, ())),
+             (rng.integers(2 ** 30, 2 ** 31, 7), rng.integers(0, 63, 7)),
+             (rng.integers(2 ** 30, 2 ** 31, (12, 1, 1)), rng.integers(0, 63, (12, 1, 1))),
+             (rng.integers(2 ** 30, 2 ** 31, (1, 5, 1)), rng.integers(20, 40, (12, 5, 1)))]
+    whole = [mul_shift_round(acc, m0, shift) for m0, shift in cases]
+    for (m0, shift), want in zip(cases, whole, strict=True):
+        for size in (35, 80):  # slices of one row, then of two
+            monkeypatch.setattr(intmath, "SLICE", size)
+            got = mul_shift_round(acc, m0, shift)
+            assert got.shape == want.shape and np.array_equal(got, want)
 
 
 def test_ties_round_to_even() -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 HALF_WORD = 31
 _LOW = np.int64((1 << HALF_WORD) - 1)
+SLICE = 1 << 20  # values of an accumulator mul_shift_round takes at a time
 
 
 def _rounded(floor: np.ndarray, rem: np.ndarray, half: np.ndarray | int) -> np.ndarray:
@@ -66,10 +67,31 @@ def mul_shift_round(acc: np.ndarray, m0: np.ndarray, shift: np.ndarray) -> np.nd
     0 <= shift <= 62 when the result's magnitude stays below 2^61.
 
     acc splits into hi x 2^31 + lo (lo in [0, 2^31)): both partial products fit int64, and the
-    sum is reassembled at the shift without ever forming the 93-bit product."""
+    sum is reassembled at the shift without ever forming the 93-bit product. A large acc is
+    taken SLICE values at a time along its first axis (every step is elementwise: the same
+    values): the steps hold a dozen int64 temporaries of acc's size, 370 MB for an LLM's
+    128 x 32000 logits."""
     acc = np.asarray(acc, np.int64)
     m0 = np.asarray(m0, np.int64)
     shift = np.asarray(shift, np.int64)
+    shape = np.broadcast_shapes(acc.shape, m0.shape, shift.shape)
+    if acc.size <= SLICE or acc.ndim == 0 or shape != acc.shape:
+        return _mul_shift_round(acc, m0, shift)
+    out = np.empty(shape, np.int64)
+    rows = max(1, SLICE // max(1, acc.size // acc.shape[0]))
+    for start in range(0, acc.shape[0], rows):
+        part = slice(start, start + rows)
+        out[part] = _mul_shift_round(acc[part], _rows(m0, part, acc.ndim),
+                                     _rows(shift, part, acc.ndim))
+    return out
+
+
+def _rows(a: np.ndarray, part: slice, ndim: int) -> np.ndarray:
+    """a's rows of `part` where a runs along the first axis of an ndim-array, else a."""
+    return a[part] if a.ndim == ndim and a.shape[0] > 1 else a
+
+
+def _mul_shift_round(acc: np.ndarray, m0: np.ndarray, shift: np.ndarray) -> np.ndarray:
     a = (acc >> HALF_WORD) * m0
     b = (acc & _LOW) * m0  # >= 0
     # shift >= 31: total = (a + b_hi) x 2^31 + b_lo
