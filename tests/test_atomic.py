@@ -149,3 +149,45 @@ def test_confined_removes_empty_folders_up_to_its_top(tmp_path: Path) -> None:
         out.remove_empty_folders("a/b/c/f.txt", top="a")
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["a"]
     assert list((tmp_path / "out" / "a").iterdir()) == []
+
+
+def _interrupted_close(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """os.close in udo_build.atomic closes, then a Ctrl-C lands (its KeyboardInterrupt raised
+    right after the call returns); the descriptors it was called with, in order."""
+    from udo_build import atomic
+
+    closed: list[int] = []
+    real = os.close
+
+    def close(fd: int) -> None:
+        closed.append(fd)
+        real(fd)
+        if len(closed) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "close", close)
+    return closed
+
+
+def test_an_interrupt_right_after_a_close_never_closes_that_descriptor_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A descriptor closed twice can close another thread's file that took its number in
+    between (that thread then fails with EBADF): the atomic file and the confined folder forget
+    a descriptor before closing it."""
+    from udo_build.atomic import Confined
+
+    out = AtomicFile(tmp_path / "f")
+    out.write(b"x")
+    closed = _interrupted_close(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        out.commit()
+    out.abort()
+    assert len(closed) == 1 and not (tmp_path / "f").exists()
+    monkeypatch.undo()
+    folder = Confined(tmp_path / "out")
+    folder.folder("a/b")
+    closed = _interrupted_close(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        folder.close()
+    folder.close()
+    assert len(closed) == 3 and len(set(closed)) == 3

@@ -84,8 +84,8 @@ class AtomicFile:
                 os.fsync(self.fileno())
             if self.mode is not None:
                 os.fchmod(self.fileno(), self.mode)
-            os.close(self.fileno())
-            self._fd = None
+            fd, self._fd = self.fileno(), None  # forgotten first: never closed twice
+            os.close(fd)
             os.replace(self._here(self.tmp), self._here(self.path), src_dir_fd=self.dir_fd,
                        dst_dir_fd=self.dir_fd)
         except OSError as exc:
@@ -96,9 +96,9 @@ class AtomicFile:
             raise
 
     def abort(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._here(self.tmp), dir_fd=self.dir_fd)
 
@@ -209,9 +209,9 @@ class Confined:
         self.close()
 
     def close(self) -> None:
-        for fd in self._open.values():
-            os.close(fd)
-        self._open.clear()
+        with self._lock:
+            while self._open:  # each descriptor forgotten before it is closed
+                os.close(self._open.popitem()[1])
 
     # -- folders ----------------------------------------------------------------------------------
 
