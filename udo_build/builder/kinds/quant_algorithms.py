@@ -22,13 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from ...quant.settings import AdaroundSettings
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import input_list, kernel_files
 
 
-@action_kind("equalize", version=1)
+# version 2: the bundle stored as a file of parts (its weights blobs of their own), as convert's
+@action_kind("equalize", version=2)
 def equalize(ctx: ActionContext) -> Produced:
-    from ...ir.bundle import Bundle, read_bundle
+    from ...ir.bundle import Bundle, bundle_segments, read_bundle
     from ...quant.equalize import equalize_model
 
     bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")
@@ -36,13 +37,15 @@ def equalize(ctx: ActionContext) -> Produced:
     meta = {**bundle.meta, "equalized": {"pairs": len(done.pairs), "rounds": done.rounds,
                                          "absorbed": done.absorbed}}
     out = Bundle(done.model, bundle.opdefs, meta, dict(bundle.parts))
-    return Produced({"bundle": out.to_bytes()},
+    segments, size = bundle_segments(out)
+    return Produced({"bundle": FileOfParts(segments, size)},  # type: ignore[arg-type]
                     description=(f"equalize {bundle.model.graph.name}: {len(done.pairs)} layer "
                                  f"pairs in {done.rounds} rounds, high bias absorbed in "
                                  f"{done.absorbed}"))
 
 
-@action_kind("adaround", version=1, params=(*AdaroundSettings.KEY_PARAMS, "report_inputs"))
+# version 2: the bundle stored as a file of parts (its weights shared blobs), as quantize's
+@action_kind("adaround", version=2, params=(*AdaroundSettings.KEY_PARAMS, "report_inputs"))
 def adaround(ctx: ActionContext) -> Produced:
     from ...quant.adaround import adaround as run_adaround
 
@@ -52,7 +55,8 @@ def adaround(ctx: ActionContext) -> Produced:
 
 
 # version 2: after AdaRound, compared with the float weights it rounded (input `reference`)
-@action_kind("bias-correct", version=2, params=("report_inputs",))
+# version 3: the bundle stored as a file of parts (its weights shared blobs), as quantize's
+@action_kind("bias-correct", version=3, params=("report_inputs",))
 def bias_correct(ctx: ActionContext) -> Produced:
     from ...ir.bundle import read_bundle
     from ...quant.bias_correction import correct_biases
@@ -70,7 +74,7 @@ def _weight_step(ctx: ActionContext, step: str, algorithm: Any, title: str) -> P
     feeds, count) -> (qmodel, layers changed)`, measure, write."""
     from itertools import islice
 
-    from ...ir.bundle import read_bundle
+    from ...ir.bundle import bundle_segments, read_bundle
     from ...ir.qmodel import from_bundle, to_bundle
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
@@ -86,8 +90,10 @@ def _weight_step(ctx: ActionContext, step: str, algorithm: Any, title: str) -> P
     qmodel, changed = algorithm(qmodel, packages, feeds(listing, inputs), count)
     meta = {k: v for k, v in bundle.meta.items() if k != "quantization"}
     meta["algorithms"] = [*bundle.meta.get("algorithms", []), step]
-    outputs = {"bundle": to_bundle(qmodel, bundle.opdefs, meta).to_bytes(),
-               "encodings": qmodel.encodings_json()}
+    written = qmodel.write_encodings(ctx.workdir / "encodings.json")
+    segments, size = bundle_segments(to_bundle(qmodel, bundle.opdefs, meta, written))
+    outputs: dict[str, Any] = {"bundle": FileOfParts(segments, size),  # type: ignore[arg-type]
+                               "encodings": written.path}  # neither held whole in memory
     limit = int(ctx.params["report_inputs"])
     if limit > 0 and "layers" in ctx.input_names():
         first = list(islice(feeds(listing, inputs), limit))
