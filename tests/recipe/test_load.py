@@ -305,3 +305,37 @@ def test_a_bad_decode_section_is_named_by_the_schema(project: Path, old: str, ne
                                                       field: str) -> None:
     found = problems(write(project, DECODE_RUN.replace(old, new), "net.onnx", "prompt.txt"))
     assert len(found) == 1 and f": {field}: " in found[0], found
+
+
+def test_a_checked_recipe_is_read_from_the_memo_and_a_tampered_memo_is_a_miss(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from udo_build.recipe import load as loading
+
+    checked = project / "store" / "checked"
+    path = write(project, BASE + "prepare:\n  matrix:\n    soc: [sm8550]\n", "net.onnx")
+    first = load_recipe(path, checked=checked)
+    (memo,) = checked.iterdir()
+    doc = json.loads(memo.read_text())
+    parses: list[str] = []
+    real = loading.load_yaml
+
+    def counted(text: str, file: str) -> object:
+        parses.append(file)
+        return real(text, file)
+
+    monkeypatch.setattr(loading, "load_yaml", counted)
+    assert load_recipe(path, checked=checked) == first and parses == []  # the memo
+    tampered = [
+        dict(doc, data=dict(doc["data"], name=5)),  # data the schema refuses
+        dict(doc, data=dict(doc["data"], prepare={"matrix": {"soc": "sm8550"}})),
+        dict(doc, digest="0" * 64),  # another file's memo, copied here
+        {key: value for key, value in doc.items() if key != "digest"},
+        dict(doc, positions={"values": [[["name"], "x"]], "keys": 3}),
+    ]
+    for bad in [*(json.dumps(t) for t in tampered), "[]", "{", '{"data": {}}']:
+        memo.write_text(bad)
+        assert load_recipe(path, checked=checked) == first  # parsed and checked again
+        assert len(parses) == 1 and json.loads(memo.read_text()) == doc  # and remembered
+        parses.clear()

@@ -42,7 +42,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..opdef.params import OpdefParams
@@ -50,8 +50,10 @@ from ..package.params import PackageParams
 from ..quant.settings import QuantizeSettings
 from ..recipe import Outputs, Recipe, RecordTarget
 from ..recipe.model import NativeCheckSpec, OutputRequests, RunSpec
-from ..runtime.decode import DecodeSettings
 from ..source import format_path
+
+if TYPE_CHECKING:
+    from ..runtime.decode import DecodeSettings
 
 BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
 SENSITIVITY_GROUPS = 8  # mixed precision: the per-unit sensitivities in this many actions

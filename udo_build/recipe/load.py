@@ -12,11 +12,9 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostics, Problem, UserError, raise_if_any
-from ..runtime.decode import DecodeSettings
-from ..runtime.generate import GenerateSettings
 from ..soc.table import Soc, builtin_socs, soc_table
 from ..source import (
     MAX_YAML_BYTES,
@@ -46,6 +44,10 @@ from .model import (
     parse_bytes,
 )
 
+if TYPE_CHECKING:
+    from ..runtime.decode import DecodeSettings
+    from ..runtime.generate import GenerateSettings
+
 RECIPE_VERSIONS = (1,)
 SCHEMA_PATH = Path(__file__).with_name("recipe-1.schema.json")
 
@@ -55,16 +57,16 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
     """Load and check a recipe; raise one UserError listing every problem found.
 
     `checked` is a folder remembering recipes that passed the JSON Schema, by the digest of their
-    bytes: an unchanged recipe is then read from there (no YAML parsing, no schema validation,
-    neither yaml nor jsonschema imported). The checks that depend on other files (SoCs, paths,
-    sections) run every time.
+    bytes, the schema and udo-build's version: an unchanged recipe is then read from there (no
+    YAML parsing, neither yaml nor jsonschema imported; see _recall for what is still checked).
+    The checks that depend on other files (SoCs, paths, sections) run every time.
     """
     diag = diag if diag is not None else Diagnostics()
     path = Path(path)
     file = str(path)
     raw = read_limited(path, MAX_YAML_BYTES, "recipe")
     memo = checked / f"{_schema_digest(raw)}.json" if checked is not None else None
-    found = _recall(memo, file) if memo is not None else None
+    found = _recall(memo, file, _schema()) if memo is not None else None
     if found is None:
         data, positions = load_yaml(decode_text(raw, file), file)
         _check_version(data, positions)
@@ -85,11 +87,20 @@ def _schema_digest(raw: bytes, schema_path: Path = SCHEMA_PATH) -> str:
     return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + raw)
 
 
-def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
+def _recall(memo: Path, file: str, schema: Any) -> tuple[Any, Positions] | None:
+    """The (data, positions) a memo holds, when it is the memo of these very bytes (it names
+    the digest its file is named by) and its data certainly passes `schema` (quick_schema:
+    well under a millisecond). A memo garbled, copied from another file's or edited into data
+    the schema refuses is a miss: the file is parsed and checked again, never taken unchecked.
+    """
+    from .quick_schema import passes
+
     try:
         doc = json.loads(memo.read_bytes())
+        if doc["digest"] != memo.stem or not passes(schema, doc["data"]):
+            return None
         found = doc["data"], Positions.from_json(file, doc["positions"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     with contextlib.suppress(OSError):  # a read-only store: the memo serves, unmarked
         os.utime(memo)  # last use, for gc
@@ -100,7 +111,8 @@ def _remember(memo: Path, data: Any, positions: Positions) -> None:
     from ..atomic import write_atomic
 
     try:
-        text = json.dumps({"data": data, "positions": positions.to_json()}, allow_nan=False)
+        text = json.dumps({"digest": memo.stem, "data": data,
+                           "positions": positions.to_json()}, allow_nan=False)
     except (TypeError, ValueError):  # a value JSON cannot hold: just parse it next time
         return
     with contextlib.suppress(OSError):  # a memo only: a full or read-only store goes without
@@ -143,11 +155,12 @@ def _validator() -> Any:
 def _check_schema(data: dict[str, Any], positions: Positions) -> None:
     """Every problem the JSON Schema finds; a recipe that certainly passes it (nearly every
     one: see quick_schema) is not handed to jsonschema, which is then not even imported."""
-    from ..schema_problems import schema_problems
     from .quick_schema import passes
 
     if passes(_schema(), data):
         return
+    from ..schema_problems import schema_problems  # only for a recipe with problems
+
     problems, _ = schema_problems(_validator().iter_errors(data), positions)
     raise_if_any(problems)
 
@@ -515,6 +528,8 @@ def _decode(section: dict[str, Any] | None) -> DecodeSettings | None:
     """A run's decode settings (their names are checked against the model at the run)."""
     if section is None:
         return None
+    from ..runtime.decode import DecodeSettings  # only a recipe that decodes needs it
+
     return DecodeSettings(section["steps"], tuple(section["feed"].items()),
                           section.get("position"), section.get("mask"),
                           tuple((section.get("next_input") or {}).items()))
@@ -522,7 +537,11 @@ def _decode(section: dict[str, Any] | None) -> DecodeSettings | None:
 
 def _generate(section: dict[str, Any] | None) -> GenerateSettings | None:
     """A run's generate settings (its cache names are checked against the model at the run)."""
-    return None if section is None else GenerateSettings.from_params(section)
+    if section is None:
+        return None
+    from ..runtime.generate import GenerateSettings  # only a recipe that generates needs it
+
+    return GenerateSettings.from_params(section)
 
 
 def _precision_fields(data: dict[str, Any]) -> list[tuple[FieldPath, Any]]:

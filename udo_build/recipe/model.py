@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..runtime.decode import DecodeSettings
-from ..runtime.generate import GenerateSettings
 from ..runtime.metrics import RunCheck
 from ..runtime.records import RunSettings
 from ..soc.table import Soc
 from ..soc.target import CompileTarget
 from ..source import FieldPath, Positions
+
+if TYPE_CHECKING:  # a run's decode and generate settings: imported by the recipes that have them
+    from ..runtime.decode import DecodeSettings
+    from ..runtime.generate import GenerateSettings
 
 DEFAULT_BACKENDS = ("CPU", "HTP")
 DEFAULT_LEVEL = 2

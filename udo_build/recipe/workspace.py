@@ -137,7 +137,7 @@ def load_workspace(path: str | Path, checked: Path | None = None) -> Workspace:
     file = str(path)
     raw = read_limited(path, MAX_YAML_BYTES, "workspace")
     memo = checked / f"{_schema_digest(raw, SCHEMA_PATH)}.json" if checked is not None else None
-    found = _recall(memo, file) if memo is not None else None
+    found = _recall(memo, file, _schema()) if memo is not None else None
     if found is None:
         data, positions = load_yaml(decode_text(raw, file), file)
         _check_version(data, positions)
@@ -173,11 +173,12 @@ def _validator() -> Any:
 
 
 def _check_schema(data: dict[str, Any], positions: Positions) -> None:
-    from ..schema_problems import schema_problems
     from .quick_schema import passes
 
     if passes(_schema(), data):  # nearly always (see quick_schema): no jsonschema
         return
+    from ..schema_problems import schema_problems  # only for a file with problems
+
     problems, _ = schema_problems(_validator().iter_errors(data), positions)
     raise_if_any(problems)
 

@@ -285,11 +285,12 @@ class Remote:
     def fetch_outputs(self, outputs: Iterable[Output], *, raw: bool = False) -> bool:
         """Download every blob of the outputs the local store lacks; False when one is missing,
         corrupt or could not be downloaded (those downloaded are stored: they are verified).
-        With `raw`, the blobs (a tree's files too) are stored uncompressed."""
+        With `raw`, the blobs (a tree's files too) are stored uncompressed; a tree's manifest
+        always is (as Cas.put_tree keeps it: a build that finds its action cached reads it)."""
         outputs = list(outputs)
         blobs = [Blob(o.digest, o.size, raw) for o in outputs if o.type == "blob"]
         trees = [o for o in outputs if o.type == "tree"]
-        if not self._download([*blobs, *(Blob(t.digest, t.size) for t in trees)]):
+        if not self._download([*blobs, *(Blob(t.digest, t.size, True) for t in trees)]):
             return False
         for tree in trees:
             entries = self.cas.tree_entries(tree.digest)
