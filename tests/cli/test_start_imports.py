@@ -33,11 +33,14 @@ def test_the_no_op_path_imports_neither_dataclasses_nor_inspect() -> None:
     assert got.stdout.strip() == "[]", got.stderr
 
 
-# What a no-op build never needs: the model and op-config readers, numpy, the schema checker,
-# the YAML parser (an unchanged recipe is read from the store's memo), a terminal's renderer,
-# the remote tiers' clients, and the emulator (its compiler, sessions, kernels, rewrite engine).
-HEAVY = ("onnx", "lxml", "numpy", "ml_dtypes", "jsonschema", "yaml", "jinja2", "rich",
-         "urllib3", "grpc", "obstore", "cryptography", "zstandard", "udo_build.compiler",
+# What a no-op build never needs: the model and op-config readers, numpy, the schema checker
+# and its problem reporter (difflib), the YAML parser (an unchanged recipe is read from the
+# store's memo), a terminal's renderer, the remote tiers' clients, zstd (what a no-op reads is
+# stored raw), the html package (the page escapes by itself), tracebacks (no action failed),
+# and the emulator (its compiler, sessions, kernels, rewrite engine).
+HEAVY = ("onnx", "lxml", "numpy", "ml_dtypes", "jsonschema", "difflib", "yaml", "jinja2", "rich",
+         "urllib3", "grpc", "obstore", "cryptography", "zstandard", "html", "traceback",
+         "udo_build.schema_problems", "udo_build.compiler",
          "udo_build.runtime.float_session", "udo_build.runtime.integer", "udo_build.kernels",
          "udo_build.rewrite", "udo_build.ir.bundle", "udo_build.opdef.xml")
 # the entry point of the `udo-build` console script (pyproject.toml), the modules it ended with

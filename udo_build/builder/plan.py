@@ -82,6 +82,8 @@ Input = Source | Dep
 
 @dataclass
 class PlannedAction:
+    """One action of a plan: its id, kind, parameters, inputs, label and what it publishes."""
+
     id: str
     kind: str
     params: dict[str, Any]
@@ -99,6 +101,8 @@ class PlannedAction:
 
 @dataclass
 class Plan:
+    """A recipe's actions, in dependency order."""
+
     recipe: Recipe
     actions: dict[str, PlannedAction] = field(default_factory=dict)  # in dependency order
 

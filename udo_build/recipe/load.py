@@ -167,6 +167,8 @@ def _check_schema(data: dict[str, Any], positions: Positions) -> None:
 
 @dataclass
 class _Builder:
+    """Builds a Recipe from checked data, collecting every problem found."""
+
     path: Path
     data: dict[str, Any]
     positions: Positions

@@ -35,6 +35,8 @@ PATTERN = re.compile(r"[*?\[]")  # an entry with these is a shell pattern
 
 @dataclass(frozen=True)
 class Workspace:
+    """A loaded workspace file: its name and recipes."""
+
     path: Path  # the workspace file
     name: str  # its `name:`, else the file's stem
     recipes: tuple[Path, ...]  # in the order listed (a pattern's matches sorted)

@@ -71,6 +71,8 @@ THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
 
 @dataclass(frozen=True)
 class Blob:
+    """A blob to download: its digest, size when known, and whether it is stored raw."""
+
     digest: str
     size: int | None  # None: not known before it is read
     raw: bool = False  # stored uncompressed (see `download`)
