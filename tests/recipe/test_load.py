@@ -309,6 +309,7 @@ def test_a_bad_decode_section_is_named_by_the_schema(project: Path, old: str, ne
 
 def test_a_checked_recipe_is_read_from_the_memo_and_a_tampered_memo_is_a_miss(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
     import json
 
     from udo_build.recipe import load as loading
@@ -317,7 +318,10 @@ def test_a_checked_recipe_is_read_from_the_memo_and_a_tampered_memo_is_a_miss(
     path = write(project, BASE + "prepare:\n  matrix:\n    soc: [sm8550]\n", "net.onnx")
     first = load_recipe(path, checked=checked)
     (memo,) = checked.iterdir()
-    doc = json.loads(memo.read_text())
+    kept = memo.read_bytes()
+    head, _, body = kept.partition(b"\n")
+    assert head.decode() == hashlib.sha256(body).hexdigest()  # the sum of its body
+    doc = json.loads(body)
     parses: list[str] = []
     real = loading.load_yaml
 
@@ -325,17 +329,23 @@ def test_a_checked_recipe_is_read_from_the_memo_and_a_tampered_memo_is_a_miss(
         parses.append(file)
         return real(text, file)
 
+    def summed(value: object) -> bytes:
+        text = json.dumps(value).encode()
+        return hashlib.sha256(text).hexdigest().encode() + b"\n" + text
+
     monkeypatch.setattr(loading, "load_yaml", counted)
     assert load_recipe(path, checked=checked) == first and parses == []  # the memo
+    other = dict(doc, data=dict(doc["data"], prepare={"matrix": {"soc": ["sm8650"]}}))
     tampered = [
-        dict(doc, data=dict(doc["data"], name=5)),  # data the schema refuses
-        dict(doc, data=dict(doc["data"], prepare={"matrix": {"soc": "sm8550"}})),
-        dict(doc, digest="0" * 64),  # another file's memo, copied here
-        {key: value for key, value in doc.items() if key != "digest"},
-        dict(doc, positions={"values": [[["name"], "x"]], "keys": 3}),
+        head + b"\n" + json.dumps(other).encode(),  # edited, its sum left as it was
+        kept[:-10],  # truncated
+        summed(dict(other, digest="0" * 64)),  # another file's memo, copied here
+        summed({key: value for key, value in doc.items() if key != "digest"}),
+        summed(dict(doc, positions={"values": [[["name"], "x"]], "keys": 3})),
+        summed([]), b"{}", b"", b"\xff\n{}",
     ]
-    for bad in [*(json.dumps(t) for t in tampered), "[]", "{", '{"data": {}}']:
-        memo.write_text(bad)
+    for bad in tampered:
+        memo.write_bytes(bad)
         assert load_recipe(path, checked=checked) == first  # parsed and checked again
-        assert len(parses) == 1 and json.loads(memo.read_text()) == doc  # and remembered
+        assert parses == [str(path)] and memo.read_bytes() == kept  # and remembered
         parses.clear()

@@ -58,7 +58,7 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
 
     `checked` is a folder remembering recipes that passed the JSON Schema, by the digest of their
     bytes, the schema and udo-build's version: an unchanged recipe is then read from there (no
-    YAML parsing, neither yaml nor jsonschema imported; see _recall for what is still checked).
+    YAML parsing, neither yaml nor jsonschema imported; see _recall for when it is not).
     The checks that depend on other files (SoCs, paths, sections) run every time.
     """
     diag = diag if diag is not None else Diagnostics()
@@ -66,7 +66,7 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
     file = str(path)
     raw = read_limited(path, MAX_YAML_BYTES, "recipe")
     memo = checked / f"{_schema_digest(raw)}.json" if checked is not None else None
-    found = _recall(memo, file, _schema()) if memo is not None else None
+    found = _recall(memo, file) if memo is not None else None
     if found is None:
         data, positions = load_yaml(decode_text(raw, file), file)
         _check_version(data, positions)
@@ -87,17 +87,20 @@ def _schema_digest(raw: bytes, schema_path: Path = SCHEMA_PATH) -> str:
     return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + raw)
 
 
-def _recall(memo: Path, file: str, schema: Any) -> tuple[Any, Positions] | None:
-    """The (data, positions) a memo holds, when it is the memo of these very bytes (it names
-    the digest its file is named by) and its data certainly passes `schema` (quick_schema:
-    well under a millisecond). A memo garbled, copied from another file's or edited into data
-    the schema refuses is a miss: the file is parsed and checked again, never taken unchecked.
-    """
-    from .quick_schema import passes
+def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
+    """The (data, positions) a memo holds, when its body is whole (its first line is the
+    sha256 of the rest) and is the memo of these very bytes (it names the digest its file is
+    named by). A memo garbled, truncated, edited or copied from another file's is a miss: the
+    file is parsed and checked again, never taken unchecked. (A writer of the store who forges
+    the sum as well is trusted as its action-cache entries are: the store is the build's.)"""
+    from ..canonical import sha256_hex
 
     try:
-        doc = json.loads(memo.read_bytes())
-        if doc["digest"] != memo.stem or not passes(schema, doc["data"]):
+        head, _, body = memo.read_bytes().partition(b"\n")
+        if head.decode("ascii") != sha256_hex(body):
+            return None
+        doc = json.loads(body)
+        if doc["digest"] != memo.stem:
             return None
         found = doc["data"], Positions.from_json(file, doc["positions"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -108,15 +111,19 @@ def _recall(memo: Path, file: str, schema: Any) -> tuple[Any, Positions] | None:
 
 
 def _remember(memo: Path, data: Any, positions: Positions) -> None:
+    """Keep a checked file's data in `memo`: the sha256 of its body, a newline, the body (the
+    digest the memo is filed under, the data, the positions)."""
     from ..atomic import write_atomic
+    from ..canonical import sha256_hex
 
     try:
-        text = json.dumps({"digest": memo.stem, "data": data,
-                           "positions": positions.to_json()}, allow_nan=False)
+        body = json.dumps({"digest": memo.stem, "data": data,
+                           "positions": positions.to_json()}, allow_nan=False).encode()
     except (TypeError, ValueError):  # a value JSON cannot hold: just parse it next time
         return
     with contextlib.suppress(OSError):  # a memo only: a full or read-only store goes without
-        write_atomic(memo, text.encode(), readonly=False, durable=False)
+        write_atomic(memo, sha256_hex(body).encode() + b"\n" + body, readonly=False,
+                     durable=False)
 
 
 def _check_version(data: Any, positions: Positions) -> None:

@@ -139,7 +139,7 @@ def load_workspace(path: str | Path, checked: Path | None = None) -> Workspace:
     file = str(path)
     raw = read_limited(path, MAX_YAML_BYTES, "workspace")
     memo = checked / f"{_schema_digest(raw, SCHEMA_PATH)}.json" if checked is not None else None
-    found = _recall(memo, file, _schema()) if memo is not None else None
+    found = _recall(memo, file) if memo is not None else None
     if found is None:
         data, positions = load_yaml(decode_text(raw, file), file)
         _check_version(data, positions)
