@@ -57,12 +57,13 @@ def _heavy(modules: list[str]) -> list[str]:
     return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
 
 
-def _no_op(project: Path, tag: str) -> list[str]:
-    """The modules a `udo-build recipes/softplus.yaml` process imported (it must be a no-op)."""
+def _no_op(project: Path, tag: str, *flags: str) -> list[str]:
+    """The modules a `udo-build recipes/softplus.yaml` process imported (it must be a no-op);
+    `flags` for the interpreter."""
     listed = project / f"modules-{tag}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("UDO_BUILD_")}
     env["PYTHONPATH"] = str(REPO)
-    got = subprocess.run([sys.executable, "-c", ENTRY, str(listed), "recipes/softplus.yaml",
+    got = subprocess.run([sys.executable, *flags, "-c", ENTRY, str(listed), "recipes/softplus.yaml",
                           "--store", "store", "--json"], capture_output=True, text=True,
                          cwd=project, env=env, check=False)
     assert got.returncode == 0, got.stderr
@@ -91,6 +92,23 @@ def test_a_no_op_build_of_a_real_recipe_imports_nothing_heavy(
     replayed = _no_op(tmp_path, "replayed")
     assert "udo_build.recipe.load" not in replayed  # told from its record (uptodate.py)
     assert (_heavy(full), _heavy(replayed)) == ([], [])
+    # without site (whose .pth files here import shutil through tempfile): what udo-build
+    # itself imports; argparse's formatters would import shutil (see cli/common.py)
+    assert "shutil" not in _no_op(tmp_path, "replayed-without-site", "-S")
+
+
+@pytest.mark.parametrize("columns", [None, "", "0", "-3", "x", "37", "200"])
+def test_the_help_s_width_is_shutil_s_terminal_width(
+        columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from udo_build.cli.common import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
 
 
 def test_a_problem_is_immutable_compared_hashed_and_pickled_by_its_fields() -> None:
