@@ -79,12 +79,18 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
     return recipe
 
 
+MEMO_FORMAT = b"summed"  # the memo's layout (see _remember): a new one files under new names
+
+
 def _schema_digest(raw: bytes, schema_path: Path = SCHEMA_PATH) -> str:
+    """The name of a file's memo: its bytes, the schema's, udo-build's version and the memo's
+    format (two versions of udo-build on one store keep a memo each, not one they rewrite)."""
     from .. import __version__
     from ..canonical import sha256_hex
 
     schema = schema_path.read_bytes()
-    return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + raw)
+    return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + MEMO_FORMAT
+                      + b"\0" + raw)
 
 
 def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
