@@ -1,6 +1,7 @@
 """Benchmark: cold, no-op and one-change builds of a synthetic 100-target recipe (and DVC's).
 
     python bench/noop.py [--targets 100] [--repeats 10] [--dvc PATH | --no-dvc] [--smoke]
+                         [--python PATH]
 
 Generates a project in a temporary folder (a tiny ONNX model, calibration and test data, the
 Softplus op config, a recipe whose prepare matrix is N include entries with N distinct input
@@ -22,7 +23,10 @@ dimensions, so N distinct prepare keys), then times whole `udo-build` processes:
 
 Target: the no-op at most NOOP_LIMIT_MS (100 ms) of wall time (median), and at least DVC_RATIO
 times faster than DVC's. Also printed: `python -c pass` (the interpreter and this environment's
-site start-up, which the no-op pays first) and the no-op's time beyond it. `--smoke` is the CI
+site start-up, which the no-op pays first) and the no-op's time beyond it. `--python PATH` runs
+the `udo-build` beside another interpreter (a venv with the wheel installed, as .ci/run makes
+one: what users get, without this checkout's editable finder or other .pth files) and takes its
+`-c pass` as the peer; PYTHONPATH is then not passed on. `--smoke` is the CI
 size (5 targets, 2 no-op runs, no DVC, no time targets: what is checked is what the no-op does,
 not how fast; about 10 s).
 
@@ -54,6 +58,7 @@ SOCS = ("sm8450", "sm8550", "sm8650", "sm8750")
 NOOP_LIMIT_MS = 100.0
 DVC_RATIO = 10.0
 FORBIDDEN = ("onnx", "lxml", "numpy", "jsonschema")
+PYTHON = sys.executable  # the interpreter whose udo-build is measured (--python)
 # the emulator: its compiler, sessions, kernels and rewrite engine (the SoC table and the
 # run settings and checks the recipe holds are allowed)
 EMULATOR = ("udo_build.compiler", "udo_build.runtime.float_session", "udo_build.runtime.integer",
@@ -134,9 +139,11 @@ def _floats(count: int, seed: int) -> bytes:
 # -- running udo-build ----------------------------------------------------------------------------
 
 
-def find_script(name: str) -> Path | None:
+def find_script(name: str, python: Path | None = None) -> Path | None:
     """The console script next to this Python (not a pyenv shim), else the one on PATH."""
-    beside = Path(sys.executable).parent / name
+    beside = Path(python or PYTHON).parent / name
+    if python is not None:
+        return beside if beside.exists() else None
     if beside.exists():
         return beside
     found = shutil.which(name)
@@ -147,7 +154,7 @@ def udo_command(via: str = "script") -> list[str]:
     script = find_script("udo-build")
     if via == "script" and script is not None:
         return [str(script)]
-    return [sys.executable, "-m", "udo_build"]
+    return [PYTHON, "-m", "udo_build"]
 
 
 def bench_env(sleep_ms: float = 0, output_bytes: int = 1024) -> dict[str, str]:
@@ -159,6 +166,8 @@ def bench_env(sleep_ms: float = 0, output_bytes: int = 1024) -> dict[str, str]:
     env["UDO_BENCH_OUTPUT_BYTES"] = str(output_bytes)
     env.pop("UDO_BUILD_STORE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure as installed: with bytecode caches
+    if PYTHON != sys.executable:  # another environment's udo-build: its own install
+        env.pop("PYTHONPATH", None)
     return env
 
 
@@ -222,8 +231,8 @@ def import_report(cmd: Sequence[str], recipe: Path, store: Path, env: dict[str, 
     """(forbidden modules imported, the 12 costliest top-level imports as (µs, name)); with
     `terminal`, the no-op as on a terminal (FORCE_COLOR, its summary in color, not JSON), where
     rich is forbidden too."""
-    python = [sys.executable, "-X", "importtime"]
-    argv = [*python, "-m", "udo_build"] if cmd[0] == sys.executable else [*python, cmd[0]]
+    python = [PYTHON, "-X", "importtime"]
+    argv = [*python, "-m", "udo_build"] if cmd[0] == PYTHON else [*python, cmd[0]]
     env = dict(env, FORCE_COLOR="1") if terminal else env
     _, proc = timed([*argv, str(recipe), "--store", str(store),
                      *(() if terminal else ("--json",))], cwd=recipe.parent, env=env)
@@ -246,7 +255,7 @@ def profile_report(recipe: Path, store: Path, env: dict[str, str], folder: Path
     import pstats
 
     out = folder / "noop.prof"
-    timed([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "udo_build", str(recipe),
+    timed([PYTHON, "-m", "cProfile", "-o", str(out), "-m", "udo_build", str(recipe),
            "--store", str(store), "--json"], cwd=recipe.parent, env=env)
     stats = pstats.Stats(str(out))
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
@@ -336,7 +345,7 @@ def run_bench(args: argparse.Namespace, work: Path) -> Report:
     project, store = work / "project", work / "store"
     recipe = make_project(project, args.targets)
     print(f"udo-build: {' '.join(cmd)}  (python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} cores)\nproject: {project}", flush=True)
+          f"{os.cpu_count()} cores)\npeer: {PYTHON} -c pass\nproject: {project}", flush=True)
     rep.fact("load average (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
     cold = build(cmd, recipe, store, env=env)
@@ -423,7 +432,7 @@ def noop_builds(cmd: Sequence[str], recipe: Path, store: Path, env: dict[str, st
         full.append(build(cmd, recipe, store, env=env))
         replayed.append(build(cmd, recipe, store, env=env))
         used = children_cpu()
-        seconds = timed([sys.executable, "-c", "pass"], cwd=recipe.parent)[0]
+        seconds = timed([PYTHON, "-c", "pass"], cwd=recipe.parent)[0]
         passes.append(Build(seconds, 0, cpu=children_cpu() - used))
     return full, replayed, passes
 
@@ -434,10 +443,10 @@ def _told(b: Build) -> list[tuple[str, str, str]]:
 
 def _references(rep: Report, cmd: list[str], recipe: Path, store: Path, env: dict[str, str],
                 repeats: int) -> None:
-    imports = [timed([sys.executable, "-c", "import udo_build.cli"], cwd=recipe.parent)[0]
+    imports = [timed([PYTHON, "-c", "import udo_build.cli"], cwd=recipe.parent, env=env)[0]
                for _ in range(repeats)]
     rep.fact("python -c 'import udo_build.cli' (median)", f"{median_ms(imports):.1f} ms")
-    other = udo_command("module" if cmd[0] != sys.executable else "script")
+    other = udo_command("module" if cmd[0] != PYTHON else "script")
     if other != cmd:
         runs = [build(other, recipe, store, env=env).seconds for _ in range(repeats)]
         rep.fact(f"no-op via {' '.join(Path(a).name for a in other)} (median)",
@@ -514,12 +523,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-profile", dest="profile", action="store_false",
                    help="skip the import-time listing and cProfile run")
     p.add_argument("--keep", metavar="DIR", help="work in DIR (kept) instead of a temp folder")
+    p.add_argument("--python", metavar="PATH",
+                   help="measure the udo-build installed beside this interpreter (a venv with "
+                        "the wheel: what users get), its `-c pass` the peer")
     p.add_argument("--smoke", action="store_true",
                    help="the CI size: 5 targets, 2 no-op runs, no DVC, no time targets")
     args = p.parse_args(argv)
+    use_python(args.python)
     if args.smoke:
         args.targets, args.repeats, args.dvc, args.timing = 5, 2, False, False
     return args
+
+
+def use_python(path: str | None) -> None:
+    """Measure the udo-build of the interpreter at `path` (None: this one)."""
+    global PYTHON
+    if path is not None:
+        if not os.access(path, os.X_OK) or find_script("udo-build", Path(path)) is None:
+            raise SystemExit(f"--python {path}: no interpreter with a udo-build beside it")
+        PYTHON = path
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,6 +72,7 @@ for folder in (BENCH, REPO):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+import noop  # noqa: E402
 from noop import Build, Report, build, udo_command  # noqa: E402
 
 from tests.store.nginx import Nginx, nginx_binary  # noqa: E402
@@ -110,10 +111,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="connections of the curl download (default 8: at least as many as "
                         "udo-build opens)")
     p.add_argument("--keep", metavar="DIR", help="work in DIR (kept) instead of a temp folder")
+    p.add_argument("--python", metavar="PATH",
+                   help="measure the udo-build installed beside this interpreter (a venv with "
+                        "the wheel: what users get); PYTHONPATH is then not passed on")
     p.add_argument("--smoke", action="store_true",
                    help="the CI size: one SoC at level 2, one round, no throttled run, no time "
                         "targets")
     args = p.parse_args(argv)
+    noop.use_python(args.python)
     args.timing = not args.smoke
     if args.smoke:
         args.socs, args.levels, args.repeats, args.rate = 1, "2", 1, ""
@@ -201,6 +206,8 @@ def bench_env() -> dict[str, str]:
     env.pop("UDO_BUILD_STORE", None)
     env.pop("UDO_BUILD_REMOTE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure as installed: with bytecode caches
+    if noop.PYTHON != sys.executable:  # another environment's udo-build: its own install
+        env.pop("PYTHONPATH", None)
     return env
 
 

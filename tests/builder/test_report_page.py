@@ -142,3 +142,13 @@ def test_a_decode_run_gets_its_sqnr_per_step(softplus: BuildReport) -> None:
     assert "<tr><td>7</td><td>exact</td><td>45.0</td><td>39.3</td></tr>" in section
     assert "worst step: 39.3 dB (step 7); drift 0.70 dB (y" in section  # 40.0 - 39.3
     assert "SQNR per decode step" not in render(softplus, [run])  # a plain run: none
+
+
+def test_the_page_escapes_as_html_escape_does() -> None:
+    import html
+
+    from udo_build.builder.report_chart import escape
+
+    for text in ("", "plain", "<a href=\"x\">'&amp;'</a>", "&&<<>>\"\"''", "é ✓ \x00 \n",
+                 "".join(map(chr, range(0, 300)))):
+        assert escape(text) == html.escape(text)

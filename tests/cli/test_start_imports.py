@@ -1,17 +1,24 @@
 """What every command pays before it does anything: the modules a replayed no-op imports stay
-light (no dataclasses, hence no inspect, ast, dis, tokenize), and the hand-written Problem
-behaves as the frozen dataclass it was."""
+light (no dataclasses, hence no inspect, ast, dis, tokenize), a no-op build of a real recipe
+through the console script's entry point (STYLE.md item 8), replayed or in full, imports none
+of the heavy modules, and the hand-written Problem behaves as the frozen dataclass it was."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
+import os
 import pickle
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from udo_build.builder import uptodate
 from udo_build.errors import Diagnostics, Problem, UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,6 +31,84 @@ def test_the_no_op_path_imports_neither_dataclasses_nor_inspect() -> None:
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=REPO, env={"PYTHONPATH": str(REPO)}, check=True)
     assert got.stdout.strip() == "[]", got.stderr
+
+
+# What a no-op build never needs: the model and op-config readers, numpy, the schema checker
+# and its problem reporter (difflib), the YAML parser (an unchanged recipe is read from the
+# store's memo), a terminal's renderer, the remote tiers' clients, zstd (what a no-op reads is
+# stored raw), the html package (the page escapes by itself), tracebacks (no action failed),
+# and the emulator (its compiler, sessions, kernels, rewrite engine).
+HEAVY = ("onnx", "lxml", "numpy", "ml_dtypes", "jsonschema", "difflib", "yaml", "jinja2", "rich",
+         "urllib3", "grpc", "obstore", "cryptography", "zstandard", "html", "traceback",
+         "udo_build.schema_problems", "udo_build.compiler",
+         "udo_build.runtime.float_session", "udo_build.runtime.integer", "udo_build.kernels",
+         "udo_build.rewrite", "udo_build.ir.bundle", "udo_build.opdef.xml")
+# the entry point of the `udo-build` console script (pyproject.toml), the modules it ended with
+# written to a file at exit (whatever the build printed)
+ENTRY = ("import atexit, json, sys\n"
+         "listed = sys.argv[1]\n"
+         "atexit.register(lambda: json.dump(sorted(sys.modules), open(listed, 'w')))\n"
+         "sys.argv = ['udo-build', *sys.argv[2:]]\n"
+         "from udo_build.cli import run\n"
+         "run()\n")
+
+
+def _heavy(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def _no_op(project: Path, tag: str, *flags: str) -> list[str]:
+    """The modules a `udo-build recipes/softplus.yaml` process imported (it must be a no-op);
+    `flags` for the interpreter."""
+    listed = project / f"modules-{tag}.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UDO_BUILD_")}
+    env["PYTHONPATH"] = str(REPO)
+    got = subprocess.run([sys.executable, *flags, "-c", ENTRY, str(listed), "recipes/softplus.yaml",
+                          "--store", "store", "--json"], capture_output=True, text=True,
+                         cwd=project, env=env, check=False)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["executed"] == 0
+    return json.loads(listed.read_text())
+
+
+def test_a_no_op_build_of_a_real_recipe_imports_nothing_heavy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from udo_build.cli import main
+
+    for folder in ("recipes", "examples/softplus"):
+        shutil.copytree(REPO / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / ".udo-build-root").write_text("")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    assert main(["recipes/softplus.yaml", "--store", "store", "--json"], stdout=out,
+                stderr=io.StringIO(), env={}) == 0  # the cold build, in this process
+    assert json.loads(out.getvalue())["executed"] > 0
+    time.sleep(2.1)  # past the racy window (store/filecache.py): what the build wrote is
+    _no_op(tmp_path, "first")  # trusted now, and this first no-op verifies and records it
+    shutil.rmtree(tmp_path / "store" / uptodate.FOLDER)  # the record: the next runs in full
+    full = _no_op(tmp_path, "full")
+    assert "udo_build.recipe.load" in full  # it loaded the recipe, planned and looked up
+    replayed = _no_op(tmp_path, "replayed")
+    assert "udo_build.recipe.load" not in replayed  # told from its record (uptodate.py)
+    assert (_heavy(full), _heavy(replayed)) == ([], [])
+    # without site (whose .pth files here import shutil through tempfile): what udo-build
+    # itself imports; argparse's formatters would import shutil (see cli/common.py)
+    assert "shutil" not in _no_op(tmp_path, "replayed-without-site", "-S")
+
+
+@pytest.mark.parametrize("columns", [None, "", "0", "-3", "x", "37", "200"])
+def test_the_help_s_width_is_shutil_s_terminal_width(
+        columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from udo_build.cli.common import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
 
 
 def test_a_problem_is_immutable_compared_hashed_and_pickled_by_its_fields() -> None:

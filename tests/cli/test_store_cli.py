@@ -61,7 +61,7 @@ def test_store_needs_a_subcommand() -> None:
 def test_stats_plain_and_json(pop: Populated) -> None:
     code, out, err = cli("store", "stats", *store_args(pop))
     assert (code, err) == (0, "")
-    assert "  blobs                 5 (3 compressed): " in out
+    assert "  blobs                 5 (2 compressed): " in out
     assert "  action-cache entries  3: convert 1, opdef 1, package 1\n" in out
     assert "recipes (1)" in out and "demo  /src/demo.yaml  1 min ago   1" in out
     for argv in (("store", "stats", "--json"), ("store", "--json", "stats")):

@@ -305,3 +305,47 @@ def test_a_bad_decode_section_is_named_by_the_schema(project: Path, old: str, ne
                                                       field: str) -> None:
     found = problems(write(project, DECODE_RUN.replace(old, new), "net.onnx", "prompt.txt"))
     assert len(found) == 1 and f": {field}: " in found[0], found
+
+
+def test_a_checked_recipe_is_read_from_the_memo_and_a_tampered_memo_is_a_miss(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    import json
+
+    from udo_build.recipe import load as loading
+
+    checked = project / "store" / "checked"
+    path = write(project, BASE + "prepare:\n  matrix:\n    soc: [sm8550]\n", "net.onnx")
+    first = load_recipe(path, checked=checked)
+    (memo,) = checked.iterdir()
+    kept = memo.read_bytes()
+    head, _, body = kept.partition(b"\n")
+    assert head.decode() == hashlib.sha256(body).hexdigest()  # the sum of its body
+    doc = json.loads(body)
+    parses: list[str] = []
+    real = loading.load_yaml
+
+    def counted(text: str, file: str) -> object:
+        parses.append(file)
+        return real(text, file)
+
+    def summed(value: object) -> bytes:
+        text = json.dumps(value).encode()
+        return hashlib.sha256(text).hexdigest().encode() + b"\n" + text
+
+    monkeypatch.setattr(loading, "load_yaml", counted)
+    assert load_recipe(path, checked=checked) == first and parses == []  # the memo
+    other = dict(doc, data=dict(doc["data"], prepare={"matrix": {"soc": ["sm8650"]}}))
+    tampered = [
+        head + b"\n" + json.dumps(other).encode(),  # edited, its sum left as it was
+        kept[:-10],  # truncated
+        summed(dict(other, digest="0" * 64)),  # another file's memo, copied here
+        summed({key: value for key, value in doc.items() if key != "digest"}),
+        summed(dict(doc, positions={"values": [[["name"], "x"]], "keys": 3})),
+        summed([]), b"{}", b"", b"\xff\n{}",
+    ]
+    for bad in tampered:
+        memo.write_bytes(bad)
+        assert load_recipe(path, checked=checked) == first  # parsed and checked again
+        assert parses == [str(path)] and memo.read_bytes() == kept  # and remembered
+        parses.clear()

@@ -71,6 +71,9 @@ class Produced:
 
 @dataclass(frozen=True)
 class ActionKind:
+    """A registered action kind: its name, implementation version, the parameters that enter its
+    key, and the function that runs it."""
+
     name: str
     version: int
     params: tuple[str, ...]

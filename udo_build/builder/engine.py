@@ -56,6 +56,8 @@ SAME_KEY = "the same key as"  # the reason of an action whose key another of the
 
 @dataclass
 class ActionState:
+    """An action as the engine tracks it through a build: status, key, input digests, result."""
+
     action: PlannedAction
     status: str = "pending"  # pending | running | waiting | built | cached | failed | skipped
     key: str | None = None
@@ -91,6 +93,9 @@ STEP_POLL = 0.1  # seconds between looks at the workers' progress while actions 
 
 @dataclass
 class Options:
+    """How the engine runs a plan (jobs, keep-going, dry run, the remote tier, executor,
+    downloads)."""
+
     jobs: int = 0  # 0: the number of cores
     keep_going: bool = False
     dry_run: bool = False

@@ -17,7 +17,6 @@ reaches the store; nothing in it is read from the submitting machine's paths.
 from __future__ import annotations
 
 import time
-import traceback
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -138,6 +137,8 @@ def _execute(store: Store, spec: ActionSpec,
             if during_interrupt(exc):  # an error a Ctrl-C caused on its way out (a file
                 raise KeyboardInterrupt from exc  # closed under a write) is the interrupt
             if environment_problem(exc) is None:  # not the machine's fault: see execute
+                import traceback  # here: a build whose actions succeed does not import it
+
                 exc = InternalActionError(spec.kind, f"{type(exc).__name__}: {exc}",
                                           traceback.format_exc())
             raise Failed(exc, time.perf_counter() - started) from None
@@ -174,7 +175,8 @@ def _store_output(store: Store, value: bytes | Path | Tree | FileOfParts) -> Out
     if isinstance(value, FileOfParts):  # a tree manifest that says how its parts make a file
         from ..store.parts import layout_of
 
-        ref = store.cas.put(layout_of(value.segments, value.size, store.cas).manifest())
+        ref = store.cas.put(layout_of(value.segments, value.size, store.cas).manifest(),
+                            compress=False)  # raw, as Cas.put_tree keeps a manifest
         return Output(ref.digest, ref.size, "tree")
     if isinstance(value, Path):
         ref = store.cas.put_file(value)

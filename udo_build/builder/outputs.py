@@ -56,6 +56,8 @@ WRITERS = 4
 
 @dataclass
 class Sync:
+    """What an output-folder update did: files written, removed, unchanged, damaged."""
+
     written: int = 0
     removed: int = 0
     unchanged: int = 0

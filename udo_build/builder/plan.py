@@ -42,7 +42,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..opdef.params import OpdefParams
@@ -50,8 +50,10 @@ from ..package.params import PackageParams
 from ..quant.settings import QuantizeSettings
 from ..recipe import Outputs, Recipe, RecordTarget
 from ..recipe.model import NativeCheckSpec, OutputRequests, RunSpec
-from ..runtime.decode import DecodeSettings
 from ..source import format_path
+
+if TYPE_CHECKING:
+    from ..runtime.decode import DecodeSettings
 
 BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
 SENSITIVITY_GROUPS = 8  # mixed precision: the per-unit sensitivities in this many actions
@@ -80,6 +82,8 @@ Input = Source | Dep
 
 @dataclass
 class PlannedAction:
+    """One action of a plan: its id, kind, parameters, inputs, label and what it publishes."""
+
     id: str
     kind: str
     params: dict[str, Any]
@@ -97,6 +101,8 @@ class PlannedAction:
 
 @dataclass
 class Plan:
+    """A recipe's actions, in dependency order."""
+
     recipe: Recipe
     actions: dict[str, PlannedAction] = field(default_factory=dict)  # in dependency order
 

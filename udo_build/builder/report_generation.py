@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
+
+from .report_chart import escape
 
 # as udo_build.runtime.generate.Speed.describe writes them, after the chain's name
 SPEED = re.compile(r"\b(record|float) prefill (\S+) tok/s, decode (\S+) tok/s")

@@ -8,9 +8,10 @@ alone at its low width, every other at its high width (the highest)."""
 from __future__ import annotations
 
 import json
-from html import escape
 from pathlib import Path
 from typing import Any
+
+from .report_chart import escape
 
 MIXED = "quant/mixed.json"  # in the output folder, published by the mixed-search step
 

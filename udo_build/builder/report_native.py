@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from html import escape
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from .report_chart import escape
 
 COMPARISON = "native/check.json"  # in the output folder, published by the native-check step
 

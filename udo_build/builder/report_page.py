@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from .report_chart import LayerRow, decode_section, layer_rows, layer_section
+from .report_chart import LayerRow, decode_section, escape, layer_rows, layer_section
 from .report_generation import generation_sections
 from .report_mixed import mixed_section, read_mixed
 from .report_native import NativeFigures, native_section, read_native

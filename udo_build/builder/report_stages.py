@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 
-from .report_chart import LayerRow
+from .report_chart import LayerRow, escape
 
 LAYERS = "quant/layers.json"
 
 
 @dataclass(frozen=True)
 class Stage:
+    """One quantization stage of a report: its step, whether CLE ran before it, per-layer SQNR."""
+
     step: str  # quantize, adaround, bias_correction
     equalized: bool  # CLE ran before it
     sqnr_db: tuple[float | None, ...]  # per layer, None: exact

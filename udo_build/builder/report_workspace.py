@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from html import escape
 from pathlib import Path
 from typing import Protocol
 
+from .report_chart import escape
 from .report_mixed import read_mixed
 from .report_native import read_native
 from .report_page import (

@@ -269,7 +269,7 @@ def record(store: Store, request: Request, recipe: Recipe, out: Path,
         files = [*trust.plain(_project_files(recipe), follow=True), *_markers(recipe),
                  *trust.plain(_code_files(), follow=True, present=True),
                  *trust.sources(states)]
-        entries = trust.plain(sorted({store.ac.path_of(s.key or "") for s in states.values()}),
+        entries = trust.plain(sorted({store.ac.file_of(s.key or "") for s in states.values()}),
                               follow=False, present=True)
         kept = [*entries, *trust.blobs(states),
                 *trust.plain([_history(store, recipe)], False, present=True)]
@@ -295,8 +295,9 @@ class Trust:
     def __init__(self, store: Store, before_ns: int) -> None:
         self.store = store
         self.before_ns = before_ns
+        self._resolved_paths: dict[str, str] = {}
 
-    def plain(self, paths: Iterable[Path], follow: bool, *, present: bool = False
+    def plain(self, paths: Iterable[Path | str], follow: bool, *, present: bool = False
               ) -> list[list[Any]]:
         """Files (or folders) unchanged since before the build; `present`: they must exist."""
         rows = []
@@ -323,21 +324,33 @@ class Trust:
         from .plan import Source
 
         rows: dict[str, list[Any]] = {}
+        checked: set[tuple[str, str, str]] = set()  # (path, kind, digest): each verified once
         for state in states.values():
             digests = {planned: state.inputs[keyed] for keyed, planned in state.names.items()}
             for planned, source in state.action.inputs.items():
                 if not isinstance(source, Source):
                     continue
                 path, used = str(source.path), digests.get(planned)
-                row = self._verified(path, str(Path(path).resolve()), source.digest, used, True) \
+                if used is not None and (path, source.digest, used) in checked:
+                    continue  # another action keyed this file as this one did
+                row = self._verified(path, self._resolved(path), source.digest, used, True) \
                     if used is not None else self._used(path, source.digest, state)
+                if used is not None:
+                    checked.add((path, source.digest, used))
                 rows.setdefault(path, row)
         return list(rows.values())
+
+    def _resolved(self, path: str) -> str:
+        """The stat cache's key of a source file (its resolved path), resolved once."""
+        found = self._resolved_paths.get(path)
+        if found is None:
+            found = self._resolved_paths[path] = str(Path(path).resolve())
+        return found
 
     def _used(self, path: str, kind: str, state: ActionState) -> list[Any]:
         for digest in set(state.inputs.values()):
             try:
-                return self._verified(path, str(Path(path).resolve()), kind, digest, True)
+                return self._verified(path, self._resolved(path), kind, digest, True)
             except _Untrusted:
                 continue
         raise _Untrusted(path)
@@ -431,7 +444,7 @@ def _above(recipe: Recipe) -> list[Path]:
     return found
 
 
-def _code_files() -> list[Path]:
+def _code_files() -> list[str]:
     """The files of the code that ran: every module outside Python's own library, the plugin
     files, and the data files beside udo-build's modules (the SoC table, the schemas)."""
     import sysconfig
@@ -456,4 +469,4 @@ def _code_files() -> list[Path]:
         with os.scandir(folder) as found:
             files.update(e.path for e in found if e.is_file()
                          and not e.name.endswith((".py", ".pyc")))
-    return [Path(p) for p in sorted(files)]
+    return sorted(files)

@@ -29,6 +29,7 @@ from ..errors import (
     during_interrupt,
     environment_problem,
 )
+from .common import HelpFormatter, RawFormatter
 from .reporter import Reporter, choose_mode
 
 # subcommand -> module (under udo_build.cli) with `add_arguments(parser)` and `run(args, rep)`
@@ -65,7 +66,7 @@ def _common(top: bool) -> argparse.ArgumentParser:
     """--json and --debug, accepted before and after the command. After it they do not reset
     what was given before it (their default there is SUPPRESS)."""
     default: object = False if top else argparse.SUPPRESS
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     common.add_argument("--json", action="store_true", default=default,
                         help="print one machine-readable JSON object on stdout")
     common.add_argument("--debug", action="store_true", default=default,
@@ -84,7 +85,7 @@ def build_parser(commands: Sequence[str] | None = None, *,
         prog="udo-build", parents=[_common(top=True)],
         description="Declarative, incremental builds of neural networks with custom ops (UDOs) "
                     "for HTP NPUs.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG, formatter_class=RawFormatter,
     )
     parser.add_argument("--version", action="version", version=f"udo-build {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -92,7 +93,8 @@ def build_parser(commands: Sequence[str] | None = None, *,
     for name, (module, summary) in COMMANDS.items():
         if not listed and commands is not None and name not in commands:
             continue
-        cmd = sub.add_parser(name, parents=[common], help=summary, description=summary)
+        cmd = sub.add_parser(name, parents=[common], help=summary, description=summary,
+                             formatter_class=HelpFormatter)
         cmd.set_defaults(module=module)
     _add_arguments(parser, COMMANDS if commands is None else commands, common)
     return parser

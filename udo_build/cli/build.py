@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UserError, display_path
 from .common import (
+    RawFormatter,
     add_remote_arguments,
     add_store_arguments,
     add_strict_argument,
@@ -58,7 +59,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = RawFormatter
     parser.description, parser.epilog = DESCRIPTION, EPILOG
     parser.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML), or a workspace "
                         "file; more may follow (every word ending .yaml or .yml, or naming a "

@@ -8,6 +8,8 @@ so the commands never import each other.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,42 @@ from ..errors import UserError
 
 if TYPE_CHECKING:
     from ..builder.settings import RemoteRequest, RemoteSummary
+
+
+class _TerminalWidth:
+    """An argparse formatter that takes the terminal's width as shutil.get_terminal_size()
+    gives it, without importing shutil: argparse makes a formatter for every argument it adds
+    (to check its metavar), and shutil brings bz2, lzma and zlib along (milliseconds that a
+    replayed no-op build would pay for help it never prints)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None, **kwargs: Any) -> None:
+        width = terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width,  # type: ignore
+                         **kwargs)
+
+
+class HelpFormatter(_TerminalWidth, argparse.HelpFormatter):
+    """argparse.HelpFormatter, its width found without shutil (see _TerminalWidth)."""
+
+
+class RawFormatter(_TerminalWidth, argparse.RawDescriptionHelpFormatter):
+    """argparse.RawDescriptionHelpFormatter, its width found without shutil."""
+
+
+def terminal_columns() -> int:
+    """The terminal's columns as shutil.get_terminal_size() says: $COLUMNS, else the size of
+    the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 # the spellings the vendor tools use for the same option, accepted as aliases (long and short, as

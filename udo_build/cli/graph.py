@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import add_store_arguments
+from .common import RawFormatter, add_store_arguments
 from .reporter import Reporter
 
 FORMATS = ("dot", "json")
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = RawFormatter
     parser.description = (
         "Print the action graph of one or more recipes (or a workspace file's): each action's\n"
         "kind, key and status (cached, would run and why, shared: the recipes are one graph,\n"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError, display_path
-from .common import add_store_arguments, spelled
+from .common import RawFormatter, add_store_arguments, spelled
 from .reporter import Reporter
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _option(parser: argparse.ArgumentParser | Any, name: str, *vendor: str,
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = RawFormatter
     parser.description = (
         "Quantize a float bundle (from 'udo-build convert', or a recipe's model/<name>.udb)\n"
         "over a calibration input list, through the same action and store as a recipe's\n"

@@ -12,11 +12,9 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostics, Problem, UserError, raise_if_any
-from ..runtime.decode import DecodeSettings
-from ..runtime.generate import GenerateSettings
 from ..soc.table import Soc, builtin_socs, soc_table
 from ..source import (
     MAX_YAML_BYTES,
@@ -46,6 +44,10 @@ from .model import (
     parse_bytes,
 )
 
+if TYPE_CHECKING:
+    from ..runtime.decode import DecodeSettings
+    from ..runtime.generate import GenerateSettings
+
 RECIPE_VERSIONS = (1,)
 SCHEMA_PATH = Path(__file__).with_name("recipe-1.schema.json")
 
@@ -55,9 +57,9 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
     """Load and check a recipe; raise one UserError listing every problem found.
 
     `checked` is a folder remembering recipes that passed the JSON Schema, by the digest of their
-    bytes: an unchanged recipe is then read from there (no YAML parsing, no schema validation,
-    neither yaml nor jsonschema imported). The checks that depend on other files (SoCs, paths,
-    sections) run every time.
+    bytes, the schema and udo-build's version: an unchanged recipe is then read from there (no
+    YAML parsing, neither yaml nor jsonschema imported; see _recall for when it is not).
+    The checks that depend on other files (SoCs, paths, sections) run every time.
     """
     diag = diag if diag is not None else Diagnostics()
     path = Path(path)
@@ -77,19 +79,37 @@ def load_recipe(path: str | Path, diag: Diagnostics | None = None, *,
     return recipe
 
 
+MEMO_FORMAT = b"summed"  # the memo's layout (see _remember): a new one files under new names
+
+
 def _schema_digest(raw: bytes, schema_path: Path = SCHEMA_PATH) -> str:
+    """The name of a file's memo: its bytes, the schema's, udo-build's version and the memo's
+    format (two versions of udo-build on one store keep a memo each, not one they rewrite)."""
     from .. import __version__
     from ..canonical import sha256_hex
 
     schema = schema_path.read_bytes()
-    return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + raw)
+    return sha256_hex(sha256_hex(schema).encode() + __version__.encode() + b"\0" + MEMO_FORMAT
+                      + b"\0" + raw)
 
 
 def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
+    """The (data, positions) a memo holds, when its body is whole (its first line is the
+    sha256 of the rest) and is the memo of these very bytes (it names the digest its file is
+    named by). A memo garbled, truncated, edited or copied from another file's is a miss: the
+    file is parsed and checked again, never taken unchecked. (A writer of the store who forges
+    the sum as well is trusted as its action-cache entries are: the store is the build's.)"""
+    from ..canonical import sha256_hex
+
     try:
-        doc = json.loads(memo.read_bytes())
+        head, _, body = memo.read_bytes().partition(b"\n")
+        if head.decode("ascii") != sha256_hex(body):
+            return None
+        doc = json.loads(body)
+        if doc["digest"] != memo.stem:
+            return None
         found = doc["data"], Positions.from_json(file, doc["positions"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     with contextlib.suppress(OSError):  # a read-only store: the memo serves, unmarked
         os.utime(memo)  # last use, for gc
@@ -97,14 +117,19 @@ def _recall(memo: Path, file: str) -> tuple[Any, Positions] | None:
 
 
 def _remember(memo: Path, data: Any, positions: Positions) -> None:
+    """Keep a checked file's data in `memo`: the sha256 of its body, a newline, the body (the
+    digest the memo is filed under, the data, the positions)."""
     from ..atomic import write_atomic
+    from ..canonical import sha256_hex
 
     try:
-        text = json.dumps({"data": data, "positions": positions.to_json()}, allow_nan=False)
+        body = json.dumps({"digest": memo.stem, "data": data,
+                           "positions": positions.to_json()}, allow_nan=False).encode()
     except (TypeError, ValueError):  # a value JSON cannot hold: just parse it next time
         return
     with contextlib.suppress(OSError):  # a memo only: a full or read-only store goes without
-        write_atomic(memo, text.encode(), readonly=False, durable=False)
+        write_atomic(memo, sha256_hex(body).encode() + b"\n" + body, readonly=False,
+                     durable=False)
 
 
 def _check_version(data: Any, positions: Positions) -> None:
@@ -143,17 +168,20 @@ def _validator() -> Any:
 def _check_schema(data: dict[str, Any], positions: Positions) -> None:
     """Every problem the JSON Schema finds; a recipe that certainly passes it (nearly every
     one: see quick_schema) is not handed to jsonschema, which is then not even imported."""
-    from ..schema_problems import schema_problems
     from .quick_schema import passes
 
     if passes(_schema(), data):
         return
+    from ..schema_problems import schema_problems  # only for a recipe with problems
+
     problems, _ = schema_problems(_validator().iter_errors(data), positions)
     raise_if_any(problems)
 
 
 @dataclass
 class _Builder:
+    """Builds a Recipe from checked data, collecting every problem found."""
+
     path: Path
     data: dict[str, Any]
     positions: Positions
@@ -515,6 +543,8 @@ def _decode(section: dict[str, Any] | None) -> DecodeSettings | None:
     """A run's decode settings (their names are checked against the model at the run)."""
     if section is None:
         return None
+    from ..runtime.decode import DecodeSettings  # only a recipe that decodes needs it
+
     return DecodeSettings(section["steps"], tuple(section["feed"].items()),
                           section.get("position"), section.get("mask"),
                           tuple((section.get("next_input") or {}).items()))
@@ -522,7 +552,11 @@ def _decode(section: dict[str, Any] | None) -> DecodeSettings | None:
 
 def _generate(section: dict[str, Any] | None) -> GenerateSettings | None:
     """A run's generate settings (its cache names are checked against the model at the run)."""
-    return None if section is None else GenerateSettings.from_params(section)
+    if section is None:
+        return None
+    from ..runtime.generate import GenerateSettings  # only a recipe that generates needs it
+
+    return GenerateSettings.from_params(section)
 
 
 def _precision_fields(data: dict[str, Any]) -> list[tuple[FieldPath, Any]]:

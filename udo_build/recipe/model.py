@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..runtime.decode import DecodeSettings
-from ..runtime.generate import GenerateSettings
 from ..runtime.metrics import RunCheck
 from ..runtime.records import RunSettings
 from ..soc.table import Soc
 from ..soc.target import CompileTarget
 from ..source import FieldPath, Positions
+
+if TYPE_CHECKING:  # a run's decode and generate settings: imported by the recipes that have them
+    from ..runtime.decode import DecodeSettings
+    from ..runtime.generate import GenerateSettings
 
 DEFAULT_BACKENDS = ("CPU", "HTP")
 DEFAULT_LEVEL = 2
@@ -181,6 +183,8 @@ class OutputRequests:
 
 @dataclass(frozen=True)
 class OpSource:
+    """One op config of the package, with its kernels file and the runtimes its ops may use."""
+
     config: Path
     kernels: Path | None = None
     runtimes: tuple[str, ...] | None = None  # the runtimes its ops may use (None: any)
@@ -199,6 +203,8 @@ class NativeCheckSpec:
 
 @dataclass(frozen=True)
 class PackageSpec:
+    """The recipe's `package:` section."""
+
     name: str | None  # None: take the op config's package name
     domain: str | None
     version: str | None
@@ -211,6 +217,8 @@ class PackageSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """The recipe's `model:` section."""
+
     onnx: Path
     # op type or node name -> the runtimes it may use (udo_build.compiler.partition)
     runtimes: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -230,6 +238,8 @@ class TargetSpec:
 
 @dataclass(frozen=True)
 class QuantizeSpec:
+    """The recipe's `quantize:` section."""
+
     input_list: Path | None  # None: calibrated over token sequences (`sequences`)
     act_bitwidth: int = 8
     weights_bitwidth: int = 8
@@ -250,6 +260,8 @@ class QuantizeSpec:
 
 @dataclass(frozen=True)
 class RunSpec:
+    """One entry of the recipe's `run:` list."""
+
     name: str
     soc: Soc
     input_list: Path | None  # None: a generate run (it reads `prompt`)
@@ -275,6 +287,8 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Recipe:
+    """A loaded, checked recipe, every path resolved."""
+
     path: Path
     root: Path  # the project folder that every path of the recipe stays inside
     name: str

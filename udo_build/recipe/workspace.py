@@ -35,6 +35,8 @@ PATTERN = re.compile(r"[*?\[]")  # an entry with these is a shell pattern
 
 @dataclass(frozen=True)
 class Workspace:
+    """A loaded workspace file: its name and recipes."""
+
     path: Path  # the workspace file
     name: str  # its `name:`, else the file's stem
     recipes: tuple[Path, ...]  # in the order listed (a pattern's matches sorted)
@@ -173,11 +175,12 @@ def _validator() -> Any:
 
 
 def _check_schema(data: dict[str, Any], positions: Positions) -> None:
-    from ..schema_problems import schema_problems
     from .quick_schema import passes
 
     if passes(_schema(), data):  # nearly always (see quick_schema): no jsonschema
         return
+    from ..schema_problems import schema_problems  # only for a file with problems
+
     problems, _ = schema_problems(_validator().iter_errors(data), positions)
     raise_if_any(problems)
 

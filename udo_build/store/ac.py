@@ -122,9 +122,14 @@ class ActionCache:
         self.files = files  # the stat cache that checks output blobs (None: presence only)
 
     def path_of(self, key: str) -> Path:
+        return Path(self.file_of(key))
+
+    def file_of(self, key: str) -> str:
+        """The entry's path as a string (path_of without making a Path: a build reads the
+        entry of every action, a no-op record names them all)."""
         if not _valid_digest(key):
             raise ValueError(f"not an action key: {key!r}")
-        return self.dir / key[:2] / f"{key}.json"
+        return os.path.join(self.dir, key[:2], f"{key}.json")
 
     def get(self, key: str, *, touch: bool = True) -> ActionResult | None:
         """The cached result for `key`, if it is well-formed and all its outputs are stored
@@ -142,7 +147,7 @@ class ActionCache:
         return result
 
     def _read(self, key: str) -> tuple[ActionResult | None, float]:
-        path = self.path_of(key)
+        path = self.file_of(key)
         try:
             with open(path, "rb") as fh:
                 mtime = os.fstat(fh.fileno()).st_mtime

@@ -183,13 +183,15 @@ class Cas:
         return BlobRef(digest, size)
 
     def put_tree(self, folder: Path) -> BlobRef:
-        """Store every file below `folder` and a manifest naming them; returns the manifest."""
+        """Store every file below `folder` and a manifest naming them; returns the manifest.
+        The manifest is kept raw: every build that finds the action cached reads it (to check
+        the files it names), and a raw one is read without importing zstandard."""
         entries = []
         for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
             ref = self.put_file(path)
             entries.append({"path": path.relative_to(folder).as_posix(), "digest": ref.digest,
                             "size": ref.size, "executable": os.access(path, os.X_OK)})
-        return self.put(tree_manifest(entries))
+        return self.put(tree_manifest(entries), compress=False)
 
     # -- reading ----------------------------------------------------------------------------------
 

@@ -40,6 +40,8 @@ _ZEROS = bytes(CHUNK)
 
 @dataclass(frozen=True)
 class Part:
+    """A stored blob placed at an offset of a file made of parts."""
+
     offset: int
     digest: str
     size: int

@@ -71,6 +71,8 @@ THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
 
 @dataclass(frozen=True)
 class Blob:
+    """A blob to download: its digest, size when known, and whether it is stored raw."""
+
     digest: str
     size: int | None  # None: not known before it is read
     raw: bool = False  # stored uncompressed (see `download`)
@@ -285,11 +287,12 @@ class Remote:
     def fetch_outputs(self, outputs: Iterable[Output], *, raw: bool = False) -> bool:
         """Download every blob of the outputs the local store lacks; False when one is missing,
         corrupt or could not be downloaded (those downloaded are stored: they are verified).
-        With `raw`, the blobs (a tree's files too) are stored uncompressed."""
+        With `raw`, the blobs (a tree's files too) are stored uncompressed; a tree's manifest
+        always is (as Cas.put_tree keeps it: a build that finds its action cached reads it)."""
         outputs = list(outputs)
         blobs = [Blob(o.digest, o.size, raw) for o in outputs if o.type == "blob"]
         trees = [o for o in outputs if o.type == "tree"]
-        if not self._download([*blobs, *(Blob(t.digest, t.size) for t in trees)]):
+        if not self._download([*blobs, *(Blob(t.digest, t.size, True) for t in trees)]):
             return False
         for tree in trees:
             entries = self.cas.tree_entries(tree.digest)

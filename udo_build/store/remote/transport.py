@@ -68,6 +68,8 @@ class Buffer:
 
 @dataclass(frozen=True)
 class RemoteOptions:
+    """Timeouts, retries and limits of a remote cache's transport."""
+
     connect_timeout: float = 2.0
     read_timeout: float = 5.0
     retries: int = 2

@@ -49,6 +49,8 @@ REJECTIONS = (UNSIGNED, UNTRUSTED, BAD_SIGNATURE, MALFORMED, WRONG_KEY, CORRUPT_
 
 @dataclass(frozen=True)
 class PublicKey:
+    """A named Ed25519 public key that verifies signed entries."""
+
     name: str
     raw: bytes  # 32 bytes
 
@@ -69,6 +71,8 @@ class PublicKey:
 
 @dataclass(frozen=True)
 class SigningKey:
+    """A named Ed25519 private key (its 32-byte seed) that signs entries."""
+
     name: str
     seed: bytes  # 32 bytes
 
@@ -148,6 +152,8 @@ def sign_entry(result: ActionResult, key: SigningKey, public: PublicKey | None =
 
 @dataclass(frozen=True)
 class Verdict:
+    """What verifying a remote entry found: the result, or why it was rejected."""
+
     result: ActionResult | None
     rejected: str | None = None  # one of REJECTIONS
     detail: str = ""
