@@ -199,3 +199,22 @@ def test_the_store_removed_while_a_build_runs(tmp_path: Path) -> None:
                     stderr=io.StringIO(), env={}) == 0
         assert tree(project.out) == good
         shutil.rmtree(project.store)
+
+
+def _broken(args: object, rep: object) -> int:
+    raise RuntimeError("a bug")
+
+
+def test_a_bug_says_where_it_was_raised_without_debug(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exit 3, the error, and the file, line and function that raised it: a bug seen once (an
+    interrupted build in a test run) cannot be rerun with --debug for its traceback."""
+    from udo_build.cli import info
+
+    monkeypatch.setattr(info, "run", _broken)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["info", str(tmp_path / "m.udb")], stdout=out, stderr=err) == 3
+    line = _broken.__code__.co_firstlineno + 1
+    assert err.getvalue().splitlines()[:2] == [
+        "udo-build failed: internal error: RuntimeError: a bug",
+        f"  raised at {__file__}:{line} in _broken"]

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import IO
@@ -218,8 +219,11 @@ def unencodable_path(exc: BaseException) -> Problem | None:
 
 
 def _internal(exc: Exception, debug: bool, err: IO[str]) -> int:
-    """A bug of udo-build: say so, and how to report it."""
+    """A bug of udo-build: say so, where it was raised, and how to report it."""
     print(f"udo-build failed: internal error: {type(exc).__name__}: {exc}", file=err)
+    where = raised_at(exc)
+    if where:  # one line always: a bug seen once cannot be rerun with --debug
+        print(f"  raised at {where}", file=err)
     if debug:
         import traceback  # only here: it costs a no-op build milliseconds to import
 
@@ -228,6 +232,21 @@ def _internal(exc: Exception, debug: bool, err: IO[str]) -> int:
         print("this is a bug of udo-build, not of your input; rerun with --debug for the "
               "traceback and report it", file=err)
     return EXIT_INTERNAL
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where `exc` was raised: "path:line in function" of its traceback's innermost frame
+    (the path from the folder above udo_build's package when it is udo-build's own); "" when
+    it has no traceback."""
+    tb = exc.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    path = code.co_filename.replace(os.sep, "/")
+    top = path.rfind("/udo_build/")
+    return f"{path[top + 1:] if top >= 0 else path}:{tb.tb_lineno} in {code.co_name}"
 
 
 def _interrupted(err: IO[str]) -> int:
