@@ -28,12 +28,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..soc.target import FLOAT_REFERENCE, CompileTarget
-from .decode import DecodeSettings
-from .generate import GenerateSettings
 from .metrics import RunCheck
 
 if TYPE_CHECKING:  # the compatibility rules load when a record is chosen, not when a recipe
-    from ..soc.compat import Device, Prepared  # is planned (a no-op build)
+    from ..soc.compat import Device, Prepared  # is planned (a no-op build); the decode and
+    from .decode import DecodeSettings  # generate settings when a run has them
+    from .generate import GenerateSettings
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,10 @@ class RunSettings:
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RunSettings:
         decode, generate = params.get("decode"), params.get("generate")
+        if decode is not None:
+            from .decode import DecodeSettings
+        if generate is not None:
+            from .generate import GenerateSettings
         return cls(params.get("name"), params.get("soc"), CompileTarget.from_params(params),
                    params.get("mode", "permissive"), RunCheck.from_params(params.get("check")),
                    None if decode is None else DecodeSettings.from_params(decode),
