@@ -92,3 +92,26 @@ def test_requantization_by_blocks_equals_the_reference(proven: bool) -> None:
         expected = _reference64(acc, requant)
         assert np.array_equal(requant.apply(acc), expected)
         assert np.array_equal(requant.apply(acc.astype(np.float64), owned=True), expected)
+
+
+def test_quantizing_values_saturates_infinities_and_puts_nan_at_the_zero_point() -> None:
+    # QuantizeLinear's codes, element by element in Python: ties (k + 1/2 of the scale) to
+    # even, the encoding's ends for +-inf and beyond, the zero point for NaN; per channel too
+    scale, offset = 0.25, -100.0
+    values = np.array([np.nan, np.inf, -np.inf, 0.125, 0.375, -0.125, 1e9, -1e9, 3.3, -24.9,
+                       -25.1], np.float32)
+    enc = Encoding(8, scale, offset)
+
+    def code(v: float, s: float, o: float) -> int:
+        if np.isnan(v):
+            return -int(o)
+        if np.isinf(v):
+            return 255 if v > 0 else 0
+        return int(min(max(round(float(v) / s) - o, 0), 255))
+
+    assert fixed.quantize(values, enc).tolist() == [code(v, scale, offset) for v in values]
+    encs = [Encoding(8, 0.5, -3), Encoding(8, 0.01, -250)]
+    grid = np.stack([values, values[::-1]])
+    got = fixed.quantize_along(grid, encs, 0)
+    assert got.dtype == np.uint8 and got.tolist() == [
+        [code(v, e.scale, e.offset) for v in row] for row, e in zip(grid, encs, strict=True)]

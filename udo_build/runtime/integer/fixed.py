@@ -122,11 +122,17 @@ def _codes(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding) 
 
 def _codes_of(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding
               ) -> np.ndarray:
-    x = np.asarray(x, np.float64)
+    """rint(x / scale) - offset in float64, in one buffer (x / scale makes it; each later
+    pass runs in place), NaN replaced, clamped, cast."""
     with np.errstate(invalid="ignore", over="ignore"):  # inf / scale is inf: clamped below
-        q = np.rint(x / scale) - offset
-    q = np.where(np.isnan(x), -offset, q)
-    return np.asarray(np.clip(q, enc.qmin, enc.qmax)).astype(qtype(enc))
+        q = np.divide(x, scale, dtype=np.float64)
+        np.rint(q, out=q)
+        np.subtract(q, offset, out=q)
+    nan = np.isnan(q)  # NaN exactly where x is NaN (scale is finite and positive)
+    if nan.any():
+        np.copyto(q, np.broadcast_to(-np.asarray(offset, np.float64), q.shape), where=nan)
+    np.clip(q, enc.qmin, enc.qmax, out=q)
+    return q.astype(qtype(enc))
 
 
 def by_rows(compute: Callable[..., np.ndarray], dtype: Any, x: np.ndarray,
