@@ -386,7 +386,7 @@ class Requant:
         integers, see the module docstring), then rounded into the output (or rounded, then
         shifted into it)."""
         zp = self.zero_point
-        np.clip(t, self.lo - zp, self.hi - zp, out=t)
+        t.clip(float(self.lo - zp), float(self.hi - zp), out=t)  # typed bounds: no range check
         out = np.empty(t.shape, self.dtype) if out is None else out
         if zp:
             np.rint(t, out=t)
@@ -401,7 +401,7 @@ class Requant:
         zp = self.zero_point
         q = np.empty(t.shape, np.int16)
         np.rint(t, out=q, casting="unsafe")
-        np.clip(q, self.lo - zp, self.hi - zp, out=q)
+        q.clip(np.int16(self.lo - zp), np.int16(self.hi - zp), out=q)  # typed: no range check
         if zp:
             np.add(q, zp, out=out, casting="unsafe")  # in [lo, hi]: exact
         else:
