@@ -110,6 +110,8 @@ def test_quantizing_values_saturates_infinities_and_puts_nan_at_the_zero_point()
         return int(min(max(round(float(v) / s) - o, 0), 255))
 
     assert fixed.quantize(values, enc).tolist() == [code(v, scale, offset) for v in values]
+    for v in values:  # a scalar (0-d) too
+        assert fixed.quantize(np.float32(v), enc).tolist() == code(v, scale, offset)
     encs = [Encoding(8, 0.5, -3), Encoding(8, 0.01, -250)]
     grid = np.stack([values, values[::-1]])
     got = fixed.quantize_along(grid, encs, 0)

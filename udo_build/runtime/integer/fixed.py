@@ -125,7 +125,7 @@ def _codes_of(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encodin
     """rint(x / scale) - offset in float64, in one buffer (x / scale makes it; each later
     pass runs in place), NaN replaced, clamped, cast."""
     with np.errstate(invalid="ignore", over="ignore"):  # inf / scale is inf: clamped below
-        q = np.divide(x, scale, dtype=np.float64)
+        q = np.asarray(np.divide(x, scale, dtype=np.float64))  # a 0-d array for a scalar
         np.rint(q, out=q)
         np.subtract(q, offset, out=q)
     nan = np.isnan(q)  # NaN exactly where x is NaN (scale is finite and positive)
