@@ -325,7 +325,7 @@ def _int8_steps(session: Any, feed: dict[str, np.ndarray]) -> dict[tuple[int, st
     for i, step in enumerate(plan.steps):
         kind = _kind(step, [env[n] if n else None for n in step.inputs])
         start = time.thread_time()
-        session._run_step(step, env)
+        session._run_step(step, env, step.frees)
         times[(i, kind.replace("FusedConv", "Conv"))] = time.thread_time() - start
     return times
 

@@ -17,7 +17,8 @@ Every other op, and every custom op, runs its float kernel between dequantize an
 (`plan.py`); a node an integer kernel runs needs no float kernel.
 
 Modules: registry (the INTEGER op package, binders), fixed (requantization), intmath (exact
-int64 rounding, division, square roots), exact (exact BLAS products), conv, gemm, eltwise,
+int64 rounding, division, square roots), exact (exact BLAS products), taps (a convolution by
+one exact GEMM per kernel tap, from its padded input), conv, gemm, eltwise,
 pool, movement, lut (tables), transformer (Softmax, the normalizations): the kernel
 families; plan, session.
 """

@@ -3,7 +3,9 @@ int32 bias, exact accumulation, fixed-point requantization (an absorbed Relu/Cli
 
 The float convolution's im2col (`udo_build.kernels.default.conv.im2col`) on the centered input
 (x - zero point, converted to the BLAS type of the packed weights in the same pass), then one
-exact product per K chunk (`exact.product`), batched over groups as in the float kernel.
+exact product per K chunk (`exact.product`), batched over groups as in the float kernel; a
+stride-1 2-d convolution of 64 channels or more with wide enough rows takes one GEMM per tap from
+its padded input instead (`taps.py`, the float kernel's wide rows: no im2col copy).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from ...ir.encodings import Encoding
 from ...kernels.default._common import spatial, window_pads
 from ...kernels.default.conv import im2col
+from . import taps
 from .exact import F32_LIMIT, Packed, biased_product, pack, product
 from .fixed import Requant, centered, reach, zero_point
 from .registry import (
@@ -48,6 +51,9 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_po
         packed = pack(w.reshape(group, m // group, -1), span)
     strides_, dilations_ = spatial(strides, rank, 1), spatial(dilations, rank, 1)
     begin, _, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_)
+    if taps.fits(packed, b, x.shape, kernel, strides_, dilations_, begin, outs, group):
+        y = taps.tap_product(x, x_zero_point, packed, b, kernel, dilations_, begin, outs)
+        return requant.apply(y, None, owned=True)  # the bias is in the product (exact)
     cols = _columns(x, x_zero_point, packed.dtype, kernel, strides_, dilations_, begin, outs)
     cols = cols.reshape(n, group, -1, math.prod(outs))
     single = n == 1 and group == 1
@@ -124,7 +130,7 @@ def weighted(ctx: Context, x: Encoding, w: np.ndarray, encs: Sequence[Encoding],
         if (packed.dtype == np.float32 and len(packed.bounds) == 1
                 and packed.partial_bound + largest < F32_LIMIT):
             replace[2] = replace[2].astype(np.float32)  # added to the product in float32
-    requant = Requant.make(s_acc / ctx.out.scale, bound, ctx.out, ctx.output.clamp)
+    requant = Requant.make(s_acc / ctx.out.scale, bound, ctx.out, ctx.output.clamp, proven=True)
     if requant is None:
         return None
     return {"packed": packed, "requant": requant.reshaped(-1, *(1,) * rank)}, replace

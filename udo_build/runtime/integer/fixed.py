@@ -16,6 +16,17 @@ convolutions of ResNet-50 get 26 to 31 bits; additions and pools 31.) `lo`/`hi` 
 encoding's [qmin, qmax], narrowed by an absorbed Relu (to the zero point) or Clip (to its
 quantized bounds).
 
+The passes (numpy's, over every output: this is most of what the integer path adds to the
+float path's GEMMs): the accumulator to float64 (a plain cast, then an in-place product by the
+multiplier: a mixed-type product is 2-3x slower), the clamp, then the rounding straight into
+the output type. Clamping before rounding gives the same integers: for integer L <= H,
+rint(clip(t, L, H)) = clip(rint(t), L, H), since rint is monotone and keeps integers. When the
+caller proves a bound on the accumulator (`Requant.make(..., proven=True)`: a convolution's, from
+its weights and its input's range) and bound x M0 / 2^shift < NARROW_LIMIT, the rounding goes
+into int16 (exact: every rounded value fits) and the clamp runs on those two-byte integers.
+A large accumulator goes by blocks of BLOCK elements through one float64 buffer, so that its
+temporaries stay in the cache (each element is computed alone: the same integers).
+
 Wide accumulators: when that bound leaves M0 fewer than FLOAT_BITS bits (products of two 16-bit
 activations, a normalization's fixed-point values times its scale), the requantization is
 `wide`: M0 has the full 31 bits and acc x M0 / 2^shift is rounded in int64 without forming the
@@ -31,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -42,6 +54,8 @@ MAX_BITS = 31
 MIN_BITS = 16
 FLOAT_BITS = 24  # below this width of M0, the requantization is wide (exact int64)
 WIDE_LIMIT = 2 ** 62  # the largest |acc| (and |acc| x multiplier) a wide requantization takes
+NARROW_LIMIT = 2 ** 15 - 1  # a bound on |acc x M0 / 2^shift| below this: rounded into int16
+BLOCK = 1 << 16  # elements requantized at a time (float64 temporaries of 512 KiB)
 
 
 def qtype(enc: Encoding) -> np.dtype:
@@ -108,11 +122,17 @@ def _codes(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding) 
 
 def _codes_of(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, enc: Encoding
               ) -> np.ndarray:
-    x = np.asarray(x, np.float64)
+    """rint(x / scale) - offset in float64, in one buffer (x / scale makes it; each later
+    pass runs in place), NaN replaced, clamped, cast."""
     with np.errstate(invalid="ignore", over="ignore"):  # inf / scale is inf: clamped below
-        q = np.rint(x / scale) - offset
-    q = np.where(np.isnan(x), -offset, q)
-    return np.asarray(np.clip(q, enc.qmin, enc.qmax)).astype(qtype(enc))
+        q = np.asarray(np.divide(x, scale, dtype=np.float64))  # a 0-d array for a scalar
+        np.rint(q, out=q)
+        np.subtract(q, offset, out=q)
+    nan = np.isnan(q)  # NaN exactly where x is NaN (scale is finite and positive)
+    if nan.any():
+        np.copyto(q, np.broadcast_to(-np.asarray(offset, np.float64), q.shape), where=nan)
+    np.clip(q, enc.qmin, enc.qmax, out=q)
+    return q.astype(qtype(enc))
 
 
 def by_rows(compute: Callable[..., np.ndarray], dtype: Any, x: np.ndarray,
@@ -252,13 +272,16 @@ class Requant:
     dtype: np.dtype
     bits: int
     wide: bool = False  # int64 arithmetic (see the module docstring)
+    bound: float = math.inf  # a proven bound on |acc + offset| of every `apply` (inf: none)
 
     @staticmethod
     def make(real: np.ndarray | float, acc_bound: float, out: Encoding,
              clamp: tuple[float | None, float | None] = (None, None),
-             common: bool = False) -> Requant | None:
+             common: bool = False, proven: bool = False) -> Requant | None:
         """The requantization of accumulators bounded by `acc_bound` (None: too wide even
-        for int64, or a wide one with a common shift, which only float sums take)."""
+        for int64, or a wide one with a common shift, which only float sums take). `proven`:
+        every accumulator `apply` will take (plus its offset) is within acc_bound, which then
+        lets a small enough result round into int16 (`narrow`)."""
         bits = multiplier_bits(acc_bound)
         wide = bits is None or bits < FLOAT_BITS
         if wide:
@@ -269,20 +292,31 @@ class Requant:
         assert bits is not None
         m0, shift = fixed_point(real, bits, common)
         lo, hi = clamp_bounds(out, clamp)
-        return Requant(m0, shift, zero_point(out), lo, hi, qtype(out), bits, wide)
+        return Requant(m0, shift, zero_point(out), lo, hi, qtype(out), bits, wide,
+                       float(acc_bound) if proven else math.inf)
 
-    @property
+    @cached_property
     def factor(self) -> np.ndarray:
         """M0 / 2^shift as float64 (exact)."""
         return np.ldexp(self.m0.astype(np.float64), -self.shift)
 
+    @cached_property
+    def narrow(self) -> bool:
+        """Whether every result before rounding is below NARROW_LIMIT in magnitude, the
+        clamped range fits int16 and the output is 8-bit: `apply` then rounds into int16.
+        |acc + offset| <= bound (the caller's proof) and factor <= max(factor) give
+        |t| <= bound x max(factor) < NARROW_LIMIT = 2^15 - 1, so |rint(t)| <= 2^15 - 1."""
+        lo, hi = self.lo - self.zero_point, self.hi - self.zero_point
+        return (not self.wide and self.dtype.itemsize == 1 and -2 ** 15 <= lo <= hi < 2 ** 15
+                and self.bound * float(np.max(self.factor, initial=0.0)) < NARROW_LIMIT)
+
     def reshaped(self, *shape: int) -> Requant:
         """The multipliers reshaped to broadcast against the accumulator."""
         return Requant(self.m0.reshape(shape), self.shift.reshape(shape), self.zero_point,
-                       self.lo, self.hi, self.dtype, self.bits, self.wide)
+                       self.lo, self.hi, self.dtype, self.bits, self.wide, self.bound)
 
     def with_real(self, real: np.ndarray | float) -> Requant:
-        """The same output, another multiplier (of the same width)."""
+        """The same output, another multiplier (of the same width; no bound kept)."""
         m0, shift = fixed_point(real, self.bits)
         return Requant(m0, shift, self.zero_point, self.lo, self.hi, self.dtype, self.bits,
                        self.wide)
@@ -292,21 +326,49 @@ class Requant:
         """requantize(acc + offset): acc holds exact integers (any numeric type; `owned`: a
         float64 buffer of the caller's that may be overwritten), offset broadcasts against it
         (a bias per channel, or -zero_point for a plain rescale). A wide requantization runs
-        in int64 (`_apply_wide`), any other in float64: one pass forms the exact product."""
+        in int64 (`_apply_wide`), any other in float64: one product forms the exact value,
+        BLOCK elements at a time where the accumulator allows (`_by_blocks`)."""
         if self.wide:
             return self._apply_wide(acc, offset)
         acc = np.asarray(acc)
-        factor = self.factor
         if offset is not None:
             into = owned and acc.dtype == np.float64 and np.broadcast_shapes(
                 acc.shape, np.shape(offset)) == acc.shape
             acc = np.add(acc, offset, dtype=np.float64,  # integers below 2^53: exact
                          out=acc if into else None)
             owned = True
+        factor = self.factor
         shape = np.broadcast_shapes(acc.shape, factor.shape)
-        t = acc if owned and acc.dtype == np.float64 and acc.shape == shape else np.empty(shape)
-        np.multiply(acc, factor, out=t)  # |acc + offset| x M0 < 2^53, times 2^-shift: exact
-        return self.round(t)
+        axis = _block_axis(acc.shape, factor.shape) if acc.shape == shape else None
+        if axis is not None and acc.size > BLOCK:
+            return self._by_blocks(acc, factor.reshape((1,) * (acc.ndim - factor.ndim)
+                                                       + factor.shape), axis)
+        if owned and acc.dtype == np.float64 and acc.shape == shape:
+            t = acc
+        else:  # a cast, then the product in place: faster than one mixed-type product
+            t = np.empty(shape)
+            np.copyto(t, acc)
+        np.multiply(t, factor, out=t)  # |acc + offset| x M0 < 2^53, times 2^-shift: exact
+        return self._rounded(t, np.empty(shape, self.dtype))
+
+    def _by_blocks(self, acc: np.ndarray, factor: np.ndarray, axis: int) -> np.ndarray:
+        """`apply` by slices of `axis` (every axis before it of size 1) of about BLOCK
+        elements, through one float64 buffer that stays in the cache: each element is
+        computed alone, so the same integers as one pass."""
+        rows, lead = acc.shape[axis], (0,) * axis
+        step = max(1, BLOCK // max(1, acc.size // rows))
+        out = np.empty(acc.shape, self.dtype)
+        buffer = np.empty((min(step, rows), *acc.shape[axis + 1:]))
+        for r0 in range(0, rows, step):
+            part = (*lead, slice(r0, r0 + step))
+            t = buffer[:min(step, rows - r0)]
+            np.copyto(t, acc[part])
+            np.multiply(t, factor[part] if factor.shape[axis] > 1 else factor[lead], out=t)
+            self._rounded(t, out[part])
+        return out
+
+    def _rounded(self, t: np.ndarray, out: np.ndarray) -> np.ndarray:
+        return self._round_narrow(t, out) if self.narrow else self.round(t, out)
 
     def _apply_wide(self, acc: np.ndarray, offset: np.ndarray | float | None) -> np.ndarray:
         t = np.asarray(acc).astype(np.int64)
@@ -318,14 +380,46 @@ class Requant:
             q += self.zero_point
         return q.astype(self.dtype)
 
-    def round(self, t: np.ndarray) -> np.ndarray:
+    def round(self, t: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """t (float64, exact; overwritten) rounded half to even, shifted by the zero point,
-        clamped, in the output type: the clamp writes the output (no float64 pass after)."""
-        np.rint(t, out=t)
-        if self.zero_point:
-            t += self.zero_point  # integers: exact
-        return np.clip(t, self.lo, self.hi, out=np.empty(t.shape, self.dtype),
-                       casting="unsafe")
+        clamped, in the output type (into `out` when given): clamped first (the same
+        integers, see the module docstring), then rounded into the output (or rounded, then
+        shifted into it)."""
+        zp = self.zero_point
+        t.clip(float(self.lo - zp), float(self.hi - zp), out=t)  # typed bounds: no range check
+        out = np.empty(t.shape, self.dtype) if out is None else out
+        if zp:
+            np.rint(t, out=t)
+            np.add(t, zp, out=out, casting="unsafe")  # integers in [lo, hi]: exact
+        else:
+            np.rint(t, out=out, casting="unsafe")  # integers in [lo, hi]: exact
+        return out
+
+    def _round_narrow(self, t: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """`round` for |t| < NARROW_LIMIT (`narrow`): rounded into int16 (exact), clamped
+        there, then shifted by the zero point into `out`."""
+        zp = self.zero_point
+        q = np.empty(t.shape, np.int16)
+        np.rint(t, out=q, casting="unsafe")
+        q.clip(np.int16(self.lo - zp), np.int16(self.hi - zp), out=q)  # typed: no range check
+        if zp:
+            np.add(q, zp, out=out, casting="unsafe")  # in [lo, hi]: exact
+        else:
+            np.copyto(out, q, casting="unsafe")
+        return out
+
+
+def _block_axis(shape: tuple[int, ...], factor: tuple[int, ...]) -> int | None:
+    """The axis `Requant.apply` goes along by blocks: the last one the multipliers vary along
+    (the first for one multiplier), when every axis before it has size 1; else None."""
+    if len(factor) > len(shape):
+        return None
+    aligned = (1,) * (len(shape) - len(factor)) + factor
+    varying = [i for i, n in enumerate(aligned) if n != 1]
+    axis = varying[-1] if varying else 0
+    if not shape or any(n != 1 for n in shape[:axis]):
+        return None
+    return axis
 
 
 def clamp_bounds(out: Encoding, clamp: tuple[float | None, float | None]) -> tuple[int, int]:
