@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from udo_build.errors import UserError
 from udo_build.ir import Graph, Model, Node, TensorInfo
-from udo_build.ir.bundle import ALIGN, MAGIC, Bundle, read_bundle
+from udo_build.ir.bundle import ALIGN, MAGIC, OWN_PART, Bundle, bundle_segments, read_bundle
+from udo_build.ir.part_sources import FilePart
 
 
 def small_model(scale: float = 1.0) -> Model:
@@ -113,3 +115,20 @@ def test_further_parts_are_verified_when_read() -> None:
     with pytest.raises(UserError) as info:
         back.parts["records/a"]
     assert "part records/a of the bundle is corrupt" in info.value.problem.message
+
+
+@pytest.mark.parametrize("size", [100, OWN_PART + 5])
+def test_a_part_kept_in_a_file_gives_the_segments_of_its_bytes(tmp_path: Path,
+                                                                 size: int) -> None:
+    """A part in a file (the quantize step's encodings) lays the bundle out as its bytes
+    would: a small one among the small parts, a large one a segment of its own, so that the
+    stored file of parts (and every key downstream) is the same."""
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    (tmp_path / "e.json").write_bytes(data)
+    as_bytes = Bundle(small_model(), None, {}, {"encodings.json": data, "records/a": b"\1"})
+    as_file = Bundle(small_model(), None, {}, {"encodings.json": FilePart(tmp_path / "e.json"),
+                                               "records/a": b"\1"})
+    want, want_size = bundle_segments(as_bytes)
+    got, got_size = bundle_segments(as_file)
+    assert got_size == want_size and list(got) == list(want)
+    assert len(want) == (1 if size < OWN_PART else 3)  # the head, the part, records/a

@@ -249,8 +249,11 @@ def _entries(bundle: Bundle) -> list[Entry]:
         entries.append(({"name": "opdefs.json"}, canonical_json(bundle.opdefs)))
     for name, data in sorted(bundle.parts.items()):
         _check_part_name(name)
-        entries.append(({"name": name}, _streamed_part(data) if isinstance(data, FilePart)
-                        else bytes(data)))
+        if isinstance(data, FilePart):  # a large one a segment of its own, as its bytes were
+            entries.append(({"name": name}, _streamed_part(data) if data.size >= OWN_PART
+                            else data.read()))
+            continue
+        entries.append(({"name": name}, bytes(data)))
     return entries
 
 
