@@ -133,3 +133,29 @@ def test_block_settings_that_cannot_work_are_refused_naming_the_field(
     out, err = io.StringIO(), io.StringIO()
     code = main(["validate", str(tmp_path / "r.yaml")], stdout=out, stderr=err)
     assert code == 2 and field in out.getvalue() + err.getvalue()
+
+
+def test_the_standalone_quantize_takes_block_settings_and_gives_the_recipes_bytes(
+        tmp_path: Path) -> None:
+    """`udo-build quantize --weights-block-size 32 --lpbq` is the recipe's quantize action: the
+    same key, so the same quantized bundle and encodings (written writable, the bundle streamed
+    from its parts); --lpbq without blocks is refused at its field, nothing written."""
+    code, text = _build(_project(tmp_path), tmp_path)
+    assert code == 0, text
+    model = tmp_path / "out" / "model"
+    base = ["quantize", str(model / "net.udb"), "--input-list", str(tmp_path / "calib.txt"),
+            "--act-bitwidth", "16", "--weights-bitwidth", "4", "--report-inputs", "1",
+            "--store", str(tmp_path / "store"), "--json"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*base, "--lpbq", "--out", str(tmp_path / "bad.udb")], stdout=out,
+                stderr=err) == 2
+    assert "--lpbq: --lpbq needs blocks" in err.getvalue() and not list(tmp_path.glob("*.udb"))
+    out, err = io.StringIO(), io.StringIO()
+    code = main([*base, "--weights-block-size", "32", "--lpbq", "--out",
+                 str(tmp_path / "q.udb")], stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    assert json.loads(out.getvalue())["status"] == "cached"  # the recipe's action, its key
+    assert (tmp_path / "q.udb").read_bytes() == (model / "net_quantized.udb").read_bytes()
+    assert (tmp_path / "q.encodings.json").read_bytes() == \
+        (model / "net_quantized.encodings.json").read_bytes()
+    assert (tmp_path / "q.udb").stat().st_mode & 0o200  # the user's file: writable

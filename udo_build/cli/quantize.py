@@ -1,7 +1,9 @@
 """`udo-build quantize BUNDLE --input-list LIST [--quantizer tf|enhanced|symmetric]
 [--act-bitwidth 8|16] [--weights-bitwidth 4|8|16] [--bias-bitwidth 8|32] [--per-channel]
-[--override-encodings FILE] [--float-fallback] [--kernels FILE ...] [--out Q.udb]`: quantize a
-float bundle without a recipe, the vendor's standalone step (snpe-dlc-quantize, qairt-quantizer).
+[--weights-block-size N [--lpbq]] [--override-encodings FILE] [--float-fallback]
+[--kernels FILE ...] [--out Q.udb]`: quantize a float bundle without a recipe, the vendor's
+standalone step (snpe-dlc-quantize, qairt-quantizer). The quantized bundle is written from its
+parts in the store a piece at a time (an LLM's is gigabytes), each file whole or not at all.
 
 It runs the same `quantize` action as a recipe's `quantize:` section, through the store
 (udo_build.builder.kinds.quantize): for the same float bundle, list, files, kernels and settings
@@ -92,6 +94,12 @@ def _settings_arguments(parser: argparse.ArgumentParser) -> None:
             choices=(8, 32), default=32, help="bias bits (default 32)")
     _option(group, "--per-channel", "--use_per_channel_quantization", "--axis_quant",
             action="store_true", help="one weight scale per output channel")
+    _option(group, "--weights-block-size", metavar="N", type=int, default=0,
+            help="weights per block of N values along their input axis (an LLM's 4-bit "
+                 "weights: 32, 64, ...; default 0: per channel or per tensor)")
+    _option(group, "--lpbq", action="store_true",
+            help="the blocks' scales as LPBQ: a float per channel times a small integer per "
+                 "block (needs --weights-block-size)")
     _option(group, "--override-encodings", "--quantization_overrides", metavar="FILE",
             help="AIMET encodings that override the calibrated ones (a recipe's "
                  "override_encodings)")
@@ -118,17 +126,20 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     if args.report_inputs < 0:
         raise UserError(f"--report-inputs {args.report_inputs} is negative",
                         field="--report-inputs", hint="0 (none) or more inputs")
+    if args.weights_block_size < 0 or (args.lpbq and not args.weights_block_size):
+        raise UserError("--lpbq needs blocks" if args.lpbq and args.weights_block_size == 0
+                        else f"--weights-block-size {args.weights_block_size} is negative",
+                        field="--lpbq" if args.weights_block_size == 0 else
+                        "--weights-block-size", hint="--weights-block-size N (N > 0, a divisor "
+                                                     "of the weights' input axis)")
     settings = QuantizeSettings(args.act_bitwidth, args.weights_bitwidth, args.bias_bitwidth,
                                 args.per_channel, args.quantizer, args.float_fallback,
-                                args.report_inputs)
+                                args.report_inputs, args.weights_block_size, args.lpbq)
     _check_float(bundle)
     plan = quantize_plan(bundle, Path(args.input_list), settings,
                          Path(args.override_encodings) if args.override_encodings else None,
                          [Path(k) for k in args.kernels])
-    status, description, outputs, unknown = _run(plan, args.store, rep)
-    if unknown:
-        _unknown_overrides(unknown, args, rep)
-    _write(out, outputs["bundle"], encodings, outputs["encodings"])
+    status, description = _run(plan, args, rep, out, encodings)
     if rep.mode == "json":
         rep.emit({"ok": True, "bundle": display_path(out), "encodings": display_path(encodings),
                   "status": status, "description": description,
@@ -212,42 +223,49 @@ def _unknown_overrides(names: tuple[str, ...], args: argparse.Namespace, rep: Re
                         hint=hint))
 
 
-def _run(plan: Plan, store_dir: str | None,
-         rep: Reporter) -> tuple[str, str, dict[str, bytes], tuple[str, ...]]:
-    """(built | cached, the action's description, its outputs' bytes, the override encodings'
-    names the model lacks)."""
+def _run(plan: Plan, args: argparse.Namespace, rep: Reporter, out: Path,
+         encodings: Path) -> tuple[str, str]:
+    """Run the plan, say (or refuse, under --strict) the override encodings naming tensors the
+    model lacks, then write its outputs: (built | cached, the action's description)."""
     from ..builder.engine import Options
     from ..builder.kinds.quantize import override_unknown
     from ..builder.session import opened_store, run_plan
 
-    with opened_store(store_dir) as store, store.build_lock():
+    with opened_store(args.store) as store, store.build_lock():
         state = run_plan(store, plan, Options(jobs=1), rep)["quantize"]
         if state.error is not None:
             raise state.error  # a UserError (exit 2), StepFailed (1), or a bug (3)
         result = state.result
         assert result is not None
-        outputs = {}
-        for name in ("bundle", "encodings"):
-            data = _output_bytes(store, result.outputs[name])
-            if data is None:
-                raise UserError("the quantized bundle is missing from the store",
-                                hint="run 'udo-build store verify --repair' and quantize again")
-            outputs[name] = data
-        return state.status, result.description, outputs, override_unknown(store, state)
+        unknown = override_unknown(store, state)
+        if unknown:
+            _unknown_overrides(unknown, args, rep)  # before anything is written
+        _write(store, result.outputs["bundle"], out, result.outputs["encodings"], encodings)
+        return state.status, result.description
 
 
-def _output_bytes(store: Any, output: Any) -> bytes | None:
-    """An output's bytes: a blob, or a file of parts read part by part."""
-    from ..store.parts import MissingPart, PartsReader, parse_layout
+def _write(store: Any, bundle: Any, out: Path, encodings: Any, path: Path) -> None:
+    """The quantized bundle (a file of parts, streamed to its file: an LLM's is gigabytes) and
+    its encodings, each written whole or not at all; the encodings read first, so that a
+    missing one leaves neither."""
+    from ..atomic import write_atomic
+    from ..store.parts import parse_layout, write_file
 
-    data = store.cas.get(output.digest)
-    layout = None if data is None or output.type != "tree" else parse_layout(data)
+    data = store.cas.get(encodings.digest)
+    manifest = store.cas.get(bundle.digest)
+    layout = None if manifest is None or bundle.type != "tree" else parse_layout(manifest)
+    if data is None or manifest is None or (layout is None and bundle.type == "tree"):
+        _lost()
     if layout is None:
-        return data
-    try:
-        return PartsReader(store.cas, layout).read(0, layout.size)
-    except MissingPart:  # missing or corrupt (then quarantined)
-        return None
+        write_atomic(out, manifest, readonly=False)  # type: ignore[arg-type]
+    elif not write_file(store.cas, layout, out, readonly=False):
+        _lost()
+    write_atomic(path, data, readonly=False)  # type: ignore[arg-type]
+
+
+def _lost() -> None:
+    raise UserError("the quantized bundle is missing from the store",
+                    hint="run 'udo-build store verify --repair' and quantize again")
 
 
 def _check_out(bundle: Path, out: Path) -> None:
@@ -260,8 +278,3 @@ def _check_out(bundle: Path, out: Path) -> None:
                                             f"{bundle.stem}_quantized{BUNDLE_SUFFIX}")
 
 
-def _write(out: Path, bundle: bytes, encodings: Path, data: bytes) -> None:
-    from ..atomic import write_atomic
-
-    write_atomic(out, bundle, readonly=False)
-    write_atomic(encodings, data, readonly=False)

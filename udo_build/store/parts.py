@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import AtomicFile
+from ..atomic import READ_ONLY, AtomicFile
 from ..canonical import canonical_json
 from .cas import TREE_SCHEMA, TREE_VERSION, _valid_digest, parse_tree
 
@@ -178,12 +178,15 @@ def read_blob(cas: Cas, digest: str, size: int, *, verify: bool = True) -> Itera
         raise MissingPart(digest)
 
 
-def write_file(cas: Cas, layout: FileLayout, dest: Path, *, dir_fd: int | None = None) -> bool:
-    """Materialize the file at `dest` atomically, read-only; False (nothing written) when a
-    part is missing or corrupt, or the whole does not match its digest. With `dir_fd`, `dest`
-    is named by its last part in that open folder (see `atomic.Confined`)."""
+def write_file(cas: Cas, layout: FileLayout, dest: Path, *, dir_fd: int | None = None,
+               readonly: bool = True) -> bool:
+    """Materialize the file at `dest` atomically, read-only (or writable: `readonly=False`);
+    False (nothing written) when a part is missing or corrupt, or the whole does not match its
+    digest. With `dir_fd`, `dest` is named by its last part in that open folder (see
+    `atomic.Confined`)."""
     digest = hashlib.sha256()
-    with AtomicFile(dest, durable=False, dir_fd=dir_fd) as out:
+    mode = READ_ONLY if readonly else None
+    with AtomicFile(dest, mode=mode, durable=False, dir_fd=dir_fd) as out:
         try:
             for chunk in _stream(cas, layout.parts, layout.size):
                 digest.update(chunk)
