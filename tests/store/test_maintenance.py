@@ -471,3 +471,30 @@ def test_parse_size(text: str, size: int) -> None:
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="examples: 500M, 2G"):
         parse_size(text)
+
+
+def test_an_action_lock_whose_folder_is_removed_meanwhile_makes_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store removed while a build runs (tests/cli/test_exit_codes.py) took the locks
+    folder away between making it and opening the lock: a bug's exit 3 where the store heals
+    what it lost."""
+    import shutil
+
+    import filelock
+
+    from udo_build.store.locks import action_lock
+
+    real = filelock.FileLock.acquire
+    calls: list[int] = []
+
+    def acquire(self: filelock.FileLock, *args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:  # removed between filelock's own folder check and its open
+            shutil.rmtree(tmp_path / "locks")
+            raise FileNotFoundError(2, "No such file or directory", self.lock_file)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(filelock.FileLock, "acquire", acquire)
+    with action_lock(tmp_path, "k" * 64):
+        assert (tmp_path / "locks" / f"{'k' * 64}.lock").exists()
+    assert len(calls) == 2

@@ -33,9 +33,19 @@ def action_lock(root: Path, key: str) -> Iterator[None]:
     from filelock import FileLock
 
     folder = root / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(folder / f"{key}.lock")):
+    lock = FileLock(str(folder / f"{key}.lock"))
+    for attempt in range(3):
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire()
+            break
+        except FileNotFoundError:  # the folder removed meanwhile (the whole store, while a
+            if attempt == 2:  # build runs): made again, as the store heals what it lost
+                raise
+    try:
         yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager
