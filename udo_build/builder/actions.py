@@ -57,6 +57,15 @@ class FileOfParts:
     segments: tuple[tuple[int, Any], ...]  # (offset, bytes | store.parts.Part)
     size: int
 
+    @classmethod
+    def of_bundle(cls, bundle: Any) -> FileOfParts:
+        """A bundle (udo_build.ir.bundle) as a file of parts: each large weight a blob of its
+        own, read when stored, so that the bundle is never whole in memory."""
+        from ..ir.bundle import bundle_segments
+
+        segments, size = bundle_segments(bundle)
+        return cls(segments, size)  # type: ignore[arg-type]
+
 
 @dataclass
 class Produced:

@@ -252,12 +252,12 @@ def _write(store: Any, bundle: Any, out: Path, encodings: Any, path: Path) -> No
     from ..store.parts import parse_layout, write_file
 
     data = store.cas.get(encodings.digest)
-    manifest = store.cas.get(bundle.digest)
-    layout = None if manifest is None or bundle.type != "tree" else parse_layout(manifest)
-    if data is None or manifest is None or (layout is None and bundle.type == "tree"):
+    stored = store.cas.get(bundle.digest)  # the bundle's layout (a tree), or its bytes
+    layout = parse_layout(stored) if stored is not None and bundle.type == "tree" else None
+    if data is None or stored is None or (layout is None and bundle.type == "tree"):
         _lost()
     if layout is None:
-        write_atomic(out, manifest, readonly=False)  # type: ignore[arg-type]
+        write_atomic(out, stored, readonly=False)  # type: ignore[arg-type]
     elif not write_file(store.cas, layout, out, readonly=False):
         _lost()
     write_atomic(path, data, readonly=False)  # type: ignore[arg-type]

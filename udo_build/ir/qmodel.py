@@ -43,14 +43,18 @@ class QuantizedModel:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def encodings_json(self) -> bytes:
-        return dumps({k: [v] for k, v in self.activations.items()}, self.params)
+        return dumps(*self._encodings())
 
     def write_encodings(self, path: Path) -> FilePart:
         """The encodings written to a file (the bytes of `encodings_json`, never whole in
         memory: an LLM's are over a hundred MB), as a bundle part."""
         with open(path, "wb") as out:
-            dump({k: [v] for k, v in self.activations.items()}, self.params, out)
+            dump(*self._encodings(), out)
         return FilePart(path)
+
+    def _encodings(self) -> tuple[dict[str, list[Encoding]], dict[str, list[Encoding]]]:
+        """(activations, params) as the encodings formats hold them: lists per tensor."""
+        return {k: [v] for k, v in self.activations.items()}, self.params
 
     def absorbed(self) -> dict[str, str]:
         """Float tensors whose reader's encoding they take: {tensor: activation's output}."""

@@ -403,7 +403,7 @@ def _serve(job: Job[Any, Any] | None, payload: bytes | None, conn: Any) -> None:
     from ..kernels.blas import blas_threads  # numpy
 
     spawned = job is None
-    if job is None:  # spawned: the job comes pickled (importing its modules), starts below
+    if spawned:  # the job comes pickled (importing its modules), and starts below
         job = pickle.loads(payload or b"")
     threading.Thread(target=read, name="udo-build-pool-inbox", daemon=True).start()
     with blas_threads(1):

@@ -29,7 +29,7 @@ CONVERTER = "udo-build convert 1"
 def convert(ctx: ActionContext) -> Produced:
     import json
 
-    from ...ir.bundle import Bundle, bundle_segments
+    from ...ir.bundle import Bundle
     from ...model.onnx_import import import_onnx, load_onnx
     from ...opdef.model import OpPackageDef
 
@@ -41,10 +41,9 @@ def convert(ctx: ActionContext) -> Produced:
     place_external_data(ctx, model_file.parent)
     model = import_onnx(load_onnx(model_file), file=str(source), opdefs=opdefs)
     bundle = Bundle(model, opdefs.to_json() if opdefs else None, {"producer": CONVERTER})
-    segments, size = bundle_segments(bundle)
     graph = model.graph
     udos = sorted({n.op for n in graph.nodes if n.package != "default"})
-    return Produced({"bundle": FileOfParts(segments, size)}, description=(  # type: ignore[arg-type]
+    return Produced({"bundle": FileOfParts.of_bundle(bundle)}, description=(
         f"convert {graph.name}: {len(graph.nodes)} layers"
         + (f", custom ops {', '.join(udos)}" if udos else "")))
 
@@ -64,8 +63,7 @@ def bundle_file(ctx: ActionContext) -> Produced:
     """A bundle file given on the command line (`udo-build quantize BUNDLE`) stored as convert
     stores its bundle: the same parts, so the same digest, so a step reading it has the key a
     recipe's step reading convert's output has (and shares its cached result)."""
-    from ...ir.bundle import bundle_segments, load_bundle
+    from ...ir.bundle import load_bundle
 
-    segments, size = bundle_segments(load_bundle(ctx.input_path("file")))
-    return Produced({"bundle": FileOfParts(segments, size)},  # type: ignore[arg-type]
+    return Produced({"bundle": FileOfParts.of_bundle(load_bundle(ctx.input_path("file")))},
                     description="store the bundle as parts")

@@ -29,7 +29,7 @@ from .inputs import input_list, kernel_files
 # version 2: the bundle stored as a file of parts (its weights blobs of their own), as convert's
 @action_kind("equalize", version=2)
 def equalize(ctx: ActionContext) -> Produced:
-    from ...ir.bundle import Bundle, bundle_segments, read_bundle
+    from ...ir.bundle import Bundle, read_bundle
     from ...quant.equalize import equalize_model
 
     bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")
@@ -37,8 +37,7 @@ def equalize(ctx: ActionContext) -> Produced:
     meta = {**bundle.meta, "equalized": {"pairs": len(done.pairs), "rounds": done.rounds,
                                          "absorbed": done.absorbed}}
     out = Bundle(done.model, bundle.opdefs, meta, dict(bundle.parts))
-    segments, size = bundle_segments(out)
-    return Produced({"bundle": FileOfParts(segments, size)},  # type: ignore[arg-type]
+    return Produced({"bundle": FileOfParts.of_bundle(out)},
                     description=(f"equalize {bundle.model.graph.name}: {len(done.pairs)} layer "
                                  f"pairs in {done.rounds} rounds, high bias absorbed in "
                                  f"{done.absorbed}"))
@@ -74,7 +73,7 @@ def _weight_step(ctx: ActionContext, step: str, algorithm: Any, title: str) -> P
     feeds, count) -> (qmodel, layers changed)`, measure, write."""
     from itertools import islice
 
-    from ...ir.bundle import bundle_segments, read_bundle
+    from ...ir.bundle import read_bundle
     from ...ir.qmodel import from_bundle, to_bundle
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
@@ -91,9 +90,9 @@ def _weight_step(ctx: ActionContext, step: str, algorithm: Any, title: str) -> P
     meta = {k: v for k, v in bundle.meta.items() if k != "quantization"}
     meta["algorithms"] = [*bundle.meta.get("algorithms", []), step]
     written = qmodel.write_encodings(ctx.workdir / "encodings.json")
-    segments, size = bundle_segments(to_bundle(qmodel, bundle.opdefs, meta, written))
-    outputs: dict[str, Any] = {"bundle": FileOfParts(segments, size),  # type: ignore[arg-type]
-                               "encodings": written.path}  # neither held whole in memory
+    outputs: dict[str, Any] = {  # neither held whole in memory
+        "bundle": FileOfParts.of_bundle(to_bundle(qmodel, bundle.opdefs, meta, written)),
+        "encodings": written.path}
     limit = int(ctx.params["report_inputs"])
     if limit > 0 and "layers" in ctx.input_names():
         first = list(islice(feeds(listing, inputs), limit))

@@ -46,7 +46,7 @@ UNKNOWN = "override_unknown"
 @action_kind("quantize", version=9, params=QuantizeSettings.KEY_PARAMS)
 def quantize(ctx: ActionContext) -> Produced:
     from ...ir import encodings
-    from ...ir.bundle import bundle_segments, read_bundle
+    from ...ir.bundle import read_bundle
     from ...ir.qmodel import to_bundle
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
@@ -72,10 +72,8 @@ def quantize(ctx: ActionContext) -> Produced:
         count=count, label=labels("calibration input", listing.file, lines), widths=widths)
     written = qmodel.write_encodings(ctx.workdir / "encodings.json")  # an LLM's: 100+ MB
     quantized = to_bundle(qmodel, bundle.opdefs, dict(bundle.meta), written)
-    segments, size = bundle_segments(quantized)  # a file of parts: never whole in memory
-    bundled = FileOfParts(segments, size)  # type: ignore[arg-type]
-    outputs: dict[str, bytes | Path | FileOfParts] = {"bundle": bundled,
-                                                      "encodings": written.path}
+    outputs: dict[str, bytes | Path | FileOfParts] = {
+        "bundle": FileOfParts.of_bundle(quantized), "encodings": written.path}
     measured = ""
     if unknown is not None:
         outputs[UNKNOWN] = canonical_json(list(unknown))
