@@ -106,6 +106,14 @@ def _interrupted_build(small: Small, delay: float, jobs: str) -> tuple[int, str]
     return proc.returncode, err
 
 
+def _python_own_start(code: int, err: str) -> bool:
+    """Whether the Ctrl-C landed in Python's own start, before udo-build's first line: the
+    interpreter's fatal error while importing `site`, with the KeyboardInterrupt it raised
+    there (not udo-build's to handle; any other exit still fails the test)."""
+    return code == 1 and err.startswith("Fatal Python error: init_import_site") and \
+        err.rstrip().endswith("KeyboardInterrupt")
+
+
 def _check_a_build_mends(small: Small) -> None:
     done = subprocess.run(small.command("--json"), cwd=small.root, env=small.env(),
                           capture_output=True, text=True, timeout=300)
@@ -117,7 +125,7 @@ def test_ctrl_c_at_50_random_moments(small: Small) -> None:
     rng = random.Random(26)
     start = 2.0 * _startup(small)  # Python's own start varies with the load beside it
     codes: list[int] = []
-    trial = 0
+    trial = early = 0
     # 50 moments, and more (up to 100) until 25 of them fell inside a build: how long a build
     # runs against Python's start varies with the load beside the test
     while trial < 50 or (codes.count(130) < 25 and trial < 100):
@@ -128,6 +136,10 @@ def test_ctrl_c_at_50_random_moments(small: Small) -> None:
             shutil.rmtree(small.root / "out", ignore_errors=True)
         code, err = _interrupted_build(small, rng.uniform(start, start + 0.6),
                                        "2" if trial % 2 else "1")  # local workers, or none
+        if _python_own_start(code, err):
+            early += 1  # a load spike beside the test outlasted twice Python's measured start
+            assert early <= 10, err
+            continue
         codes.append(code)
         assert code in (0, 130), err
         assert "Traceback" not in err and "Exception ignored" not in err, err
