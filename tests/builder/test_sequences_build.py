@@ -119,3 +119,59 @@ def test_a_bad_token_id_fails_the_feeds_at_its_line(tmp_path: Path) -> None:
     path.write_text(path.read_text() + "1 2 99999\n")
     _, stderr = build(root, tmp_path / "store", code=2)
     assert "sequences.txt:5:5" in stderr and "'99999' is not a token id" in stderr
+
+
+def _standalone(root: Path, store: Path, out: Path, *extra: str) -> tuple[int, str, str]:
+    """`udo-build quantize` on the recipe's float bundle with its settings and kernels."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = main(["quantize", str(root / "out" / "model" / "llama_tiny.udb"),
+                 "--act-bitwidth", "16", "--weights-bitwidth", "8", "--per-channel",
+                 "--kernels", str(root / "examples" / "decoder" / "ops" / "kernels.py"),
+                 "--kernels", str(root / "examples" / "encoder" / "ops" / "kernels.py"),
+                 "--store", str(store), "--out", str(out), "--json", *extra],
+                stdout=stdout, stderr=stderr, env={})
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def test_the_standalone_quantize_calibrates_over_sequences_with_the_recipes_key(
+        built: tuple[Path, Path, dict[str, Any]], tmp_path: Path) -> None:
+    """`udo-build quantize --sequences FILE --cache ...` plans the recipe's sequence-feeds and
+    quantize actions: the same keys, so both are cached and the bytes are the recipe's."""
+    root, store, _ = built
+    sequences = str(root / "recipes" / "sequences.txt")
+    cache = [f"--cache={k}={v}" for k, v in CACHE.items()]
+    before = set((store / "ac").rglob("*"))
+    code, out, err = _standalone(root, store, tmp_path / "q.udb", "--sequences", sequences,
+                                 *cache)
+    assert code == 0, err
+    report = json.loads(out)
+    # the recipe's result: its 3 sequences' 5 steps
+    assert report["status"] == "cached" and "over 5 inputs" in report["description"], report
+    new = [json.loads(p.read_text())["kind"] for p in set((store / "ac").rglob("*")) - before
+           if p.is_file()]
+    assert new == ["bundle-file"]  # the feeds too were the recipe's: not made again
+    published = root / "out" / "model" / "llama_tiny_quantized.udb"
+    assert (tmp_path / "q.udb").read_bytes() == published.read_bytes()
+    assert (tmp_path / "q.encodings.json").read_bytes() == \
+        published.with_name("llama_tiny_quantized.encodings.json").read_bytes()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--cache", "past=p_{kind}_{layer}"], "--cache: --cache names the cache of token"),
+    (["--sequences", "S", "--cache", "pats=x"], "--cache: --cache 'pats=x' is not NAME=VALUE"),
+    (["--sequences", "S", "--cache", "masked=-1e4", "--cache", "masked=-9"],
+     "--cache names masked twice"),
+    (["--sequences", "S", "--cache", "masked=low"], "masked is a number"),
+    (["--sequences", "missing.txt"], "--sequences: no such file"),
+])
+def test_the_standalone_sequences_mistakes_are_errors_at_their_option(
+        built: tuple[Path, Path, dict[str, Any]], tmp_path: Path, extra: list[str],
+        message: str) -> None:
+    root, _, _ = built
+    extra = [str(root / "recipes" / "sequences.txt") if e == "S" else
+             str(tmp_path / e) if e == "missing.txt" else e for e in extra]
+    if "--sequences" not in extra:
+        extra = ["--input-list", str(root / "recipes" / "sequences.txt"), *extra]
+    code, _, err = _standalone(root, tmp_path / "store", tmp_path / "q.udb", *extra)
+    assert code == 2 and message in err, err
+    assert not list(tmp_path.glob("q.*"))

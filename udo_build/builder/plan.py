@@ -404,7 +404,7 @@ def _calibration(plan: Plan, recipe: Recipe, kernels: dict[str, Input]
         count, files = _input_files(q.input_list, recipe.root)
         return {"input_list": Source(q.input_list), **files}, f"{count} inputs"
     assert q.sequences is not None  # recipe/load.py: one of the two
-    count = _sequence_count(q.sequences)
+    count = sequence_count(q.sequences)
     plan.add(PlannedAction("sequence-feeds", "sequence-feeds", {"cache": dict(q.cache)},
                            {"bundle": Dep("convert", "bundle"),
                             "sequences": Source(q.sequences), **kernels},
@@ -413,7 +413,7 @@ def _calibration(plan: Plan, recipe: Recipe, kernels: dict[str, Input]
     return {"feeds": Dep("sequence-feeds", "feeds")}, f"{count} token sequences"
 
 
-def _sequence_count(path: Path) -> int:
+def sequence_count(path: Path) -> int:
     """The sequences a sequences file holds (its lines with a token id; the action reads and
     checks them against the model)."""
     from ..model.input_list import MAX_LIST_BYTES

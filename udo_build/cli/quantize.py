@@ -1,9 +1,13 @@
-"""`udo-build quantize BUNDLE --input-list LIST [--quantizer tf|enhanced|symmetric]
+"""`udo-build quantize BUNDLE (--input-list LIST | --sequences FILE [--cache NAME=VALUE ...])
+[--quantizer tf|enhanced|symmetric]
 [--act-bitwidth 8|16] [--weights-bitwidth 4|8|16] [--bias-bitwidth 8|32] [--per-channel]
 [--weights-block-size N [--lpbq]] [--override-encodings FILE] [--float-fallback]
 [--kernels FILE ...] [--out Q.udb]`: quantize a float bundle without a recipe, the vendor's
 standalone step (snpe-dlc-quantize, qairt-quantizer). The quantized bundle is written from its
 parts in the store a piece at a time (an LLM's is gigabytes), each file whole or not at all.
+An LLM with a KV cache calibrates over token id sequences instead of an input list
+(`--sequences`, the recipe's quantize.sequences; `--cache` names its cache inputs and outputs
+as the recipe's quantize.cache): the same `sequence-feeds` action makes the calibration inputs.
 
 It runs the same `quantize` action as a recipe's `quantize:` section, through the store
 (udo_build.builder.kinds.quantize): for the same float bundle, list, files, kernels and settings
@@ -35,6 +39,8 @@ if TYPE_CHECKING:
     from ..quant.settings import QuantizeSettings
 
 QUANTIZERS = ("tf", "enhanced", "symmetric")
+CACHE_NAMES = ("input_ids", "position_ids", "attention_mask", "logits", "past", "present",
+               "masked")  # udo_build.runtime.generate.CacheIO's fields
 BUNDLE_SUFFIX = ".udb"
 ENCODINGS_SUFFIX = ".encodings.json"
 
@@ -49,19 +55,32 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.formatter_class = RawFormatter
     parser.description = (
         "Quantize a float bundle (from 'udo-build convert', or a recipe's model/<name>.udb)\n"
-        "over a calibration input list, through the same action and store as a recipe's\n"
-        "quantize step: the same bundle, inputs, kernels and settings give the same bytes.")
+        "over a calibration input list (or an LLM's token sequences), through the same\n"
+        "actions and store as a recipe's quantize step: the same bundle, inputs, kernels and\n"
+        "settings give the same bytes.")
     parser.epilog = (
         "writes Q.udb and Q.encodings.json beside it (AIMET encodings).\n"
         "example:\n  udo-build quantize out/model/net.udb --input_list data/calib.txt "
         "--quantizer enhanced \\\n      --use_per_channel_quantization --kernels ops/kernels.py "
-        "--out net_quantized.udb")
+        "--out net_quantized.udb\n"
+        "  udo-build quantize out/model/llama.udb --sequences data/tokens.txt \\\n"
+        "      --cache past=past_{kind}_{layer} --cache present=present_{kind}_{layer} \\\n"
+        "      --act-bitwidth 16 --per-channel --kernels ops/kernels.py")
     parser.add_argument("bundle", metavar="BUNDLE", nargs="?",
                         help="the float bundle (.udb) to quantize (or --input_dlc BUNDLE)")
     parser.add_argument("--input_dlc", metavar="BUNDLE", dest="input_dlc",
                         help=argparse.SUPPRESS)
-    _option(parser, "--input-list", metavar="LIST", required=True,
+    calibration = parser.add_mutually_exclusive_group(required=True)
+    _option(calibration, "--input-list", metavar="LIST",
             help="the calibration inputs: an SNPE input list (raw float32 or .npy files)")
+    calibration.add_argument(
+        "--sequences", metavar="FILE",
+        help="an LLM's calibration instead: token id sequences, one per line, each prefilled "
+             "through the float model with its own KV cache (a recipe's quantize.sequences)")
+    parser.add_argument("--cache", metavar="NAME=VALUE", action="append", default=[],
+                        help="with --sequences: a name of the model's cache inputs and outputs "
+                             f"({', '.join(CACHE_NAMES)}; e.g. past=past_{{kind}}_{{layer}}), "
+                             "as a recipe's quantize.cache; repeatable")
     _option(parser, "--out", "--output_dlc", metavar="Q.udb",
             help="the quantized bundle to write; Q.encodings.json goes beside it (default: "
                  "<BUNDLE stem>_quantized.udb beside BUNDLE)")
@@ -135,8 +154,9 @@ def run(args: argparse.Namespace, rep: Reporter) -> int:
     settings = QuantizeSettings(args.act_bitwidth, args.weights_bitwidth, args.bias_bitwidth,
                                 args.per_channel, args.quantizer, args.float_fallback,
                                 args.report_inputs, args.weights_block_size, args.lpbq)
+    calibration = _calibration(args)
     _check_float(bundle)
-    plan = quantize_plan(bundle, Path(args.input_list), settings,
+    plan = quantize_plan(bundle, calibration, settings,
                          Path(args.override_encodings) if args.override_encodings else None,
                          [Path(k) for k in args.kernels])
     status, description = _run(plan, args, rep, out, encodings)
@@ -166,6 +186,41 @@ def _bundle_path(args: argparse.Namespace) -> Path:
     return path
 
 
+def _calibration(args: argparse.Namespace) -> Path | tuple[Path, dict[str, Any]]:
+    """The input list, or (the sequences file, the cache names as a recipe's quantize.cache
+    gives them: `masked` a number, the others text)."""
+    if args.sequences is None:
+        if args.cache:
+            raise UserError("--cache names the cache of token sequences, but there are none",
+                            field="--cache", hint="calibrate over --sequences FILE, or drop "
+                                                  "--cache")
+        return Path(args.input_list)
+    cache: dict[str, Any] = {}
+    for given in args.cache:
+        name, sep, value = given.partition("=")
+        if not sep or name not in CACHE_NAMES or name in cache:
+            raise UserError(f"--cache {given!r} is not NAME=VALUE with a name of "
+                            f"{', '.join(CACHE_NAMES)}" if name not in cache else
+                            f"--cache names {name} twice", field="--cache",
+                            hint="e.g. --cache past=past_{kind}_{layer} --cache "
+                                 "present=present_{kind}_{layer}")
+        cache[name] = _number(value, given) if name == "masked" else value
+    return Path(args.sequences), dict(sorted(cache.items()))
+
+
+def _number(text: str, given: str) -> float | int:
+    """`masked` as YAML reads it in a recipe: an integer stays one (the same action key)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(f"--cache {given!r}: masked is a number (the additive mask's value "
+                        "for a position not attended)", field="--cache") from None
+
+
 def _check_float(path: Path) -> None:
     """The bundle reads as a float bundle (the action would say so later, less directly)."""
     from ..ir.qmodel import ENCODINGS_PART
@@ -177,36 +232,58 @@ def _check_float(path: Path) -> None:
                                              "convert' or a recipe's convert step wrote")
 
 
-def quantize_plan(bundle: Path, listing: Path, settings: QuantizeSettings,
-                  overrides: Path | None, kernels: list[Path]) -> Plan:
+def quantize_plan(bundle: Path, calibration: Path | tuple[Path, dict[str, Any]],
+                  settings: QuantizeSettings, overrides: Path | None,
+                  kernels: list[Path]) -> Plan:
     """One `quantize` action with the inputs a recipe's quantize gets, under the same names:
-    the float bundle, the list and each file it names, the overrides, the kernels files (keyed
-    by their code, as a recipe keys them)."""
+    the float bundle, the calibration (an input list and each file it names, or the feeds a
+    `sequence-feeds` action makes of token sequences, planned as a recipe plans it), the
+    overrides, the kernels files (keyed by their code, as a recipe keys them)."""
     from ..builder.plan import Dep, Input, Plan, PlannedAction, Source
-    from ..model.input_list import parse_input_list
     from ..recipe import Recipe
 
-    for path, field in [(listing, "--input-list"), (overrides, "--override-encodings"),
+    sequences = calibration[0] if isinstance(calibration, tuple) else None
+    for path, field in [(calibration if sequences is None else sequences,
+                         "--input-list" if sequences is None else "--sequences"),
+                        (overrides, "--override-encodings"),
                         *((k, "--kernels") for k in kernels)]:
         if path is not None and not path.is_file():
             raise UserError("no such file", file=path, field=field)
-    parsed = parse_input_list(listing.resolve())
-    inputs: dict[str, Input] = {"bundle": Dep("bundle", "bundle"),
-                                "input_list": Source(listing.resolve())}
-    inputs.update({f"input_list.files[{i}]": Source(p.resolve())
-                   for i, p in enumerate(parsed.files())})
-    if overrides is not None:
-        inputs["override_encodings"] = Source(overrides.resolve())
-    inputs.update({f"kernels[{i}]": Source(p.resolve(), digest="python")
-                   for i, p in enumerate(dict.fromkeys(kernels))})
+    code: dict[str, Input] = {f"kernels[{i}]": Source(p.resolve(), digest="python")
+                              for i, p in enumerate(dict.fromkeys(kernels))}
     where = bundle.resolve()
     plan = Plan(Recipe(where, where.parent, "quantize"))
     plan.add(PlannedAction("bundle", "bundle-file", {}, {"file": Source(where)},
                            "store the float bundle as convert does"))
-    plan.add(PlannedAction("quantize", "quantize", settings.to_params(), inputs,
-                           f"quantize with {settings.quantizer} over "
-                           f"{len(parsed.inferences)} inputs"))
+    inputs, over = _calibration_inputs(plan, calibration, code)
+    inputs = {"bundle": Dep("bundle", "bundle"), **inputs}
+    if overrides is not None:
+        inputs["override_encodings"] = Source(overrides.resolve())
+    plan.add(PlannedAction("quantize", "quantize", settings.to_params(), {**inputs, **code},
+                           f"quantize with {settings.quantizer} over {over}"))
     return plan
+
+
+def _calibration_inputs(plan: Plan, calibration: Path | tuple[Path, dict[str, Any]],
+                        code: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(quantize's calibration inputs, what they are in words), as builder.plan's
+    `_calibration` plans a recipe's."""
+    from ..builder.plan import Dep, PlannedAction, Source, sequence_count
+    from ..model.input_list import parse_input_list
+
+    if not isinstance(calibration, tuple):
+        parsed = parse_input_list(calibration.resolve())
+        return {"input_list": Source(calibration.resolve()),
+                **{f"input_list.files[{i}]": Source(p.resolve())
+                   for i, p in enumerate(parsed.files())}}, f"{len(parsed.inferences)} inputs"
+    sequences, cache = calibration
+    count = sequence_count(sequences)
+    plan.add(PlannedAction("sequence-feeds", "sequence-feeds", {"cache": cache},
+                           {"bundle": Dep("bundle", "bundle"),
+                            "sequences": Source(sequences.resolve()), **code},
+                           f"calibration inputs from {count} token sequence"
+                           f"{'s' * (count != 1)}"))
+    return {"feeds": Dep("sequence-feeds", "feeds")}, f"{count} token sequences"
 
 
 def _unknown_overrides(names: tuple[str, ...], args: argparse.Namespace, rep: Reporter) -> None:
