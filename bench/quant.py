@@ -49,8 +49,10 @@ but not held to the targets (too few runs to mean anything); well under a minute
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
+import importlib
 import io
 import os
 import pstats
@@ -58,7 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,10 +337,26 @@ PARTS = (  # (module, attribute, label): the integer path's own work, timed wher
 def _print_parts(session: Any, feed: dict[str, np.ndarray], repeats: int) -> None:
     """The least thread CPU time of each call of each of PARTS over `repeats` int8 runs,
     summed per part (a call inside another part's counts for the outer one only)."""
-    import importlib
+    least: dict[tuple[int, str], float] = {}
+    with _timed_parts() as calls:
+        for _ in range(repeats):
+            calls.clear()
+            session.run(feed)
+            for i, (label, spent) in enumerate(calls):
+                least[(i, label)] = min(least.get((i, label), spent), spent)
+    by_label: dict[str, float] = {}
+    for (_, label), spent in least.items():
+        by_label[label] = by_label.get(label, 0.0) + spent
+    print(f"  the integer path's own work, least thread CPU time per call over {repeats} runs:")
+    for label, spent in sorted(by_label.items(), key=lambda kv: -kv[1]):
+        print(f"    {label:<30} {spent * 1e3:8.2f} ms")
 
-    least: dict[str, list[float]] = {}
-    depth, calls = [0], []  # the current run's (label, seconds), outermost calls
+
+@contextlib.contextmanager
+def _timed_parts() -> Iterator[list[tuple[str, float]]]:
+    """PARTS wrapped inside: each outermost call appends (label, thread CPU seconds) to the
+    list it yields; the functions as they were after."""
+    depth, calls = [0], []
 
     def timed(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
         def call(*a: Any, **k: Any) -> Any:
@@ -353,29 +371,18 @@ def _print_parts(session: Any, feed: dict[str, np.ndarray], repeats: int) -> Non
         return call
 
     patched = []
-    for module_name, attribute, label in PARTS:
-        owner: Any = importlib.import_module(module_name)
-        *path, name = attribute.split(".")
-        for part in path:
-            owner = getattr(owner, part)
-        patched.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, timed(getattr(owner, name), label))
     try:
-        for _ in range(repeats):
-            calls.clear()
-            session.run(feed)
-            for i, (label, spent) in enumerate(calls):
-                times = least.setdefault(f"{i:04d} {label}", [spent])
-                times[0] = min(times[0], spent)
+        for module_name, attribute, label in PARTS:
+            owner: Any = importlib.import_module(module_name)
+            *path, name = attribute.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            patched.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, timed(getattr(owner, name), label))
+        yield calls
     finally:
         for owner, name, fn in reversed(patched):
             setattr(owner, name, fn)
-    by_label: dict[str, float] = {}
-    for key, (spent,) in least.items():
-        by_label[key[5:]] = by_label.get(key[5:], 0.0) + spent
-    print(f"  the integer path's own work, least thread CPU time per call over {repeats} runs:")
-    for label, spent in sorted(by_label.items(), key=lambda kv: -kv[1]):
-        print(f"    {label:<30} {spent * 1e3:8.2f} ms")
 
 
 def _int8_steps(session: Any, feed: dict[str, np.ndarray]) -> dict[tuple[int, str], float]:
