@@ -35,7 +35,10 @@ each (issue 27). Prints a table and PASS/FAIL per target; exits 1 if one is miss
 
 --profile: for each timed model, where the int8 run's time goes next to the float path's: per kind
 of plan step (by op, convolutions by kernel and stride), the least thread CPU time of each step
-over --repeats runs, summed per kind (CPU time, so that the load of other processes counts less),
+over --repeats runs, summed per kind (CPU time, so that the load of other processes counts less);
+then the integer path's own work inside those steps (`PARTS`: the requantizations, the 8-bit pair
+lookups of Add/Sum/Mul, the GEMMs, centering and im2col; the rest of a convolution is mostly its
+weights made float32 operands), each call's least thread CPU time over --repeats runs, summed;
 then cProfile's top functions of three int8 runs.
 
 --smoke: SqueezeNet only, 8 calibration and 4 held-out inputs, the enhanced quantizer against
@@ -46,8 +49,10 @@ but not held to the targets (too few runs to mean anything); well under a minute
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
+import importlib
 import io
 import os
 import pstats
@@ -55,7 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -302,6 +307,7 @@ def profile(name: str, qmodel: Any, float_session: Any, feed: dict[str, np.ndarr
     for kind, paths in sorted(kinds.items(), key=lambda kv: -sum(kv[1].get("int8", [0]))):
         q, f = paths.get("int8", []), paths.get("float", [])
         print(f"  {kind:<26} {len(q):>6} {sum(q) * 1e3:8.2f} {len(f):>7} {sum(f) * 1e3:8.2f}")
+    _print_parts(session, feed, args.repeats)
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(3):
@@ -314,6 +320,69 @@ def profile(name: str, qmodel: Any, float_session: Any, feed: dict[str, np.ndarr
     print("  cProfile of 3 int8 runs, by own time:")
     print("\n".join("    " + line for line in lines[header:] if line.strip()))
     blas.set_threads(initial)
+
+
+PARTS = (  # (module, attribute, label): the integer path's own work, timed where it is called
+    ("udo_build.runtime.integer.fixed", "Requant.apply", "requantization"),
+    ("udo_build.runtime.integer.eltwise", "lookup", "pair lookups (Add, Sum, Mul)"),
+    ("udo_build.runtime.integer.exact", "gemm", "GEMM (bias in)"),
+    ("udo_build.runtime.integer.taps", "gemm", "GEMM (per tap)"),
+    ("udo_build.runtime.integer.exact", "_by_rows", "GEMM (weights cast in)"),
+    ("udo_build.runtime.integer.conv", "centered", "centering"),
+    ("udo_build.runtime.integer.taps", "_centered_padded", "centering (padded)"),
+    ("udo_build.runtime.integer.conv", "im2col", "im2col"),
+)
+
+
+def _print_parts(session: Any, feed: dict[str, np.ndarray], repeats: int) -> None:
+    """The least thread CPU time of each call of each of PARTS over `repeats` int8 runs,
+    summed per part (a call inside another part's counts for the outer one only)."""
+    least: dict[tuple[int, str], float] = {}
+    with _timed_parts() as calls:
+        for _ in range(repeats):
+            calls.clear()
+            session.run(feed)
+            for i, (label, spent) in enumerate(calls):
+                least[(i, label)] = min(least.get((i, label), spent), spent)
+    by_label: dict[str, float] = {}
+    for (_, label), spent in least.items():
+        by_label[label] = by_label.get(label, 0.0) + spent
+    print(f"  the integer path's own work, least thread CPU time per call over {repeats} runs:")
+    for label, spent in sorted(by_label.items(), key=lambda kv: -kv[1]):
+        print(f"    {label:<30} {spent * 1e3:8.2f} ms")
+
+
+@contextlib.contextmanager
+def _timed_parts() -> Iterator[list[tuple[str, float]]]:
+    """PARTS wrapped inside: each outermost call appends (label, thread CPU seconds) to the
+    list it yields; the functions as they were after."""
+    depth, calls = [0], []
+
+    def timed(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+        def call(*a: Any, **k: Any) -> Any:
+            depth[0] += 1
+            start = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    calls.append((label, time.thread_time() - start))
+        return call
+
+    patched = []
+    try:
+        for module_name, attribute, label in PARTS:
+            owner: Any = importlib.import_module(module_name)
+            *path, name = attribute.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            patched.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, timed(getattr(owner, name), label))
+        yield calls
+    finally:
+        for owner, name, fn in reversed(patched):
+            setattr(owner, name, fn)
 
 
 def _int8_steps(session: Any, feed: dict[str, np.ndarray]) -> dict[tuple[int, str], float]:
