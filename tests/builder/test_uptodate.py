@@ -177,6 +177,19 @@ def test_another_command_or_environment_is_not_replayed(
     assert tiny.full == 4
 
 
+def test_words_not_plain_are_replayed_once_parsed(tiny: Tiny) -> None:
+    """`--sto` is argparse's `--store`: main looks the record up after parsing such words."""
+    words = [str(tiny.recipe), "--sto", str(tiny.store), "--out", str(tiny.out), "--js"]
+    tiny.build()
+    told = []
+    for _ in range(3):
+        out = io.StringIO()
+        assert main(words, stdout=out, stderr=io.StringIO(), env={}) == 0
+        told.append(_without_times(json.loads(out.getvalue())))
+    assert tiny.full == 2  # the first no-op of these words in full, then replayed
+    assert told[0] == told[1] == told[2] and told[0]["executed"] == 0
+
+
 def test_changed_action_kinds_are_not_replayed(tiny: Tiny,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     tiny.build()

@@ -1,9 +1,12 @@
 """What a build returns: each action's outcome and the build's report. NamedTuples: immutable
 and typed like frozen dataclasses, and much cheaper to define; a replayed no-op imports this
 module and not the session (session.py, which re-exports them), nor the remote settings it
-imports (see builder/uptodate.py, cli/build.py)."""
+imports (see builder/uptodate.py, cli/build.py).
 
-from __future__ import annotations
+Without `from __future__ import annotations`: typing.NamedTuple checks each field's annotation,
+and a string one (as that import makes them all) is compiled (a ForwardRef), which a replayed
+no-op would pay for every field; the few names not defined here yet are quoted.
+"""
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -46,7 +49,7 @@ class ActionOutcome(NamedTuple):
     sizes: dict[str, int] = {}  # its outputs' bytes by name, when it has a result
 
     @classmethod
-    def of(cls, state: ActionState) -> ActionOutcome:
+    def of(cls, state: "ActionState") -> "ActionOutcome":
         from .actions import get_kind
 
         action, result = state.action, state.result
@@ -111,7 +114,7 @@ class BuildReport(NamedTuple):
     dry_run: bool
     actions: tuple[ActionOutcome, ...]
     seconds: float
-    remote: RemoteSummary | None
+    remote: "RemoteSummary | None"
     shard: str | None = None  # "K/N" for a build of one shard (`--shard`)
     where: str = ""  # where its actions ran: "inline", "N local workers", "Dask at ..."
     page: Path | None = None  # its report page (not in a dry run), see report_page.py
@@ -172,7 +175,7 @@ class BuildReport(NamedTuple):
         }
 
     @classmethod
-    def of_record(cls, doc: dict[str, Any], seconds: float) -> BuildReport:
+    def of_record(cls, doc: dict[str, Any], seconds: float) -> "BuildReport":
         """The report a no-op record keeps (`uptodate.Draft.save`), told in `seconds`."""
         actions = tuple(ActionOutcome(*row[:7], origin=row[7], reason=row[8],
                                       description=row[9], would_run=False, shared=row[10],
