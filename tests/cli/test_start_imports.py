@@ -184,6 +184,9 @@ def test_diagnostics_keep_each_warning_once_in_order() -> None:
     (["r.yaml", "--", "--store"], None),
     (["store", "stats"], None),  # another command
     (["r.yaml", "explain"], None),
+    ([], None),  # no file named: help, --version, or a mistake
+    (["--json", "--store", "s"], None),
+    (["build", "--debug"], None),
 ])
 def test_the_words_a_no_op_is_looked_up_with_before_parsing(
         words: list[str], plain: tuple[str | None, bool, bool] | None) -> None:

@@ -198,10 +198,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
 
 
 def plain_words(words: Sequence[str]) -> tuple[str | None, bool, bool] | None:
-    """(the store, --json, --debug) as `words` give them, when they may be a build's and say
-    so plainly: no word names another command, none is `--`, none abbreviates those options
-    (argparse takes `--sto DIR` for `--store DIR`); None otherwise (the words are parsed)."""
-    store, json, debug = None, False, False
+    """(the store, --json, --debug) as `words` give them, when they may be a build's (they
+    name a file, and no other command) and say so plainly: none is `--`, none abbreviates
+    those options (argparse takes `--sto DIR` for `--store DIR`); None otherwise (the words
+    are parsed)."""
+    store, json, debug, named = None, False, False, False
     following = iter(words)
     for word in following:
         option = word.partition("=")[0]
@@ -218,7 +219,8 @@ def plain_words(words: Sequence[str]) -> tuple[str | None, bool, bool] | None:
         elif option.startswith("--") and len(option) > 2 and any(
                 name.startswith(option) for name in ("--store", "--json", "--debug")):
             return None
-    return store, json, debug
+        named = named or not word.startswith("-") and word != "build"
+    return (store, json, debug) if named else None
 
 
 def _replayed(words: tuple[str, ...], store: str | None, json: bool, debug: bool,
@@ -227,7 +229,11 @@ def _replayed(words: tuple[str, ...], store: str | None, json: bool, debug: bool
     from .build import told_from_record
 
     rep = Reporter(out, err, choose_mode(out, json, env))
-    return _running(rep, debug, err, lambda: told_from_record(words, store, rep, debug=debug))
+    starting = interrupt.exits_at_once()
+    code = _running(rep, debug, err, lambda: told_from_record(words, store, rep, debug=debug))
+    if code is None and starting:  # no record: parsing again, nothing written yet
+        interrupt.at_once()
+    return code
 
 
 def _running(rep: Reporter, debug: bool, err: IO[str],
