@@ -190,6 +190,21 @@ def test_words_not_plain_are_replayed_once_parsed(tiny: Tiny) -> None:
     assert told[0] == told[1] == told[2] and told[0]["executed"] == 0
 
 
+def test_json_debug_and_the_build_command_s_name_share_one_record(tiny: Tiny) -> None:
+    """They change only how a build is told: each spelling replays the one record (a full
+    no-op of another record would write the report page again, changing this one's)."""
+    tiny.build()
+    noop = tiny.build()
+    assert tiny.full == 2
+    assert "tiny: 0 built, 2 cached, 0 failed, 0 skipped" in tiny.told()[0]  # no --json
+    assert _without_times(tiny.build("--debug")) == _without_times(noop)
+    out = io.StringIO()
+    assert main(["build", "--json", str(tiny.recipe), "--store", str(tiny.store), "--out",
+                 str(tiny.out)], stdout=out, stderr=io.StringIO(), env={}) == 0
+    assert _without_times(json.loads(out.getvalue())) == _without_times(noop)
+    assert tiny.full == 2 and len(tiny.records()) == 1
+
+
 def test_changed_action_kinds_are_not_replayed(tiny: Tiny,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     tiny.build()

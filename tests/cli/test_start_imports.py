@@ -193,3 +193,16 @@ def test_the_words_a_no_op_is_looked_up_with_before_parsing(
     from udo_build.cli import plain_words
 
     assert plain_words(words) == plain
+
+
+@pytest.mark.parametrize("words, recorded", [
+    (["r.yaml", "--store", "s"], ("r.yaml", "--store", "s")),
+    (["--json", "build", "r.yaml", "--debug"], ("r.yaml",)),
+    (["r.yaml", "--", "--json"], ("r.yaml", "--", "--json")),  # a file named --json
+    (["r.yaml", "build"], ("r.yaml", "build")),  # a second file named build
+])
+def test_the_words_a_no_op_is_recorded_under(words: list[str],
+                                             recorded: tuple[str, ...]) -> None:
+    from udo_build.cli import recorded_words
+
+    assert recorded_words(words) == recorded

@@ -113,9 +113,10 @@ def command(request: Request) -> dict[str, Any]:
 
 
 def command_line(words: Sequence[str]) -> dict[str, Any]:
-    """The command of a build the CLI was asked for with `words`, as given (not parsed: what
-    they ask for follows from them, the code and the environment, which the record holds, so
-    the CLI replays a no-op before it parses its words; see cli/__init__.py)."""
+    """The command of a build the CLI was asked for with `words` (as it records them, not
+    parsed: what they ask for follows from them, the code and the environment, which the
+    record holds, so the CLI replays a no-op before it parses its words; see cli/__init__.py,
+    `recorded_words`)."""
     return _in_context({"words": list(words)})
 
 

@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
     words = tuple(sys.argv[1:] if argv is None else argv)
     plain = plain_words(words)
     if plain is not None:  # a recorded no-op of these words, told before they are parsed
-        code = _replayed(words, *plain, out, err, env)
+        code = _replayed(recorded_words(words), *plain, out, err, env)
         if code is not None:
             return code
     parser = _parser(("build",), listed=False)
@@ -187,9 +187,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
     if not getattr(args, "module", None):
         parser.print_help(out)
         return EXIT_USER_ERROR
-    args.command_line = words  # a build records its no-op under them (builder/uptodate.py)
+    args.command_line = recorded_words(words)  # a build's no-op record (builder/uptodate.py)
     if plain is None and args.module == "build":  # words not plain: parsed, then looked up
-        code = _replayed(words, args.store, args.json, args.debug, out, err, env)
+        code = _replayed(args.command_line, args.store, args.json, args.debug, out, err, env)
         if code is not None:
             return code
     rep = Reporter(out, err, choose_mode(out, args.json, env))
@@ -221,6 +221,16 @@ def plain_words(words: Sequence[str]) -> tuple[str | None, bool, bool] | None:
             return None
         named = named or not word.startswith("-") and word != "build"
     return (store, json, debug) if named else None
+
+
+def recorded_words(words: Sequence[str]) -> tuple[str, ...]:
+    """The words a build's no-op is recorded under: as given, less what changes only how it is
+    told (--json, --debug) and a `build` in front (`udo-build RECIPE` is `udo-build build
+    RECIPE`), so that those spellings share one record (each full no-op writes the report
+    page again, which the other spellings' records would find changed)."""
+    end = words.index("--") if "--" in words else len(words)
+    kept = [w for w in words[:end] if w not in ("--json", "--debug")]
+    return tuple(kept[1:] if kept[:1] == ["build"] else kept) + tuple(words[end:])
 
 
 def _replayed(words: tuple[str, ...], store: str | None, json: bool, debug: bool,
