@@ -177,6 +177,34 @@ def test_another_command_or_environment_is_not_replayed(
     assert tiny.full == 4
 
 
+def test_words_not_plain_are_replayed_once_parsed(tiny: Tiny) -> None:
+    """`--sto` is argparse's `--store`: main looks the record up after parsing such words."""
+    words = [str(tiny.recipe), "--sto", str(tiny.store), "--out", str(tiny.out), "--js"]
+    tiny.build()
+    told = []
+    for _ in range(3):
+        out = io.StringIO()
+        assert main(words, stdout=out, stderr=io.StringIO(), env={}) == 0
+        told.append(_without_times(json.loads(out.getvalue())))
+    assert tiny.full == 2  # the first no-op of these words in full, then replayed
+    assert told[0] == told[1] == told[2] and told[0]["executed"] == 0
+
+
+def test_json_debug_and_the_build_command_s_name_share_one_record(tiny: Tiny) -> None:
+    """They change only how a build is told: each spelling replays the one record (a full
+    no-op of another record would write the report page again, changing this one's)."""
+    tiny.build()
+    noop = tiny.build()
+    assert tiny.full == 2
+    assert "tiny: 0 built, 2 cached, 0 failed, 0 skipped" in tiny.told()[0]  # no --json
+    assert _without_times(tiny.build("--debug")) == _without_times(noop)
+    out = io.StringIO()
+    assert main(["build", "--json", str(tiny.recipe), "--store", str(tiny.store), "--out",
+                 str(tiny.out)], stdout=out, stderr=io.StringIO(), env={}) == 0
+    assert _without_times(json.loads(out.getvalue())) == _without_times(noop)
+    assert tiny.full == 2 and len(tiny.records()) == 1
+
+
 def test_changed_action_kinds_are_not_replayed(tiny: Tiny,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     tiny.build()

@@ -71,30 +71,58 @@ def _no_op(project: Path, tag: str, *flags: str) -> list[str]:
     return json.loads(listed.read_text())
 
 
-def test_a_no_op_build_of_a_real_recipe_imports_nothing_heavy(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+# What a replayed no-op is told without (cli/__init__.py tells it before parsing its words): the
+# parser and its translations (argparse, gettext, locale), the other commands' shared module,
+# the session and the remote settings it imports (builder/outcome.py holds the report values)
+REPLAY_SKIPS = ("argparse", "gettext", "locale", "udo_build.cli.common",
+                "udo_build.builder.session", "udo_build.builder.settings",
+                "udo_build.builder.remote_access")
+
+
+@pytest.fixture(scope="module")
+def no_ops(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """The modules of no-op builds of a real recipe: in full (its record removed), replayed,
+    and replayed without site."""
     from udo_build.cli import main
 
+    project = tmp_path_factory.mktemp("no-op")
     for folder in ("recipes", "examples/softplus"):
-        shutil.copytree(REPO / folder, tmp_path / folder,
+        shutil.copytree(REPO / folder, project / folder,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / ".udo-build-root").write_text("")
-    monkeypatch.chdir(tmp_path)
-    out = io.StringIO()
-    assert main(["recipes/softplus.yaml", "--store", "store", "--json"], stdout=out,
-                stderr=io.StringIO(), env={}) == 0  # the cold build, in this process
+    (project / ".udo-build-root").write_text("")
+    was = os.getcwd()
+    os.chdir(project)
+    try:
+        out = io.StringIO()
+        assert main(["recipes/softplus.yaml", "--store", "store", "--json"], stdout=out,
+                    stderr=io.StringIO(), env={}) == 0  # the cold build, in this process
+    finally:
+        os.chdir(was)
     assert json.loads(out.getvalue())["executed"] > 0
     time.sleep(2.1)  # past the racy window (store/filecache.py): what the build wrote is
-    _no_op(tmp_path, "first")  # trusted now, and this first no-op verifies and records it
-    shutil.rmtree(tmp_path / "store" / uptodate.FOLDER)  # the record: the next runs in full
-    full = _no_op(tmp_path, "full")
-    assert "udo_build.recipe.load" in full  # it loaded the recipe, planned and looked up
-    replayed = _no_op(tmp_path, "replayed")
-    assert "udo_build.recipe.load" not in replayed  # told from its record (uptodate.py)
-    assert (_heavy(full), _heavy(replayed)) == ([], [])
+    _no_op(project, "first")  # trusted now, and this first no-op verifies and records it
+    shutil.rmtree(project / "store" / uptodate.FOLDER)  # the record: the next runs in full
+    full = _no_op(project, "full")
     # without site (whose .pth files here import shutil through tempfile): what udo-build
     # itself imports; argparse's formatters would import shutil (see cli/common.py)
-    assert "shutil" not in _no_op(tmp_path, "replayed-without-site", "-S")
+    return {"full": full, "replayed": _no_op(project, "replayed"),
+            "replayed-without-site": _no_op(project, "replayed-without-site", "-S")}
+
+
+def test_a_no_op_build_of_a_real_recipe_imports_nothing_heavy(
+        no_ops: dict[str, list[str]]) -> None:
+    full, replayed = no_ops["full"], no_ops["replayed"]
+    assert "udo_build.recipe.load" in full  # it loaded the recipe, planned and looked up
+    assert "udo_build.recipe.load" not in replayed  # told from its record (uptodate.py)
+    assert (_heavy(full), _heavy(replayed)) == ([], [])
+    assert "shutil" not in no_ops["replayed-without-site"]
+
+
+def test_a_replayed_no_op_imports_neither_the_parser_nor_the_session(
+        no_ops: dict[str, list[str]]) -> None:
+    assert "udo_build.builder.uptodate" in no_ops["replayed"]
+    assert [m for m in no_ops["replayed"] if m in REPLAY_SKIPS] == []
+    assert [m for m in REPLAY_SKIPS if m in no_ops["full"]] == list(REPLAY_SKIPS)  # they exist
 
 
 @pytest.mark.parametrize("columns", [None, "", "0", "-3", "x", "37", "200"])
@@ -140,3 +168,41 @@ def test_diagnostics_keep_each_warning_once_in_order() -> None:
     diag.extend([Problem("a"), Problem("b"), Problem("a")])
     diag.warn(Problem("b"))
     assert diag.warnings == [Problem("a"), Problem("b")]
+
+
+@pytest.mark.parametrize("words, plain", [
+    (["r.yaml"], (None, False, False)),
+    (["build", "r.yaml", "--store", "s", "--json"], ("s", True, False)),
+    (["--json", "r.yaml", "--store=s", "--store", "t", "--debug"], ("t", True, True)),
+    (["r.yaml", "--store="], ("", False, False)),
+    (["r.yaml", "-j", "2", "--out", "o", "--no-remote"], (None, False, False)),
+    (["r.yaml", "--store"], None),  # no value: argparse says so
+    (["r.yaml", "--sto", "s"], None),  # abbreviations: argparse reads them
+    (["r.yaml", "--stor=s"], None),
+    (["--js", "r.yaml"], None),
+    (["r.yaml", "--deb"], None),
+    (["r.yaml", "--", "--store"], None),
+    (["store", "stats"], None),  # another command
+    (["r.yaml", "explain"], None),
+    ([], None),  # no file named: help, --version, or a mistake
+    (["--json", "--store", "s"], None),
+    (["build", "--debug"], None),
+])
+def test_the_words_a_no_op_is_looked_up_with_before_parsing(
+        words: list[str], plain: tuple[str | None, bool, bool] | None) -> None:
+    from udo_build.cli import plain_words
+
+    assert plain_words(words) == plain
+
+
+@pytest.mark.parametrize("words, recorded", [
+    (["r.yaml", "--store", "s"], ("r.yaml", "--store", "s")),
+    (["--json", "build", "r.yaml", "--debug"], ("r.yaml",)),
+    (["r.yaml", "--", "--json"], ("r.yaml", "--", "--json")),  # a file named --json
+    (["r.yaml", "build"], ("r.yaml", "build")),  # a second file named build
+])
+def test_the_words_a_no_op_is_recorded_under(words: list[str],
+                                             recorded: tuple[str, ...]) -> None:
+    from udo_build.cli import recorded_words
+
+    assert recorded_words(words) == recorded

@@ -6,8 +6,9 @@ A build that found every action cached in the local store (no remote tier, no ex
 targets, nothing written to its output folder) keeps, in the store's `noop/` folder, a record
 of what it saw (`record`, then `save`):
 
-- the command: the request as given, the working folder, the environment's UDO_BUILD_*
-  variables, HOME and XDG_CONFIG_HOME, udo-build's version and folder, Python's, the cores;
+- the command: the words of the command line (a CLI build; else the request), the working
+  folder, the environment's UDO_BUILD_* variables, HOME and XDG_CONFIG_HOME, udo-build's
+  version and folder, Python's, the cores;
 - the identity (type, device, inode, size, mtime and ctime, as the stat cache keeps them) of
   every file it read or relied on: the recipe; the plan's source files (those whose digests
   the stat cache holds for that very identity); the config files and project markers it
@@ -40,7 +41,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from ..recipe import Recipe
     from ..store import Store
     from .engine import ActionState
+    from .outcome import BuildReport
 
 # The session's values (this module is below it): a BuildRequest, a BuildReport, its Events.
 Request = Any
@@ -59,7 +61,7 @@ Report = Any
 Events = Any
 
 SCHEMA = "udo-build/noop-record"
-VERSION = 1
+VERSION = 2  # 2: a CLI build recorded under its words (`command_line`)
 FOLDER = "noop"  # in the store
 RACY_NS = 2_000_000_000  # the stat cache's RACY_SECONDS
 TOUCH_AFTER_NS = 86_400 * 10**9  # the action cache's TOUCH_AFTER
@@ -102,11 +104,27 @@ def replayable(request: Request) -> bool:
 
 
 def command(request: Request) -> dict[str, Any]:
-    """What a replay's command must equal: the request, where and with what it runs."""
+    """What a replay's command must equal: the command line the CLI was given
+    (`request.command_line`, see `command_line`), else the request itself; with where and
+    with what it runs."""
+    if request.command_line:
+        return command_line(request.command_line)
+    return _in_context({"request": json.loads(json.dumps(request))})
+
+
+def command_line(words: Sequence[str]) -> dict[str, Any]:
+    """The command of a build the CLI was asked for with `words` (as it records them, not
+    parsed: what they ask for follows from them, the code and the environment, which the
+    record holds, so the CLI replays a no-op before it parses its words; see cli/__init__.py,
+    `recorded_words`)."""
+    return _in_context({"words": list(words)})
+
+
+def _in_context(given: dict[str, Any]) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX) or k in ENV_NAMES}
-    return {"request": json.loads(json.dumps(request)), "cwd": os.getcwd(), "env": env,
-            "tool": __version__, "package": str(Path(__file__).parent.parent),
-            "python": sys.version, "executable": sys.executable, "cores": os.cpu_count()}
+    return {**given, "cwd": os.getcwd(), "env": env, "tool": __version__,
+            "package": str(Path(__file__).parent.parent), "python": sys.version,
+            "executable": sys.executable, "cores": os.cpu_count()}
 
 
 def record_path(store_root: Path, cmd: dict[str, Any]) -> Path:
@@ -121,17 +139,36 @@ def record_path(store_root: Path, cmd: dict[str, Any]) -> Path:
 # -- replay ---------------------------------------------------------------------------------------
 
 def replay(request: Request, events: Events) -> tuple[dict[str, Any], float] | None:
-    """The recorded no-op of this command when everything it read is as it was, its hits
+    """The recorded no-op of this request when everything it read is as it was, its hits
     counted in the store and its warnings told: (its report, as `Draft.save` keeps it, the
     seconds the replay took); None when the build must run (nothing was counted then)."""
+    if not replayable(request):
+        return None
+    return replay_command(command(request), request.store, events)
+
+
+def replayed_command_line(words: Sequence[str], store: str | None,
+                          events: Events) -> BuildReport | None:
+    """The build the CLI was asked for with `words` (a request's `command_line`) as its
+    recorded no-op (see `replay`), its words not parsed (but for the store they name); None
+    when it must run."""
+    from .outcome import BuildReport
+
+    found = replay_command(command_line(words), store, events)
+    return None if found is None else BuildReport.of_record(*found)
+
+
+def replay_command(cmd: dict[str, Any], store: str | None, events: Events
+                   ) -> tuple[dict[str, Any], float] | None:
+    """`replay` of the build recorded as `cmd` (`command`, `command_line`) in the store at
+    `store` (None: the default)."""
     started = time.perf_counter()
     kinds = sys.modules.get(f"{__package__}.actions")  # loaded: maybe changed in-process
-    if not replayable(request) or kinds is not None and not kinds.pristine():
+    if kinds is not None and not kinds.pristine():
         return None
     from ..store import default_store_path
 
-    root = default_store_path(request.store)
-    cmd = command(request)
+    root = default_store_path(store)
     try:
         doc = json.loads(record_path(root, cmd).read_bytes())
         if doc["schema"] != SCHEMA or doc["version"] != VERSION or doc["command"] != cmd:

@@ -3,6 +3,10 @@
 Exit codes: 0 success, 1 a build step failed, 2 a user error (bad recipe, config, model or
 arguments, or a fault of the machine outside a step: a full disk, a read-only or unwritable
 store or output folder), 3 a bug of udo-build (traceback only with --debug), 130 interrupted.
+
+A build whose no-op was recorded under the same words is told from its record before the words
+are parsed (`plain_words`, cli/build.py's `told_from_record`): argparse and the parsers'
+modules are imported only when the words must be parsed.
 """
 
 from __future__ import annotations
@@ -10,14 +14,12 @@ from __future__ import annotations
 from . import interrupt  # first: Ctrl-C while the rest imports exits quietly (see interrupt)
 
 # isort: split
-import argparse
 import contextlib
 import functools
-import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import IO
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING
 
 from .. import __version__
 from ..errors import (
@@ -30,8 +32,10 @@ from ..errors import (
     during_interrupt,
     environment_problem,
 )
-from .common import HelpFormatter, RawFormatter
 from .reporter import Reporter, choose_mode
+
+if TYPE_CHECKING:
+    import argparse
 
 # subcommand -> module (under udo_build.cli) with `add_arguments(parser)` and `run(args, rep)`
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -66,6 +70,10 @@ Run 'udo-build COMMAND --help' for a command's options."""
 def _common(top: bool) -> argparse.ArgumentParser:
     """--json and --debug, accepted before and after the command. After it they do not reset
     what was given before it (their default there is SUPPRESS)."""
+    import argparse
+
+    from .common import HelpFormatter
+
     default: object = False if top else argparse.SUPPRESS
     common = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     common.add_argument("--json", action="store_true", default=default,
@@ -82,6 +90,10 @@ def build_parser(commands: Sequence[str] | None = None, *,
     and a few milliseconds, which a no-op build does not spend on the others. With
     `listed=False` the others are not even listed (a parser each, with gettext lookups: what
     `udo-build RECIPE` needs is the build command alone)."""
+    import argparse
+
+    from .common import HelpFormatter, RawFormatter
+
     parser = argparse.ArgumentParser(
         prog="udo-build", parents=[_common(top=True)],
         description="Declarative, incremental builds of neural networks with custom ops (UDOs) "
@@ -117,6 +129,8 @@ def _add_arguments(parser: argparse.ArgumentParser, names: Sequence[str],
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    import argparse
+
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices
 
@@ -141,6 +155,8 @@ def _with_default_command(parser: argparse.ArgumentParser,
 
 
 def _module(name: str):  # type: ignore[no-untyped-def]
+    import importlib
+
     return importlib.import_module(f"{__name__}.{name}")
 
 
@@ -148,8 +164,14 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
          stderr: IO[str] | None = None, env: dict[str, str] | None = None) -> int:
     out = _escaping(stdout or sys.stdout)
     err = _escaping(stderr or sys.stderr)
+    words = tuple(sys.argv[1:] if argv is None else argv)
+    plain = plain_words(words)
+    if plain is not None:  # a recorded no-op of these words, told before they are parsed
+        code = _replayed(recorded_words(words), *plain, out, err, env)
+        if code is not None:
+            return code
     parser = _parser(("build",), listed=False)
-    argv, command = _with_default_command(parser, list(sys.argv[1:] if argv is None else argv))
+    argv, command = _with_default_command(parser, list(words))
     if command != "build":  # every command listed; that one's arguments (all when none)
         parser = _parser((command,) if command else None)
     try:
@@ -165,10 +187,71 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
     if not getattr(args, "module", None):
         parser.print_help(out)
         return EXIT_USER_ERROR
+    args.command_line = recorded_words(words)  # a build's no-op record (builder/uptodate.py)
+    if plain is None and args.module == "build":  # words not plain: parsed, then looked up
+        code = _replayed(args.command_line, args.store, args.json, args.debug, out, err, env)
+        if code is not None:
+            return code
     rep = Reporter(out, err, choose_mode(out, args.json, env))
+    return _running(rep, args.debug, err, lambda: int(_module(args.module).run(args, rep) or 0)) \
+        or 0
+
+
+def plain_words(words: Sequence[str]) -> tuple[str | None, bool, bool] | None:
+    """(the store, --json, --debug) as `words` give them, when they may be a build's (they
+    name a file, and no other command) and say so plainly: none is `--`, none abbreviates
+    those options (argparse takes `--sto DIR` for `--store DIR`); None otherwise (the words
+    are parsed)."""
+    store, json, debug, named = None, False, False, False
+    following = iter(words)
+    for word in following:
+        option = word.partition("=")[0]
+        if word == "--" or word in COMMANDS and word != "build":
+            return None
+        if word == "--store":
+            store = next(following, None)
+            if store is None:
+                return None
+        elif option == "--store":
+            store = word.partition("=")[2]
+        elif word in ("--json", "--debug"):
+            json, debug = json or word == "--json", debug or word == "--debug"
+        elif option.startswith("--") and len(option) > 2 and any(
+                name.startswith(option) for name in ("--store", "--json", "--debug")):
+            return None
+        named = named or not word.startswith("-") and word != "build"
+    return (store, json, debug) if named else None
+
+
+def recorded_words(words: Sequence[str]) -> tuple[str, ...]:
+    """The words a build's no-op is recorded under: as given, less what changes only how it is
+    told (--json, --debug) and a `build` in front (`udo-build RECIPE` is `udo-build build
+    RECIPE`), so that those spellings share one record (each full no-op writes the report
+    page again, which the other spellings' records would find changed)."""
+    end = words.index("--") if "--" in words else len(words)
+    kept = [w for w in words[:end] if w not in ("--json", "--debug")]
+    return tuple(kept[1:] if kept[:1] == ["build"] else kept) + tuple(words[end:])
+
+
+def _replayed(words: tuple[str, ...], store: str | None, json: bool, debug: bool,
+              out: IO[str], err: IO[str], env: dict[str, str] | None) -> int | None:
+    """The exit code of `udo-build WORDS` told from its no-op record; None when it must run."""
+    from .build import told_from_record
+
+    rep = Reporter(out, err, choose_mode(out, json, env))
+    starting = interrupt.exits_at_once()
+    code = _running(rep, debug, err, lambda: told_from_record(words, store, rep, debug=debug))
+    if code is None and starting:  # no record: parsing again, nothing written yet
+        interrupt.at_once()
+    return code
+
+
+def _running(rep: Reporter, debug: bool, err: IO[str],
+             command: Callable[[], int | None]) -> int | None:
+    """`command`'s exit code, or the one its error means (told through `rep`)."""
     try:
         interrupt.raising()  # KeyboardInterrupt from here: locks released, temporaries removed
-        return int(_module(args.module).run(args, rep) or 0)
+        return command()
     except UserError as exc:
         for problem in exc.problems:
             rep.error(problem)
@@ -186,14 +269,14 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None,
     except (OSError, UnicodeEncodeError) as exc:
         fault = environment_problem(exc) or unencodable_path(exc)
         if fault is None:
-            return _internal(exc, args.debug, err)
+            return _internal(exc, debug, err)
         rep.error(fault)
         rep.emit({"ok": False, "errors": [fault.to_json()]})
         return EXIT_USER_ERROR
     except Exception as exc:
         if during_interrupt(exc):  # a Ctrl-C that Python wrapped: while a class was created
             return _interrupted(err)  # ("Error calling __set_name__"), or a file was closed
-        return _internal(exc, args.debug, err)
+        return _internal(exc, debug, err)
 
 
 def _escaping(stream: IO[str]) -> IO[str]:

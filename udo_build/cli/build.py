@@ -11,30 +11,26 @@ is cached). With a remote cache (--remote, or configured: see udo_build/builder/
 local misses are looked up there, and with --remote-upload or --ci what this build makes is
 uploaded. The build itself is `udo_build.builder.session.run_build` (`run_workspace`); this
 module parses and prints.
+
+A no-op build is told from its record (see builder/uptodate.py) before its words are parsed
+(`told_from_record`, which `main` calls first): what that path needs is imported at the top,
+the parser's modules (argparse, cli/common.py) where the arguments are added and read.
 """
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 
 from ..errors import UserError, display_path
-from .common import (
-    RawFormatter,
-    add_remote_arguments,
-    add_store_arguments,
-    add_strict_argument,
-    download_line,
-    remote_line,
-    remote_request,
-)
 from .reporter import Reporter
 
 EXIT_STALE = 1  # --check: some action would run
 
 if TYPE_CHECKING:
+    import argparse
+
+    from ..builder.outcome import BuildReport
     from ..builder.plan import Shard
-    from ..builder.session import BuildReport
     from ..builder.workspace import WorkspaceReport
 
 
@@ -59,6 +55,13 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    from .common import (
+        RawFormatter,
+        add_remote_arguments,
+        add_store_arguments,
+        add_strict_argument,
+    )
+
     parser.formatter_class = RawFormatter
     parser.description, parser.epilog = DESCRIPTION, EPILOG
     parser.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML), or a workspace "
@@ -103,6 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def _jobs(text: str) -> int:
+    import argparse
+
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
@@ -110,6 +115,8 @@ def _jobs(text: str) -> int:
 
 
 def _shard(text: str) -> Shard:
+    import argparse
+
     from ..builder.plan import Shard
 
     try:
@@ -119,31 +126,40 @@ def _shard(text: str) -> Shard:
 
 
 def run(args: argparse.Namespace, rep: Reporter) -> int:
-    from ..builder.session import BuildRequest, replayed
+    from ..builder.session import BuildRequest, run_build, run_workspace
+    from ..recipe.workspace import checked_memo, list_recipes, recipe_words
+    from .common import remote_request
 
-    request = BuildRequest(args.recipe, tuple(args.targets), store=args.store, out=args.out,
+    files, targets = recipe_words(args.recipe, args.targets)
+    listing = list_recipes(files, checked_memo(args.store))
+    request = BuildRequest(args.recipe, tuple(targets), store=args.store, out=args.out,
                            jobs=args.jobs, keep_going=args.keep_going,
                            dry_run=args.dry_run or args.check, remote=remote_request(args),
                            shard=args.shard, shard_wait=args.shard_wait,
                            remote_optional=args.remote_optional, executor=args.executor,
-                           strict=args.strict, download=args.download)
-    noop = replayed(request, rep)  # a no-op whose inputs are all as they were, or None
-    if noop is not None:
-        return _told(rep, noop, args)
-    from ..builder.session import run_build, run_workspace
-    from ..recipe.workspace import checked_memo, list_recipes, recipe_words
-
-    files, targets = recipe_words(args.recipe, args.targets)
-    listing = list_recipes(files, checked_memo(args.store))
-    request = request._replace(targets=tuple(targets))
+                           strict=args.strict, download=args.download,
+                           command_line=getattr(args, "command_line", ()))  # main's words
     if listing.combined:
         return _workspace(rep, run_workspace(listing, request, rep), args)
-    return _told(rep, run_build(request, rep), args)
+    return told(rep, run_build(request, rep), debug=args.debug, check=args.check)
 
 
-def _told(rep: Reporter, report: BuildReport, args: argparse.Namespace) -> int:
+def told_from_record(words: tuple[str, ...], store: str | None, rep: Reporter, *,
+                     debug: bool) -> int | None:
+    """`udo-build WORDS` told as its recorded no-op when everything that no-op read is as it
+    was (builder/uptodate.py: a build is recorded under its words as given, so they need no
+    parsing, but for the store they name): its exit code; None when the build must run."""
+    from ..builder.uptodate import replayed_command_line
+
+    report = replayed_command_line(words, store, rep)
+    if report is None:
+        return None
+    return told(rep, report, debug=debug, check=False)  # a dry run is never recorded
+
+
+def told(rep: Reporter, report: BuildReport, *, debug: bool, check: bool) -> int:
     """Tell one recipe's build (its failures, its summary or JSON); its exit code."""
-    _failures(rep, report, args.debug)
+    _failures(rep, report, debug)
     if report.unpublished:
         rep.failure(f"{report.unpublished} result{'s' * (report.unpublished != 1)} of this "
                     "shard could not be uploaded to the remote cache, so the join build would "
@@ -153,10 +169,10 @@ def _told(rep: Reporter, report: BuildReport, args: argparse.Namespace) -> int:
     if rep.mode == "json":
         rep.emit(report.to_json())
     elif report.dry_run:
-        _dry_summary(rep, report, check=args.check)
+        _dry_summary(rep, report, check=check)
     else:
         _summary(rep, report)
-    if args.check and report.exit_code == 0 and report.stale:
+    if check and report.exit_code == 0 and report.stale:
         return EXIT_STALE
     return report.exit_code
 
@@ -250,8 +266,12 @@ def _details(rep: Reporter, report: BuildReport) -> None:
         rep.line(f"  not available yet in this udo-build: {', '.join(unavailable)} (those "
                  "actions and what needs them are skipped)")
     if report.remote is not None:
+        from .common import remote_line
+
         rep.line(f"  {remote_line(report.remote)}")
     if report.download is not None and report.download["remote_only_actions"]:
+        from .common import download_line
+
         rep.line(f"  {download_line(report.download)}")
     if report.out is not None:
         rep.line(f"  outputs in {display_path(report.out)}")

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import sys
 import threading
 import time
 from types import FrameType
+
+try:  # the C module: `signal` wraps it in enums, a millisecond that every command pays first
+    import _signal as signal
+except ImportError:  # pragma: no cover - an interpreter without it
+    import signal  # type: ignore[no-redef]
 
 EXIT_INTERRUPTED = 130
 MESSAGE = "interrupted (Ctrl-C): run the same command again to finish; what was done is kept"
@@ -59,10 +63,15 @@ def _ignore() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def exits_at_once() -> bool:
+    """Whether an interrupt exits at once now (`at_once` in force)."""
+    return signal.getsignal(signal.SIGINT) is quit_now
+
+
 def raising() -> None:
     """From now on an interrupt raises KeyboardInterrupt (when `at_once` was in force: a host
     program's own handler is left alone)."""
-    if _main_thread() and signal.getsignal(signal.SIGINT) is quit_now:
+    if _main_thread() and exits_at_once():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.unraisablehook = not_dropped
 
