@@ -9,7 +9,8 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
     cli/        the command line: parses arguments, calls the library, prints through its one
                 reporter (the only code that prints)
     builder/    the library under the CLI: session.run_build (one build of a recipe, returning
-                a BuildReport; build, explain, cache and package share its pieces), plan (a
+                a BuildReport, defined in outcome with ActionOutcome, what a replayed no-op
+                also returns; build, explain, cache and package share its pieces), plan (a
                 recipe -> actions), engine (schedules actions over the store and the remote
                 cache), kinds/ (one thin adapter per action kind: read inputs, call a stage,
                 write outputs), history, explain, outputs (the output folder), transfer
