@@ -58,7 +58,7 @@ from ..ac import ActionCache, ActionResult, Output
 from ..cas import Cas, sha256_bytes
 from ..counters import Counters
 from .entries import Pointer, entry_bytes, entry_envelope
-from .pools import LargestFirst
+from .pools import Pool
 from .transport import Refused, RemoteError, Transport, Unavailable
 from .trust import CORRUPT_BLOB, MALFORMED, PublicKey, SigningKey, open_entry, sign_entry
 
@@ -100,10 +100,10 @@ class Remote:
         self._sending: dict[str, threading.Event] = {}  # digests being uploaded -> when done
         self._bad: set[str] = set()  # digests whose remote bytes were corrupt
         self._fetching: dict[str, threading.Event] = {}  # digests being downloaded -> done
-        self._lookups: cf.ThreadPoolExecutor | None = None
-        self._downloads: LargestFirst | None = None  # one job per action
-        self._files: cf.ThreadPoolExecutor | None = None  # one job per blob of a job above
-        self._uploads: cf.ThreadPoolExecutor | None = None
+        self._lookups: Pool | None = None
+        self._downloads: Pool | None = None  # one job per action, the largest first
+        self._files: Pool | None = None  # one job per blob of a job above
+        self._uploads: Pool | None = None
         self._pending: list[cf.Future[bool]] = []
         self.unpublished: set[str] = set()  # keys of results `publish` could not upload
         self.uploading = signing_key is not None
@@ -166,13 +166,10 @@ class Remote:
         if not store or download == "minimal":
             self.counters.add(remote_hits=1)
             return result, None
-        with self._lock:
-            if self._downloads is None:
-                self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads")
         size = sum(o.size for o in result.outputs.values())
         names = None if linked is None else linked(result)
-        return result, self._downloads.submit(size, self._guarded, self.download, result, names,
-                                              download == "outputs")
+        return result, self._pool("downloads").submit(
+            self._guarded, self.download, result, names, download == "outputs", size=size)
 
     def entry(self, key: str, *, index: bool = False) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
@@ -307,7 +304,7 @@ class Remote:
         todo = list({b.digest: b for b in blobs if not self.cas.has(b.digest)}.values())
         if len(todo) <= 1:
             return all(self._download_once(b) for b in todo)
-        return all(list(self._pool("files").map(self._download_once, todo)))
+        return all(self._pool("files").map(self._download_once, todo))
 
     def _download_once(self, blob: Blob) -> bool:
         """Download one blob unless the store has it; one thread downloads a given blob, the
@@ -555,14 +552,15 @@ class Remote:
             self.warnings.append(message)
             self.warn(Problem(message, hint=hint))
 
-    def _pool(self, which: str) -> cf.ThreadPoolExecutor:
-        with self._lock:
-            pool: cf.ThreadPoolExecutor | None = getattr(self, f"_{which}")
-            if pool is None:
-                pool = cf.ThreadPoolExecutor(THREADS[which],
-                                             thread_name_prefix=f"udo-build-{which}")
-                setattr(self, f"_{which}", pool)
-            return pool
+    def _pool(self, which: str, locked: bool = False) -> Pool:
+        if not locked:
+            with self._lock:
+                return self._pool(which, locked=True)
+        pool: Pool | None = getattr(self, f"_{which}")
+        if pool is None:
+            pool = Pool(THREADS[which])
+            setattr(self, f"_{which}", pool)
+        return pool
 
 
 def _size(entry: dict[str, object]) -> int | None:
