@@ -88,3 +88,18 @@ class Pool:
                 self._queue.put((float("inf"), next(self._order), None))
             while wait and self._threads:
                 self._ended.wait()
+
+
+def then(future: cf.Future[Any], step: Callable[[Any], Any]) -> cf.Future[Any]:
+    """A future of `step(what future gives)`, run as `future` ends (in the thread that ends it,
+    or here when it has ended)."""
+    after: cf.Future[Any] = cf.Future()
+
+    def done(ended: cf.Future[Any]) -> None:
+        try:
+            after.set_result(step(ended.result()))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+            after.set_exception(exc)
+
+    future.add_done_callback(done)
+    return after
