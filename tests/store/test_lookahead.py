@@ -96,6 +96,25 @@ def test_the_blobs_of_every_level_download_before_the_build_resolves_their_keys(
     assert out_files(other.out) == out_files(shared.source.out)
 
 
+def test_a_result_found_by_its_chain_key_is_taken_without_a_thread_hop(
+        shared: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the build's key is the one an index entry's result was made for, nothing is left
+    to ask the remote (the blobs are on their way): that lookup is answered in the build's
+    own thread, not queued behind the lookups in flight, one level after another."""
+    threads: list[bool] = []
+    lookup = Remote._lookup
+
+    def noted(self: Remote, key: str, *args: Any) -> Any:
+        if args[-1] is not None:  # `found`
+            threads.append(threading.current_thread() is threading.main_thread())
+        return lookup(self, key, *args)
+
+    monkeypatch.setattr(Remote, "_lookup", noted)
+    summary, _ = build(clone(tmp_path), *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9
+    assert threads and all(threads), threads
+
+
 def test_an_index_entry_made_for_another_key_is_not_used(shared: Warm, tmp_path: Path) -> None:
     (quantize,) = shared.entries("quantize")[1:]  # its index entry (by chain key)
     quantize.chmod(0o644)
