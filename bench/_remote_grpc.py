@@ -23,7 +23,16 @@ from typing import Any
 
 from _throttle import Throttle
 from noop import Build, Report, build, udo_command
-from remote import bench_env, fresh_clone, make_project, ms, report_builds, report_target
+from remote import (
+    bench_env,
+    fresh_clone,
+    make_project,
+    ms,
+    peer_build,
+    report_builds,
+    report_peer,
+    report_target,
+)
 
 from tests.store.buildgrid import BuildGrid, bgd_binary
 
@@ -113,15 +122,19 @@ def _scenario(args: argparse.Namespace, work: Path, port: int, rate: str | None,
     tag = rate or "full"
     warm: list[Build] = []
     plain: list[float] = []
+    peer: list[Build] = []
     for i in range(args.repeats):
+        peer += peer_build(args, work, read, f"{tag}-{i}", bench_env(), before=True)
         clone = fresh_clone(work / "project", work / f"clone-{tag}-{i}")
         os.sync()
         warm.append(build([*udo_command(), *read], clone, work / f"store-{tag}-{i}",
                           env=bench_env()))
+        peer += peer_build(args, work, read, f"{tag}-{i}", bench_env(), before=False)
         os.sync()
         plain.append(plain_download(port, keys, wanted, work / f"plain-{tag}-{i}",
                                     args.parallel))
     _report(rep, name, warm, plain, sum(wanted.values()), rate is not None, args)
+    report_peer(rep, name, peer, plain, "plain reads", args)
 
 
 def plain_download(port: int, keys: list[str], wanted: dict[str, int], dest: Path,

@@ -23,7 +23,16 @@ from typing import Any
 
 from _throttle import Throttle
 from noop import Build, Report, build, udo_command
-from remote import bench_env, fresh_clone, make_project, ms, report_builds, report_target
+from remote import (
+    bench_env,
+    fresh_clone,
+    make_project,
+    ms,
+    peer_build,
+    report_builds,
+    report_peer,
+    report_target,
+)
 
 from tests.store.moto_s3 import REGION, MotoS3, moto_installed
 
@@ -98,7 +107,9 @@ def _scenario(args: argparse.Namespace, work: Path, server: MotoS3, port: int,
     warm: list[Build] = []
     plain: list[float] = []
     fetched: list[int] = []
+    peer: list[Build] = []
     for i in range(args.repeats):
+        peer += peer_build(args, work, read, f"{tag}-{i}", _env(port), before=True)
         clone = fresh_clone(work / "project", work / f"clone-{tag}-{i}")
         os.sync()
         mark = server.log.stat().st_size
@@ -106,11 +117,13 @@ def _scenario(args: argparse.Namespace, work: Path, server: MotoS3, port: int,
                           env=_env(port)))
         time.sleep(0.2)  # moto writes its request log after answering
         keys = _gets_since(server.log, mark)
+        peer += peer_build(args, work, read, f"{tag}-{i}", _env(port), before=False)
         os.sync()
         seconds, size = _plain_gets(port, keys, work / f"plain-{tag}-{i}", args.parallel)
         plain.append(seconds)
         fetched.append(size)
     _report(rep, name, warm, plain, fetched, rate is not None, args)
+    report_peer(rep, name, peer, plain, "plain GETs", args)
 
 
 def _gets_since(log: Path, offset: int) -> list[str]:

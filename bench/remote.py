@@ -45,7 +45,9 @@ OVER_MS (300 ms): the fixed cost of a build (interpreter, imports, the recipe's 
 lookups level after level, the output folder). The unthrottled loopback run is reported with
 its ratio and cost but not held to the targets: there nginx serves from memory on the same
 cores as the build, so its "download" is a memory copy, and the ratio measures the CPU cost of
-verifying and storing every byte durably, not a transfer. `--smoke` is the CI size (one SoC at
+verifying and storing every byte durably, not a transfer. `--peer DIR` builds each round's
+fresh clone with another checkout's udo-build too (PYTHONPATH=DIR), alternating, and reports it
+beside: a change measured against the main branch in one run. `--smoke` is the CI size (one SoC at
 one level, one round, no throttled run, no time targets; what is checked is that the fresh
 clone executes nothing and that every figure is measured). Prints a table, the load average
 and PASS/FAIL; exits 1 if a target is missed.
@@ -114,6 +116,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--python", metavar="PATH",
                    help="measure the udo-build installed beside this interpreter (a venv with "
                         "the wheel: what users get); PYTHONPATH is then not passed on")
+    p.add_argument("--peer", metavar="DIR",
+                   help="also build every fresh clone with the udo-build of the checkout DIR "
+                        "(PYTHONPATH=DIR; the main branch, to measure a change), in the same "
+                        "rounds, each round in the other order, and report it beside")
     p.add_argument("--smoke", action="store_true",
                    help="the CI size: one SoC at level 2, one round, no throttled run, no time "
                         "targets")
@@ -313,13 +319,15 @@ def _scenario(args: argparse.Namespace, work: Path, server: Nginx, public: str,
     read = ["--remote", server.url, "--trusted-key", public]
     tag = server.limit_rate or "full"
     log = Downloads(server)
-    warm, curl, plain, local, fetched = [], [], [], [], []
+    warm, curl, plain, local, fetched, peer = [], [], [], [], [], []
     for i in range(args.repeats):
+        peer += peer_build(args, work, read, f"{tag}-{i}", env, before=True)
         clone = fresh_clone(work / "project", work / f"clone-{tag}-{i}")
         os.sync()  # each timed step starts with no dirty pages of the one before to write back
         log.mark()
         warm.append(build([*cmd, *read], clone, work / f"store-{tag}-{i}", env=env))
         urls = log.since_mark()
+        peer += peer_build(args, work, read, f"{tag}-{i}", env, before=False)
         fetched.append(sum((server.root / u.lstrip("/")).stat().st_size for u in urls))
         os.sync()
         if shutil.which("curl"):
@@ -331,6 +339,35 @@ def _scenario(args: argparse.Namespace, work: Path, server: Nginx, public: str,
             os.sync()
             local.append(build(cmd, other, work / f"store-local-{i}", env=env).seconds)
     _report(rep, name, warm, curl, plain, local, fetched, bool(server.limit_rate), args)
+    report_peer(rep, name, peer, curl or plain, "curl" if curl else "urllib", args)
+
+
+def peer_build(args: argparse.Namespace, work: Path, read: list[str], tag: str,
+               env: dict[str, str], *, before: bool) -> list[Build]:
+    """With --peer: the round's fresh clone built by the peer checkout's udo-build, before this
+    one's in odd rounds and after it in even ones (`tag` ends with the round); else none."""
+    if args.peer is None or before != (int(tag.rpartition("-")[2]) % 2 == 1):
+        return []
+    clone = fresh_clone(work / "project", work / f"peer-clone-{tag}")
+    os.sync()
+    return [build([*udo_command(), *read], clone, work / f"peer-store-{tag}",
+                  env={**env, "PYTHONPATH": str(Path(args.peer).resolve())})]
+
+
+def report_peer(rep: Report, name: str, peer: list[Build], baseline: list[float], how: str,
+                args: argparse.Namespace) -> None:
+    """The peer checkout's fresh clones (--peer), against the same download: a figure beside
+    this checkout's, held to no target."""
+    if not peer:
+        return
+    rep.check(f"{name}: the peer's fresh clone executed 0",
+              all(b.code == 0 and b.count("executed") == 0 for b in peer),
+              f"executed {[b.count('executed') for b in peer]}, exits {[b.code for b in peer]}")
+    seconds, base = statistics.median([b.seconds for b in peer]), statistics.median(baseline)
+    rep.fact(f"peer {args.peer}: fresh clone", ms([b.seconds for b in peer]))
+    rep.fact("  peer: ratio, cost over the download",
+             f"{seconds / base:.2f}x, {(seconds - base) * 1000:+.0f} ms (vs {how} "
+             f"{base * 1000:.0f} ms)")
 
 
 def ms(values: Sequence[float]) -> str:

@@ -1,6 +1,7 @@
 """bench/remote.py on a small scale, so that it cannot rot: one SoC at one level (one record),
 one round, no throttled run (`--smoke`); the time targets are not checked at this size, only
-that the fresh clone executed nothing and every figure was measured."""
+that the fresh clone executed nothing and every figure was measured (a peer checkout's too,
+`--peer`: this one)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ def test_remote_bench_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     if nginx_binary() is None:
         pytest.skip("the remote bench needs nginx (apt-get install nginx)")
     remote = _script("remote")
-    code = remote.main(["--smoke", "--keep", str(tmp_path / "work")])
+    peer = Path(remote.__file__).resolve().parents[1]  # this checkout as its own peer
+    code = remote.main(["--smoke", "--keep", str(tmp_path / "work"), "--peer", str(peer)])
     out = capsys.readouterr().out
     assert code in (0, 1), out
     assert "  PASS  loopback, unthrottled: executed 0: executed [0]" in out
+    assert "  PASS  loopback, unthrottled: the peer's fresh clone executed 0" in out
     figures = ["fresh clone + empty store + warm remote", "urllib GETs into memory",
-               "downloaded by the build (its GETs)", "fresh clone, empty store, no remote"]
+               "downloaded by the build (its GETs)", "fresh clone, empty store, no remote",
+               f"peer {peer}: fresh clone", "peer: ratio, cost over the download"]
     if shutil.which("curl"):
         figures += ["curl, the same files to disk", "build / curl"]
     for figure in figures:

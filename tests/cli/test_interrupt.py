@@ -97,3 +97,20 @@ def test_a_ctrl_c_wrapped_by_a_class_creation_is_the_interrupt(
     err = io.StringIO()
     assert main(["info", "x.udb"], stdout=io.StringIO(), stderr=err, env={}) == 130
     assert "interrupted (Ctrl-C)" in err.getvalue() and "internal error" not in err.getvalue()
+
+
+def test_the_console_script_freezes_the_heap_before_it_exits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter's shutdown collects cycles over every object still alive (a fresh
+    clone's: 70-90 ms of CPU on a loaded machine); frozen first, its collections skip them
+    (the process ends anyway, its memory goes back whole)."""
+    import gc
+
+    from udo_build import cli
+
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    monkeypatch.setattr(sys, "argv", ["udo-build", "--version"])
+    with pytest.raises(SystemExit) as exited:
+        cli.run()
+    assert exited.value.code == 0 and frozen == [True]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from udo_build.builder.engine import Engine
 from udo_build.store.remote.tier import Remote
 
 from .remote_fixtures import build, executed, out_files
@@ -60,6 +61,58 @@ def test_the_lookups_of_every_level_are_in_flight_together(
     monkeypatch.setattr(Remote, "entry", entry_together)
     summary, _ = build(clone(tmp_path), *shared.read)
     assert broken == [] and executed(summary) == [] and summary["remote"]["hits"] == 9
+
+
+def test_the_blobs_of_every_level_download_before_the_build_resolves_their_keys(
+        shared: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result found by its chain key has its blobs on their way at once (verified by their
+    digests as any; its entry is written once the build's key is the one it was made for):
+    the deepest action's are downloading while the build has not yet resolved the level
+    above the roots. Level after level, they would wait for that resolution here."""
+    deepest = shared.summary["actions"][-1]["key"]  # the plan is in dependency order
+    started = threading.Event()
+    blobs = Remote._blobs
+
+    def noted(self: Remote, result: Any, *args: Any) -> Any:
+        if result.key == deepest:
+            started.set()
+        return blobs(self, result, *args)
+
+    waited: list[bool] = []
+    resolve = Engine.resolve
+
+    def resolve_late(self: Engine, state: Any, kind: Any) -> Any:
+        if state.action.deps and not waited:
+            waited.append(started.wait(10))
+        return resolve(self, state, kind)
+
+    monkeypatch.setattr(Remote, "_blobs", noted)
+    monkeypatch.setattr(Engine, "resolve", resolve_late)
+    other = clone(tmp_path)
+    summary, err = build(other, *shared.read)
+    assert waited == [True]
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
+    assert summary["remote"]["misses"] == 0
+    assert out_files(other.out) == out_files(shared.source.out)
+
+
+def test_a_result_found_by_its_chain_key_is_taken_without_a_thread_hop(
+        shared: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the build's key is the one an index entry's result was made for, nothing is left
+    to ask the remote (the blobs are on their way): that lookup is answered in the build's
+    own thread, not queued behind the lookups in flight, one level after another."""
+    threads: list[bool] = []
+    lookup = Remote._lookup
+
+    def noted(self: Remote, key: str, *args: Any) -> Any:
+        if args[-1] is not None:  # `found`
+            threads.append(threading.current_thread() is threading.main_thread())
+        return lookup(self, key, *args)
+
+    monkeypatch.setattr(Remote, "_lookup", noted)
+    summary, _ = build(clone(tmp_path), *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9
+    assert threads and all(threads), threads
 
 
 def test_an_index_entry_made_for_another_key_is_not_used(shared: Warm, tmp_path: Path) -> None:

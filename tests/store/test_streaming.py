@@ -265,18 +265,44 @@ def test_get_into_returns_none_on_a_miss_and_streams_a_hit(nginx_server: Nginx) 
 # -- scheduling -----------------------------------------------------------------------------------
 
 def test_the_largest_download_starts_first() -> None:
-    from udo_build.store.remote.pools import LargestFirst
+    from udo_build.store.remote.pools import Pool
 
-    pool = LargestFirst(1, "test")
+    pool = Pool(1)
     gate, order = threading.Event(), []
-    first = pool.submit(1, gate.wait)  # holds the only thread while the others queue
-    futures = [pool.submit(size, order.append, size) for size in (5, 500, 50, 5000)]
+    first = pool.submit(gate.wait, size=1)  # holds the only thread while the others queue
+    futures = [pool.submit(order.append, size, size=size) for size in (5, 500, 50, 5000)]
     gate.set()
     assert first.result(timeout=5) is True
     assert [f.result(timeout=5) for f in futures] == [None] * 4
     assert order == [5000, 500, 50, 5]
-    failing = pool.submit(1, lambda: 1 / 0)
+    failing = pool.submit(lambda: 1 / 0, size=1)
     with pytest.raises(ZeroDivisionError):
         failing.result(timeout=5)
     pool.shutdown()
     assert not pool._threads
+
+
+def test_a_pool_starts_its_threads_without_waiting_for_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """threading.Thread.start waits until the new thread has taken the GIL (a few switch
+    intervals each while other threads run Python code): the thread that submits, the build's
+    own in a fresh checkout's lookups, must not wait for that; the pool still grows to its
+    size as jobs wait, and jobs of one size run in the order they came."""
+    from udo_build.store.remote.pools import Pool
+
+    def no_start(self: threading.Thread) -> None:
+        raise AssertionError("a pool thread started through threading.Thread.start")
+
+    monkeypatch.setattr(threading.Thread, "start", no_start)
+    pool = Pool(3)
+    gate, order = threading.Event(), []
+    held = [pool.submit(gate.wait) for _ in range(3)]  # each needs a thread of its own
+    queued = [pool.submit(order.append, i) for i in range(5)]
+    assert pool._threads == 3
+    gate.set()
+    assert [f.result(timeout=5) for f in held] == [True] * 3
+    assert [f.result(timeout=5) for f in queued] == [None] * 5
+    assert sorted(order) == list(range(5))
+    assert pool.map(lambda x: x * 2, [1, 2, 3]) == [2, 4, 6]
+    pool.shutdown()
+    assert pool._threads == 0

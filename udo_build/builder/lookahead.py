@@ -16,7 +16,10 @@ an edited source) asks for the chain key of every action downstream of such a ro
 (`Engine._look_ahead`), and uses a result found there only when its signed action key is the
 one the build computes once the upstream results are known: the index says where to look,
 never what to trust. A chain key without an entry, or with one made for another key (an
-upstream action that gave other bytes), is looked up by its action key as before.
+upstream action that gave other bytes), is looked up by its action key as before. The blobs of
+a result found there start downloading at once, each verified by its digest (see
+`Remote._fetch_ahead`): a fresh checkout downloads every level's outputs together instead of
+each level's once the level above is resolved; its entry is stored once the keys agree.
 """
 
 from __future__ import annotations

@@ -351,4 +351,9 @@ def run() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
+    import gc
+
+    # the shutdown's collections skip the objects frozen here: a fresh clone's (350 modules)
+    # took 70-90 ms of CPU at a load of 4-8, under 20 ms frozen
+    gc.freeze()
     sys.exit(code)

@@ -22,7 +22,9 @@ every file) that the local store lacks is downloaded, its sha256 checked, and st
 (a blob of STREAM_FROM bytes or more is hashed and written as it arrives, never held in memory
 whole); only when all are there is the entry written to the local action cache. A blob whose
 bytes do not match its name is refused and never stored; an entry whose blobs the remote lacks
-is a miss.
+is a miss. A result found through an index key (see `upload`) has its blobs downloaded at once,
+before the build knows whether it is the result of the key it computes (`_fetch_ahead`): blobs
+are verified by their names, the entry waits for that key.
 
 What a hit downloads is the build's `--download` (`fetch_async`): every blob ("all"), only the
 blobs its output folder gets ("outputs": the others stay in the remote, proven there), or none
@@ -58,7 +60,7 @@ from ..ac import ActionCache, ActionResult, Output
 from ..cas import Cas, sha256_bytes
 from ..counters import Counters
 from .entries import Pointer, entry_bytes, entry_envelope
-from .pools import LargestFirst
+from .pools import Pool, then
 from .transport import Refused, RemoteError, Transport, Unavailable
 from .trust import CORRUPT_BLOB, MALFORMED, PublicKey, SigningKey, open_entry, sign_entry
 
@@ -100,10 +102,12 @@ class Remote:
         self._sending: dict[str, threading.Event] = {}  # digests being uploaded -> when done
         self._bad: set[str] = set()  # digests whose remote bytes were corrupt
         self._fetching: dict[str, threading.Event] = {}  # digests being downloaded -> done
-        self._lookups: cf.ThreadPoolExecutor | None = None
-        self._downloads: LargestFirst | None = None  # one job per action
-        self._files: cf.ThreadPoolExecutor | None = None  # one job per blob of a job above
-        self._uploads: cf.ThreadPoolExecutor | None = None
+        # action key -> the linked names and blob future of a result fetched ahead (`_lookup`)
+        self._ahead: dict[str, tuple[frozenset[str] | None, cf.Future[bool | None]]] = {}
+        self._lookups: Pool | None = None
+        self._downloads: Pool | None = None  # one job per action, the largest first
+        self._files: Pool | None = None  # one job per blob of a job above
+        self._uploads: Pool | None = None
         self._pending: list[cf.Future[bool]] = []
         self.unpublished: set[str] = set()  # keys of results `publish` could not upload
         self.uploading = signing_key is not None
@@ -137,14 +141,20 @@ class Remote:
 
         With `index`, `key` is an index key (see `upload`): the entry filed there is read and
         verified as any, but it may be made for any action key (`result.key`), which the
-        caller compares with the key it computes; the future gives the result without blobs,
-        and nothing is counted or told: the caller then asks for the action key, with
-        `found=` the result when it was made for that key (its entry is not read again, its
-        blobs are downloaded as `download` says, and the hit or miss is counted)."""
+        caller compares with the key it computes; the future gives the result without blobs
+        (they start downloading as `download` says, unless "minimal": `_fetch_ahead`), and
+        nothing is counted or told: the caller then asks for the action key, with `found=` the
+        result when it was made for that key (its entry is not read again, its blobs are those
+        on their way, and the hit or miss is counted; no request is left to make, so the future
+        is given done, without a thread: a chain of levels resolves in the build's thread)."""
         if not self.trusted or self.transport.disabled is not None:
             return None
-        return self._pool("lookups").submit(self._guarded, self._lookup, key, store, linked,
-                                            download, index, found)
+        args = (key, store, linked, download, index, found)
+        if found is not None and found.key == key and store and download != "minimal":
+            done: cf.Future[Fetched | None] = cf.Future()  # no request to wait for: here
+            done.set_result(self._guarded(self._lookup, *args))
+            return done
+        return self._pool("lookups").submit(self._guarded, self._lookup, *args)
 
     def fetch(self, key: str, *, store: bool = True) -> ActionResult | None:
         """`fetch_async`, waited for: the result once it is stored locally (or only verified)."""
@@ -158,8 +168,13 @@ class Remote:
                 index: bool, found: ActionResult | None) -> Fetched | None:
         result = found if found is not None and found.key == key else self.entry(key,
                                                                                   index=index)
-        if result is None or index:
-            return None if result is None else (result, None)
+        if result is None:
+            return None
+        names = None if linked is None or download == "minimal" else frozenset(linked(result))
+        if index:
+            if store and download != "minimal":
+                self._fetch_ahead(result, names, download == "outputs")
+            return result, None
         if download == "minimal" and not self.prove(result.outputs.values()):
             self.counters.add(remote_misses=1)
             return None
@@ -167,12 +182,31 @@ class Remote:
             self.counters.add(remote_hits=1)
             return result, None
         with self._lock:
-            if self._downloads is None:
-                self._downloads = LargestFirst(THREADS["downloads"], "udo-build-downloads")
+            ahead = self._ahead.get(result.key)
+        if ahead is not None and ahead[0] == names:  # its blobs are on their way already
+            return result, then(ahead[1], lambda ok: self._guarded(
+                self._entry_stored, result, names, download == "outputs", bool(ok)))
         size = sum(o.size for o in result.outputs.values())
-        names = None if linked is None else linked(result)
-        return result, self._downloads.submit(size, self._guarded, self.download, result, names,
-                                              download == "outputs")
+        return result, self._pool("downloads").submit(
+            self._guarded, self.download, result, names, download == "outputs", size=size)
+
+    def _fetch_ahead(self, result: ActionResult, names: frozenset[str] | None,
+                     only_linked: bool) -> None:
+        """Start downloading the blobs of a result found through an index key (signed by a
+        trusted key, for its own action key) before the build knows whether that key is the
+        one it computes: the blobs are named by their digests and verified as any, so nothing
+        unverified is stored, and no entry is written here (the lookup by the action key that
+        follows writes it, once these are done: `_lookup`). A fresh checkout then downloads
+        every level's blobs at once, not each level's once the level above is resolved. Were
+        the key not the build's (an upstream action that gave other bytes), those blobs are
+        downloaded for nothing: a cost, never a wrong result."""
+        with self._lock:
+            if result.key in self._ahead:
+                return
+            size = sum(o.size for o in result.outputs.values())
+            future = self._pool("downloads", locked=True).submit(
+                self._guarded, self._blobs, result, names, only_linked, size=size)
+            self._ahead[result.key] = (names, future)
 
     def entry(self, key: str, *, index: bool = False) -> ActionResult | None:
         """The remote's entry for `key` if it is signed by a trusted key and made for `key`
@@ -229,14 +263,23 @@ class Remote:
         links (see `Cas.materialize`), so the machine keeps one copy instead of a compressed
         one in the store and a raw one in the folder, and a fresh checkout neither compresses
         nor decompresses them on the way."""
-        published = set(result.publish.values() if linked is None else linked)
-        kept = [o for name, o in result.outputs.items() if name not in published]
-        linked = [o for name, o in result.outputs.items() if name in published]
-        if not self.fetch_outputs(linked, raw=True) or not (
-                self.prove(kept) if only_linked else self.fetch_outputs(kept)):
+        return self._entry_stored(result, linked, only_linked,
+                                  self._blobs(result, linked, only_linked))
+
+    def _blobs(self, result: ActionResult, linked: Collection[str] | None,
+               only_linked: bool) -> bool:
+        """The blob part of `download`: nothing counted as a hit or a miss, no entry."""
+        outputs, kept = _linked_and_kept(result, linked)
+        return self.fetch_outputs(outputs, raw=True) and (
+            self.prove(kept) if only_linked else self.fetch_outputs(kept))
+
+    def _entry_stored(self, result: ActionResult, linked: Collection[str] | None,
+                      only_linked: bool, blobs: bool) -> bool:
+        """The entry part of `download`, once its blobs are stored (`blobs`) or not."""
+        if not blobs:
             self.counters.add(remote_misses=1)
             return False
-        if not only_linked or self.stored(kept):
+        if not only_linked or self.stored(_linked_and_kept(result, linked)[1]):
             self.ac.put(result)
         self.counters.add(remote_hits=1)
         return True
@@ -307,7 +350,7 @@ class Remote:
         todo = list({b.digest: b for b in blobs if not self.cas.has(b.digest)}.values())
         if len(todo) <= 1:
             return all(self._download_once(b) for b in todo)
-        return all(list(self._pool("files").map(self._download_once, todo)))
+        return all(self._pool("files").map(self._download_once, todo))
 
     def _download_once(self, blob: Blob) -> bool:
         """Download one blob unless the store has it; one thread downloads a given blob, the
@@ -555,14 +598,25 @@ class Remote:
             self.warnings.append(message)
             self.warn(Problem(message, hint=hint))
 
-    def _pool(self, which: str) -> cf.ThreadPoolExecutor:
-        with self._lock:
-            pool: cf.ThreadPoolExecutor | None = getattr(self, f"_{which}")
-            if pool is None:
-                pool = cf.ThreadPoolExecutor(THREADS[which],
-                                             thread_name_prefix=f"udo-build-{which}")
-                setattr(self, f"_{which}", pool)
-            return pool
+    def _pool(self, which: str, locked: bool = False) -> Pool:
+        if not locked:
+            with self._lock:
+                return self._pool(which, locked=True)
+        pool: Pool | None = getattr(self, f"_{which}")
+        if pool is None:
+            pool = Pool(THREADS[which])
+            setattr(self, f"_{which}", pool)
+        return pool
+
+
+def _linked_and_kept(result: ActionResult, linked: Collection[str] | None
+                     ) -> tuple[list[Output], list[Output]]:
+    """The outputs of a result that go to an output folder (`linked`, by name; default: those
+    it publishes), and the others."""
+    published = set(result.publish.values() if linked is None else linked)
+    outputs = list(result.outputs.items())
+    return ([o for name, o in outputs if name in published],
+            [o for name, o in outputs if name not in published])
 
 
 def _size(entry: dict[str, object]) -> int | None:
