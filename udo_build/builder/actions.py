@@ -22,10 +22,7 @@ tests, site-specific steps) are registered by modules named in UDO_BUILD_PLUGINS
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,6 +209,8 @@ def load_kinds(env: Mapping[str, str] | None = None) -> None:
 
 
 def _import_plugin(entry: str) -> None:
+    import importlib.util  # a plugin file is rare: a build without one need not import it
+
     from ..errors import UserError
 
     try:
@@ -275,6 +274,8 @@ class ActionContext:
         self._cas = cas
         self._part_of: dict[str, str] = {}  # a stored blob this action shares -> its input
         self._steps = steps
+        import tempfile  # here: a build whose actions are all cached runs none (nor imports it)
+
         self.workdir = Path(tempfile.mkdtemp(prefix="udo-build-action-"))
 
     def progress(self, what: str, total: int = 0) -> Progress | None:
@@ -401,6 +402,8 @@ class ActionContext:
         return self._inputs[name]
 
     def cleanup(self) -> None:
+        import shutil
+
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

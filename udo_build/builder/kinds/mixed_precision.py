@@ -26,7 +26,7 @@ import json
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from ...quant.settings import TargetSettings
+from ...quant.settings import TARGET_PARAMS
 from ..actions import ActionContext, Produced, action_kind
 from .inputs import input_list, kernel_files, numbered
 
@@ -57,8 +57,9 @@ def mixed_sensitivity(ctx: ActionContext) -> Produced:
                                  f"over {len(feeds)} inputs"))
 
 
-@action_kind("mixed-search", version=4, params=TargetSettings.KEY_PARAMS)
+@action_kind("mixed-search", version=4, params=TARGET_PARAMS)
 def mixed_search(ctx: ActionContext) -> Produced:
+    from ...quant.algorithm_settings import TargetSettings
     from ...quant.mixed_precision import OutputNoise, elements
     from ...quant.mixed_search import Unreachable, document, search
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...quant.settings import AdaroundSettings
+from ...quant.settings import ADAROUND_PARAMS
 from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import input_list, kernel_files
 
@@ -44,9 +44,10 @@ def equalize(ctx: ActionContext) -> Produced:
 
 
 # version 2: the bundle stored as a file of parts (its weights shared blobs), as quantize's
-@action_kind("adaround", version=2, params=(*AdaroundSettings.KEY_PARAMS, "report_inputs"))
+@action_kind("adaround", version=2, params=(*ADAROUND_PARAMS, "report_inputs"))
 def adaround(ctx: ActionContext) -> Produced:
     from ...quant.adaround import adaround as run_adaround
+    from ...quant.algorithm_settings import AdaroundSettings
 
     settings = AdaroundSettings.from_params(ctx.params)
     return _weight_step(ctx, "adaround", lambda q, pk, feeds, n: run_adaround(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ...canonical import canonical_json
 from ...errors import Problem
-from ...quant.settings import QuantizeSettings, Widths
+from ...quant.settings import QuantizeSettings
 from ..actions import ActionContext, FileOfParts, Produced, action_kind
 from .inputs import input_list, kernel_files
 
@@ -50,6 +50,7 @@ def quantize(ctx: ActionContext) -> Produced:
     from ...ir.qmodel import to_bundle
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
+    from ...quant.algorithm_settings import Widths
     from ...quant.pipeline import quantize_and_measure
     from ...runtime.pool import labels
 
