@@ -1,8 +1,9 @@
 """What a full no-op build (its no-op record removed: it loads the recipe, plans, keys and looks
-up every action, and finds each cached) imports beyond what it uses: no module that only running
-an action needs (an action's work folder: tempfile, shutil), no plugin-file loader (importlib.util),
-and no settings of quantization algorithms the recipe does not list. Run without site (`-S`),
-whose .pth files import some of these here: what udo-build itself imports."""
+up every action, and finds each cached) imports beyond what it uses: nothing that only running
+an action needs (its work folder: tempfile, shutil; what it is handed and returns:
+builder/action_io.py), no plugin-file loader (importlib.util), and no settings of quantization
+algorithms the recipe does not list. Run without site (`-S`), whose .pth files import some of
+these here: what udo-build itself imports."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ import pytest
 from udo_build.builder import uptodate
 
 REPO = Path(__file__).resolve().parents[2]
-# made lazy: an action's work folder (builder/actions.py ActionContext), a plugin loaded from a
-# file, AdaRound's and the mixed precision search's settings (quant/algorithm_settings.py)
+# made lazy: an action's work folder (builder/actions.py ActionContext), its inputs and outputs
+# (builder/action_io.py), a plugin loaded from a file, AdaRound's and the mixed precision
+# search's settings (quant/algorithm_settings.py)
 LAZY = ("tempfile", "shutil", "random", "bz2", "lzma", "importlib.util",
-        "udo_build.quant.algorithm_settings")
+        "udo_build.builder.action_io", "udo_build.quant.algorithm_settings")
 ENTRY = ("import atexit, json, sys\n"
          "listed = sys.argv[1]\n"
          "atexit.register(lambda: json.dump(sorted(sys.modules), open(listed, 'w')))\n"

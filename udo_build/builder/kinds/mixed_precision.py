@@ -27,11 +27,12 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ...quant.settings import TARGET_PARAMS
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, action_kind
 from .inputs import input_list, kernel_files, numbered
 
 if TYPE_CHECKING:
     from ...quant.mixed_precision import Candidates
+    from ..action_io import Produced
 
 SENSITIVITY_PARAMS = ("group", "groups", "inputs")
 
@@ -41,6 +42,7 @@ SENSITIVITY_PARAMS = ("group", "groups", "inputs")
 @action_kind("mixed-sensitivity", version=4, params=SENSITIVITY_PARAMS)
 def mixed_sensitivity(ctx: ActionContext) -> Produced:
     from ...quant.mixed_precision import OutputNoise
+    from ..action_io import Produced
 
     candidates, packages, feeds = _read(ctx)
     group, groups = int(ctx.params["group"]), int(ctx.params["groups"])
@@ -62,6 +64,7 @@ def mixed_search(ctx: ActionContext) -> Produced:
     from ...quant.algorithm_settings import TargetSettings
     from ...quant.mixed_precision import OutputNoise, elements
     from ...quant.mixed_search import Unreachable, document, search
+    from ..action_io import Produced
 
     target = TargetSettings.from_params(ctx.params)
     candidates, packages, feeds = _read(ctx)
