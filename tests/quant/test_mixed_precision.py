@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from udo_build.quant.algorithm_settings import Widths
 from udo_build.quant.mixed_precision import ACTIVATION, WEIGHT, Candidates, OutputNoise, Unit
 from udo_build.quant.mixed_search import (
     NoiseModel,
@@ -20,7 +21,6 @@ from udo_build.quant.mixed_search import (
     search,
 )
 from udo_build.quant.pipeline import quantize_model
-from udo_build.quant.settings import Widths
 
 from .algo_models import chain_model, concat_model, feeds
 

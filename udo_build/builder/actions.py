@@ -22,60 +22,36 @@ tests, site-specific steps) are registered by modules named in UDO_BUILD_PLUGINS
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic import write_atomic
 from ..canonical import canonical_json, sha256_hex
+
+if TYPE_CHECKING:  # and at run time by __getattr__, on first use
+    from .action_io import ActionInput, FileOfParts, Produced, Tree  # noqa: F401
 
 KEY_SCHEMA = "udo-build/action-key"
 KEY_VERSION = 1
 PLUGINS_ENV = "UDO_BUILD_PLUGINS"
 BUILTIN_KINDS = ("udo_build.builder.kinds",)
 STREAM_FROM = 64 << 20  # bytes: a larger input is written to a file piece by piece
+_LAZY = ("ActionInput", "FileOfParts", "Produced", "Tree")  # in action_io.py
 
 
-@dataclass(frozen=True)
-class Tree:
-    """An output that is a folder (stored as a Merkle tree)."""
+def __getattr__(name: str) -> Any:
+    """`Produced`, `Tree`, `FileOfParts` and `ActionInput` (action_io.py), imported when first
+    asked for: a build whose actions are all cached runs none (and defines none of them)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import action_io
 
-    path: Path
-
-
-@dataclass(frozen=True)
-class FileOfParts:
-    """An output that is one file made of parts (udo_build.store.parts): literal bytes, or
-    blobs already in the store (an input's digest and size, `ActionContext.input_part`), at
-    offsets; zeros between. The store keeps the shared blobs once."""
-
-    segments: tuple[tuple[int, Any], ...]  # (offset, bytes | store.parts.Part)
-    size: int
-
-    @classmethod
-    def of_bundle(cls, bundle: Any) -> FileOfParts:
-        """A bundle (udo_build.ir.bundle) as a file of parts: each large weight a blob of its
-        own, read when stored, so that the bundle is never whole in memory."""
-        from ..ir.bundle import bundle_segments
-
-        segments, size = bundle_segments(bundle)
-        return cls(segments, size)  # type: ignore[arg-type]
-
-
-@dataclass
-class Produced:
-    """What an action returns: outputs by name (bytes, a file path, a Tree or a FileOfParts),
-    where to publish them in the output folder (relative path -> output name), and a
-    description."""
-
-    outputs: dict[str, bytes | Path | Tree | FileOfParts]
-    publish: dict[str, str] = field(default_factory=dict)
-    description: str = ""
+    value = getattr(action_io, name)
+    globals()[name] = value
+    return value
 
 
 @dataclass(frozen=True)
@@ -212,6 +188,8 @@ def load_kinds(env: Mapping[str, str] | None = None) -> None:
 
 
 def _import_plugin(entry: str) -> None:
+    import importlib.util  # a plugin file is rare: a build without one need not import it
+
     from ..errors import UserError
 
     try:
@@ -242,19 +220,6 @@ class MissingInput(Exception):
         return f"input {self.name} ({self.digest[:12]}) is missing from the store or corrupt"
 
 
-@dataclass(frozen=True)
-class ActionInput:
-    """One input of an action as it travels to a worker: a blob or tree of the store by its
-    digest; a source file of the project also has its file name (it is materialized under it:
-    some steps read a name's extension) and, for messages only, where it came from."""
-
-    digest: str
-    type: str = "blob"  # "blob" | "tree"
-    file: str = ""  # a source's file name; "" for an output of another action
-    label: str = ""  # a source's path as the user knows it (for messages, never read)
-    size: int | None = None  # its bytes (of the manifest, for a tree), when known
-
-
 StepSink = Callable[[str, int, int], None]  # (what, done, total): an action's inner progress
 Progress = Callable[[int, int], None]  # (done, total), as a stage reports it
 
@@ -275,6 +240,8 @@ class ActionContext:
         self._cas = cas
         self._part_of: dict[str, str] = {}  # a stored blob this action shares -> its input
         self._steps = steps
+        import tempfile  # here: a build whose actions are all cached runs none (nor imports it)
+
         self.workdir = Path(tempfile.mkdtemp(prefix="udo-build-action-"))
 
     def progress(self, what: str, total: int = 0) -> Progress | None:
@@ -291,6 +258,8 @@ class ActionContext:
                  cas: Any) -> ActionContext:
         """A context whose inputs are these files, stored in `cas` as the engine stores a
         build's source files (to run a kind by hand)."""
+        from .action_io import ActionInput
+
         refs = {name: (cas.put_file(path), path) for name, path in files.items()}
         return cls(params, {name: ActionInput(ref.digest, "blob", path.name, str(path), ref.size)
                             for name, (ref, path) in refs.items()}, cas)
@@ -401,6 +370,8 @@ class ActionContext:
         return self._inputs[name]
 
     def cleanup(self) -> None:
+        import shutil
+
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

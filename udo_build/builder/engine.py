@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, StepFailed, UserError
 from ..store import ActionResult, Store
-from .actions import ActionInput, ActionKind, MissingInput, get_kind, load_kinds
+from .actions import ActionKind, MissingInput, get_kind, load_kinds
 from .ahead import SourceDigests
 from .execute import ActionSpec, Failed, InternalActionError, machine_fault
 from .lookahead import ChainKeys, look_ahead
@@ -46,6 +46,7 @@ from .plan import Plan, PlannedAction, Source
 if TYPE_CHECKING:  # concurrent.futures is imported only when an action runs
     import concurrent.futures as cf
 
+    from .action_io import ActionInput
     from .executors import Executor
 
 STATUSES = ("built", "cached", "failed", "skipped")
@@ -428,6 +429,8 @@ class Engine:
 
     def _spec_inputs(self, state: ActionState) -> dict[str, ActionInput]:
         """The action's inputs by digest; its source files are stored as blobs first."""
+        from .action_io import ActionInput  # here: a build that runs no action need not define it
+
         inputs = {}
         for name, planned in state.names.items():
             source = state.action.inputs[planned]

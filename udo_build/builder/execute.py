@@ -19,23 +19,16 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import StepFailed, UserError, during_interrupt, environment_problem
 from ..store import ActionResult, Output, Store
 from ..store.ac import now
 from ..store.parts import MissingPart
-from .actions import (
-    ActionContext,
-    ActionInput,
-    FileOfParts,
-    MissingInput,
-    Produced,
-    StepSink,
-    Tree,
-    get_kind,
-    load_kinds,
-)
+from .actions import ActionContext, MissingInput, StepSink, get_kind, load_kinds
+
+if TYPE_CHECKING:
+    from .action_io import ActionInput, FileOfParts, Tree
 
 
 class InternalActionError(Exception):
@@ -108,6 +101,8 @@ def machine_fault(kind_name: str, exc: BaseException) -> BaseException:
 
 def _execute(store: Store, spec: ActionSpec,
              steps: StepSink | None) -> tuple[dict[str, Any], bool]:
+    from .action_io import Produced  # here: a build that runs no action need not define it
+
     load_kinds()
     kind = get_kind(spec.kind)
     if kind is None:
@@ -169,6 +164,8 @@ def _as_sources(error: UserError | StepFailed, ctx: ActionContext) -> BaseExcept
 
 
 def _store_output(store: Store, value: bytes | Path | Tree | FileOfParts) -> Output:
+    from .action_io import FileOfParts, Tree
+
     if isinstance(value, Tree):
         ref = store.cas.put_tree(value.path)
         return Output(ref.digest, ref.size, "tree")

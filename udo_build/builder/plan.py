@@ -42,7 +42,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import UserError
 from ..opdef.params import OpdefParams
@@ -174,13 +174,13 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-@dataclass(frozen=True)
-class FanOut:
+class FanOut(NamedTuple):
     """A plan's actions by what they need of its fan-out (the prepares and runs):
     `upstream` needs none (opdef, packages, convert, quantize, outputs); `units` are the
     fan-out actions that need no other, each with what needs it alone (a check with its run),
     by the fan-out action's id; `gathering` needs several (assemble, a run of the deployable
-    bundle, its check). Shards split the units by their leaders' keys (see shards.py)."""
+    bundle, its check). Shards split the units by their leaders' keys (see shards.py). Read
+    by field only: a named tuple, cheap to define for the builds that make no shards."""
 
     upstream: tuple[str, ...]
     units: dict[str, tuple[str, ...]]
@@ -432,7 +432,7 @@ def _plan_target(plan: Plan, recipe: Recipe, settings: QuantizeSettings,
     Held-out inputs: target.input_list, else the first run's, else the calibration list."""
     from dataclasses import replace
 
-    from ..quant.settings import TargetSettings
+    from ..quant.algorithm_settings import TargetSettings
 
     q = recipe.quantize
     assert q is not None and q.target is not None
@@ -469,12 +469,12 @@ def _plan_target(plan: Plan, recipe: Recipe, settings: QuantizeSettings,
 
 def _weight_steps(recipe: Recipe) -> list[tuple[str, dict[str, Any], str]]:
     """(action id = kind, parameters, label) of the algorithms that follow quantize."""
-    from ..quant.settings import AdaroundSettings
-
     q = recipe.quantize
     assert q is not None
     steps = []
     if "adaround" in q.algorithms:
+        from ..quant.algorithm_settings import AdaroundSettings
+
         settings = AdaroundSettings(**dict(q.adaround))
         steps.append(("adaround", settings.to_params(),
                       f"AdaRound ({settings.iterations} iterations)"))

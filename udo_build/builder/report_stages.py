@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .report_chart import LayerRow, escape
 
 LAYERS = "quant/layers.json"
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One quantization stage of a report: its step, whether CLE ran before it, per-layer SQNR."""
+class Stage(NamedTuple):
+    """One quantization stage of a report: its step, whether CLE ran before it, per-layer SQNR
+    (read by field: a named tuple, cheap to define for the many pages that have no stages)."""
 
     step: str  # quantize, adaround, bias_correction
     equalized: bool  # CLE ran before it

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..ir.encodings import Encoding
 from ..ir.qmodel import QuantizedModel
+from .algorithm_settings import AdaroundSettings
 from .layer_inputs import LayerInput, gather, layers_of, rows_of
-from .settings import AdaroundSettings
 
 ZETA, GAMMA = 1.1, -0.1  # the rectified sigmoid's stretch
 BETA_START, BETA_END, WARMUP = 20, 2, 0.2  # regularizer exponent schedule, warm-up fraction

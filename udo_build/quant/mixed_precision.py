@@ -38,9 +38,9 @@ import numpy as np
 
 from ..ir.qmodel import QuantizedModel
 from ..runtime.pool import Job, ordered
+from .algorithm_settings import Widths
 from .pipeline import SHARES_ENCODING, one_grid
 from .quantizers import with_bias
-from .settings import Widths
 
 WEIGHTED = ("Conv", "Gemm", "MatMul")
 ACTIVATION, WEIGHT = "activation", "weight"

@@ -43,6 +43,7 @@ from ..ir import DEFAULT_PACKAGE, Graph, Model, Node
 from ..ir.blocks import block_input, weight_layout
 from ..ir.encodings import Encoding
 from ..ir.qmodel import ABSORBED_PRODUCERS, ABSORBING, QuantizedModel
+from .algorithm_settings import Widths
 from .blocks import block_or_channel
 from .calibrate import calibrate, calibration_request, observed_tensors
 from .fold import fold_for_quantization
@@ -54,7 +55,7 @@ from .quantizers import (
     with_bias,
 )
 from .report import LayerFigures, layer_sqnr
-from .settings import QuantizeSettings, Widths
+from .settings import QuantizeSettings
 from .stats import TensorStats
 
 SHARES_ENCODING = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",

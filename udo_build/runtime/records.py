@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from ..soc.target import FLOAT_REFERENCE, CompileTarget
 from .metrics import RunCheck
@@ -87,8 +87,10 @@ class RunSettings:
         return replace(self.target, optimization_level=1, precision=FLOAT_REFERENCE)
 
 
-@dataclass(frozen=True)
-class RecordChoice:
+class RecordChoice(NamedTuple):
+    """A run's record, or why none serves it (a value its callers read by field: a named tuple,
+    cheap to define for the many processes that import this module and choose none)."""
+
     part: str | None  # the bundle part of the record to load; None: none fits
     seen: tuple[tuple[str, str], ...]  # (record, why it was not taken), in the bundle's order
     available: int  # how many records (graphs of a multi-graph record each) the bundle holds

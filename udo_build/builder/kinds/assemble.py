@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...canonical import canonical_json
-from ..actions import ActionContext, FileOfParts, Produced, action_kind
+from ..actions import ActionContext, action_kind
 from .inputs import numbered
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 
 # version 2: the deployable bundle is a file of parts sharing the records' blobs; its records
@@ -43,6 +46,7 @@ from .inputs import numbered
 def assemble(ctx: ActionContext) -> Produced:
     from ...compiler.record import read_header, record_keys, summary
     from ...ir.bundle import External, read_bundle, split_segments
+    from ..action_io import FileOfParts, Produced
 
     bundle = read_bundle(ctx.input_reader("bundle"), "bundle")
     external: dict[str, External] = {}

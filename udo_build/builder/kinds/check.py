@@ -12,9 +12,13 @@ were held against, and that they passed), next to the run's results.
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from ...runtime.metrics import RunCheck
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, action_kind
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 CHECK_KEY_PARAMS = tuple(f.name for f in fields(RunCheck))
 
@@ -24,6 +28,7 @@ def check(ctx: ActionContext) -> Produced:
     import json
 
     from ...errors import StepFailed
+    from ..action_io import Produced
 
     name = ctx.params.get("run")
     bounds = RunCheck.from_params(ctx.params)

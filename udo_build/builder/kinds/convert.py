@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..actions import ActionContext, FileOfParts, Produced, action_kind
+from ..actions import ActionContext, action_kind
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 CONVERTER = "udo-build convert 1"
 
@@ -32,6 +36,7 @@ def convert(ctx: ActionContext) -> Produced:
     from ...ir.bundle import Bundle
     from ...model.onnx_import import import_onnx, load_onnx
     from ...opdef.model import OpPackageDef
+    from ..action_io import FileOfParts, Produced
 
     source = ctx.source_path("model") or ctx.input_path("model")
     opdefs = None
@@ -64,6 +69,7 @@ def bundle_file(ctx: ActionContext) -> Produced:
     stores its bundle: the same parts, so the same digest, so a step reading it has the key a
     recipe's step reading convert's output has (and shares its cached result)."""
     from ...ir.bundle import load_bundle
+    from ..action_io import FileOfParts, Produced
 
     return Produced({"bundle": FileOfParts.of_bundle(load_bundle(ctx.input_path("file")))},
                     description="store the bundle as parts")

@@ -23,12 +23,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import UserError
 from ...runtime.generate import CacheLayout, GenerateSettings, Generation, Runners
 from ...runtime.records import RunSettings
-from ..actions import ActionContext, Produced, Tree
+from ..actions import ActionContext
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 
 def generate_run(ctx: ActionContext, settings: RunSettings, bundles: tuple[Any, Any],
@@ -38,6 +41,7 @@ def generate_run(ctx: ActionContext, settings: RunSettings, bundles: tuple[Any, 
     (`reference(float_bundle, settings, packages)`, its `_reference`)."""
     from ...canonical import canonical_json
     from ...runtime.generate import check_length, generate, read_prompt
+    from ..action_io import Produced, Tree
 
     bundle, float_bundle = bundles
     gen = settings.generate

@@ -26,12 +26,13 @@ import json
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from ...quant.settings import TargetSettings
-from ..actions import ActionContext, Produced, action_kind
+from ...quant.settings import TARGET_PARAMS
+from ..actions import ActionContext, action_kind
 from .inputs import input_list, kernel_files, numbered
 
 if TYPE_CHECKING:
     from ...quant.mixed_precision import Candidates
+    from ..action_io import Produced
 
 SENSITIVITY_PARAMS = ("group", "groups", "inputs")
 
@@ -41,6 +42,7 @@ SENSITIVITY_PARAMS = ("group", "groups", "inputs")
 @action_kind("mixed-sensitivity", version=4, params=SENSITIVITY_PARAMS)
 def mixed_sensitivity(ctx: ActionContext) -> Produced:
     from ...quant.mixed_precision import OutputNoise
+    from ..action_io import Produced
 
     candidates, packages, feeds = _read(ctx)
     group, groups = int(ctx.params["group"]), int(ctx.params["groups"])
@@ -57,10 +59,12 @@ def mixed_sensitivity(ctx: ActionContext) -> Produced:
                                  f"over {len(feeds)} inputs"))
 
 
-@action_kind("mixed-search", version=4, params=TargetSettings.KEY_PARAMS)
+@action_kind("mixed-search", version=4, params=TARGET_PARAMS)
 def mixed_search(ctx: ActionContext) -> Produced:
+    from ...quant.algorithm_settings import TargetSettings
     from ...quant.mixed_precision import OutputNoise, elements
     from ...quant.mixed_search import Unreachable, document, search
+    from ..action_io import Produced
 
     target = TargetSettings.from_params(ctx.params)
     candidates, packages, feeds = _read(ctx)

@@ -15,9 +15,13 @@ the C++, the kernels, the calibration data or the tolerance reruns this step alo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, action_kind
 from .inputs import input_list, kernel_files, numbered
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 # Tolerance.KEY_PARAMS (udo_build.package.native_check imports numpy: a no-op build must not)
 NATIVE_CHECK_KEY_PARAMS = ("atol", "rtol", "sources")
@@ -33,6 +37,7 @@ def native_check(ctx: ActionContext) -> Produced:
     from ...kernels.native import with_native
     from ...model.input_list import feeds
     from ...package.native_check import Tolerance, compare, inference_places
+    from ..action_io import Produced
 
     tolerance = Tolerance.from_params(ctx.params)
     bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 from ...canonical import canonical_json
 from ...errors import Problem
 from ...opdef.params import OpdefParams
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, action_kind
 from .inputs import numbered
 
 if TYPE_CHECKING:
     from ...opdef.model import OpPackageDef
     from ...recipe import Recipe
     from ...store import Store
+    from ..action_io import Produced
     from ..engine import ActionState
 
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 def opdef(ctx: ActionContext) -> Produced:
     from ...errors import Diagnostics
     from ...opdef import load_config, recipe_package, resolve_all
+    from ..action_io import Produced
 
     p = OpdefParams.from_params(ctx.params)
     configs = numbered(ctx, "config")

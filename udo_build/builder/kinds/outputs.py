@@ -12,16 +12,20 @@ them is for the error a name the model lacks gets, which names that recipe field
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...recipe.model import OutputRequests
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, action_kind
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 
 @action_kind("outputs", version=1, params=OutputRequests.KEY_PARAMS)
 def outputs(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...ir.bundle import read_bundle
+    from ..action_io import Produced
 
     params = OutputRequests.from_params(ctx.params)
     model = read_bundle(ctx.input_reader("bundle"), "bundle").model

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 
 from ...package import GENERATOR_VERSION
 from ...package.params import PackageParams
-from ..actions import ActionContext, Produced, Tree, action_kind
+from ..actions import ActionContext, action_kind
 from .inputs import numbered
 
 if TYPE_CHECKING:
     from ...opdef.model import OpDef, OpPackageDef
+    from ..action_io import Produced, Tree
 
 
 @action_kind("package", version=GENERATOR_VERSION, params=PackageParams.KEY_PARAMS)
@@ -33,6 +34,7 @@ def package(ctx: ActionContext) -> Produced:
     from ...opdef.model import OpPackageDef, split_packages
     from ...package.generate import config_file_names
     from ...package.names import QNN, SNPE, package_folder
+    from ..action_io import Produced, Tree
 
     p = PackageParams.from_params(ctx.params)
     resolved = OpPackageDef.from_json(json.loads(ctx.input_bytes("opdef"))["value"])

@@ -18,9 +18,13 @@ cut makes that part small enough.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from ...errors import UserError
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, action_kind
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 
 @action_kind("parts", version=1, params=("max_record_bytes", "precision"))
@@ -28,6 +32,7 @@ def parts(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...compiler.parts import PartTooLarge, constant_sizes, plan_parts
     from ...ir.bundle import read_bundle
+    from ..action_io import Produced
     from .prepare import partition_of
 
     bundle = read_bundle(ctx.input_reader("bundle"), "bundle")

@@ -41,11 +41,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...soc.target import CompileTarget
-from ..actions import ActionContext, FileOfParts, Produced, action_kind
+from ..actions import ActionContext, action_kind
 from .inputs import kernel_files
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 # version 2: COMPILER_VERSION 2 (the one rewrite engine's folds; every record names it)
 # version 3: a custom op's kernel is named by its op package, not by a hash of the kernels
@@ -63,6 +66,7 @@ KEY_PARAMS = tuple(p for p in CompileTarget.KEY_PARAMS if p != "outputs")
 def prepare(ctx: ActionContext) -> Produced:
     from ...compiler import RuleLoopError, compile_bundle
     from ...ir.bundle import read_bundle
+    from ..action_io import Produced
 
     bundle = read_bundle(ctx.input_reader("bundle"), "bundle")
     tensors = json.loads(ctx.input_bytes("outputs"))
@@ -120,6 +124,7 @@ def _check_parts(ctx: ActionContext, records: list[tuple[int, int]]) -> None:
 def _prepare_subnets(ctx: ActionContext, bundle: Any, target: CompileTarget,
                      packages: dict[str, Any], part: Any) -> Produced:
     from ...compiler.subnets import compile_subnets, record_set
+    from ..action_io import FileOfParts, Produced
 
     prepared = compile_subnets(bundle, target, packages, part, ctx.progress("rule passes"))
     records = [(subnet.index, compiled.record()) for subnet, compiled in prepared]
@@ -150,6 +155,7 @@ def _packages(ctx: ActionContext, bundle: Any) -> dict[str, Any]:
 @action_kind("combine", version=2, params=("graphs",))
 def combine(ctx: ActionContext) -> Produced:
     from ...compiler.record import combine_records_to, read_header
+    from ..action_io import Produced
 
     names = ctx.params["graphs"]
     loaders = [(name, partial(_graph_record, ctx, i, name)) for i, name in enumerate(names)]

@@ -19,11 +19,14 @@ document with the stages before and after (udo_build.quant.stages; input `layers
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...quant.settings import AdaroundSettings
-from ..actions import ActionContext, FileOfParts, Produced, action_kind
+from ...quant.settings import ADAROUND_PARAMS
+from ..actions import ActionContext, action_kind
 from .inputs import input_list, kernel_files
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 
 # version 2: the bundle stored as a file of parts (its weights blobs of their own), as convert's
@@ -31,6 +34,7 @@ from .inputs import input_list, kernel_files
 def equalize(ctx: ActionContext) -> Produced:
     from ...ir.bundle import Bundle, read_bundle
     from ...quant.equalize import equalize_model
+    from ..action_io import FileOfParts, Produced
 
     bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")
     done = equalize_model(bundle.model)
@@ -44,9 +48,10 @@ def equalize(ctx: ActionContext) -> Produced:
 
 
 # version 2: the bundle stored as a file of parts (its weights shared blobs), as quantize's
-@action_kind("adaround", version=2, params=(*AdaroundSettings.KEY_PARAMS, "report_inputs"))
+@action_kind("adaround", version=2, params=(*ADAROUND_PARAMS, "report_inputs"))
 def adaround(ctx: ActionContext) -> Produced:
     from ...quant.adaround import adaround as run_adaround
+    from ...quant.algorithm_settings import AdaroundSettings
 
     settings = AdaroundSettings.from_params(ctx.params)
     return _weight_step(ctx, "adaround", lambda q, pk, feeds, n: run_adaround(
@@ -79,6 +84,7 @@ def _weight_step(ctx: ActionContext, step: str, algorithm: Any, title: str) -> P
     from ...model.input_list import feeds
     from ...quant.report import LayerFigures, layer_sqnr
     from ...quant.stages import with_stage
+    from ..action_io import FileOfParts, Produced
 
     bundle = read_bundle(ctx.input_reader("bundle"), "quantized bundle")
     qmodel = from_bundle(bundle)

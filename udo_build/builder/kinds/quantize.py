@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from ...canonical import canonical_json
 from ...errors import Problem
-from ...quant.settings import QuantizeSettings, Widths
-from ..actions import ActionContext, FileOfParts, Produced, action_kind
+from ...quant.settings import QuantizeSettings
+from ..actions import ActionContext, action_kind
 from .inputs import input_list, kernel_files
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from ...recipe import Recipe
     from ...store import Store
+    from ..action_io import FileOfParts, Produced
     from ..engine import ActionState
 
 UNKNOWN = "override_unknown"
@@ -50,8 +51,10 @@ def quantize(ctx: ActionContext) -> Produced:
     from ...ir.qmodel import to_bundle
     from ...kernels.load import packages_for
     from ...model.input_list import feeds
+    from ...quant.algorithm_settings import Widths
     from ...quant.pipeline import quantize_and_measure
     from ...runtime.pool import labels
+    from ..action_io import FileOfParts, Produced
 
     settings = QuantizeSettings.from_params(ctx.params)
     bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")

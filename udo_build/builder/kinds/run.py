@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...runtime.records import RunSettings
-from ..actions import ActionContext, Produced, Tree, action_kind
+from ..actions import ActionContext, action_kind
 from .inputs import input_list, kernel_files
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 Reference = Callable[[dict[str, Any], list[str]], dict[str, Any]]
 Runner = Callable[[dict[str, Any]], dict[str, Any]]
@@ -63,6 +66,7 @@ def run(ctx: ActionContext) -> Produced:
     from ...compiler.serve import record_for_run
     from ...ir.bundle import read_bundle
     from ...kernels.load import packages_for
+    from ..action_io import Produced, Tree
 
     settings = RunSettings.from_params(ctx.params)
     name = "deployable" if "deployable" in ctx.input_names() else (

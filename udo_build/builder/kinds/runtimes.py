@@ -12,14 +12,19 @@ the opdef step's op -> config index).
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from ..actions import ActionContext, Produced, action_kind
+from ..actions import ActionContext, action_kind
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 
 @action_kind("runtimes", version=1, params=("choices",))
 def runtimes(ctx: ActionContext) -> Produced:
     from ...canonical import canonical_json
     from ...compiler.partition import RuntimeChoice, RuntimeChoices
+    from ..action_io import Produced
 
     origins: dict[str, int] = {}
     if "origins" in ctx.input_names():

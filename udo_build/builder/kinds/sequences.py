@@ -13,11 +13,14 @@ Parameter `cache`: the model's cache names, as a generate run's `generate.cache`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import UserError
-from ..actions import ActionContext, Produced, Tree, action_kind
+from ..actions import ActionContext, action_kind
 from .inputs import kernel_files
+
+if TYPE_CHECKING:
+    from ..action_io import Produced
 
 LIST = "list.txt"
 
@@ -28,6 +31,7 @@ def sequence_feeds(ctx: ActionContext) -> Produced:
     from ...kernels.load import packages_for
     from ...runtime.float_session import Session
     from ...runtime.sequences import read_sequences, sequence_feeds, step_count
+    from ..action_io import Produced, Tree
 
     bundle = read_bundle(ctx.input_reader("bundle"), "float bundle")
     layout = _layout(bundle.model, ctx.params.get("cache"))
