@@ -37,7 +37,9 @@ from .reporter import Reporter, choose_mode
 if TYPE_CHECKING:
     import argparse
 
-# subcommand -> module (under udo_build.cli) with `add_arguments(parser)` and `run(args, rep)`
+# subcommand -> module (under udo_build.cli) with `add_arguments(parser)` and `run(args, rep)`;
+# no module is named after a name of this one (`run` is the console script's function: a
+# submodule `run`, once imported, would take its place as the package's attribute)
 COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("build", "build a recipe: rebuild what is stale, reuse what is cached (default)"),
     "explain": ("explain", "say why each action of a recipe would run, against its last build"),
@@ -51,7 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "key": ("key", "signing keys for the remote cache: generate one, show its public key"),
     "convert": ("convert", "convert an ONNX model (with custom ops) to a bundle, without a recipe"),
     "quantize": ("quantize", "quantize a float bundle over a calibration list, without a recipe"),
-    "run": ("run", "run a bundle on the emulator over an input list, writing its outputs"),
+    "run": ("run_bundle", "run a bundle on the emulator over an input list, writing its outputs"),
     "info": ("info", "show what a bundle holds: layers, inputs, parameters, MACs, UDOs, records"),
     "export": ("export", "write a quantized bundle as a standard ONNX QDQ model (--qdq OUT.onnx)"),
     "prepare": ("prepare", "prepare one cache record from a bundle, without a recipe"),
