@@ -404,10 +404,18 @@ def _calibration(plan: Plan, recipe: Recipe, kernels: dict[str, Input]
         count, files = _input_files(q.input_list, recipe.root)
         return {"input_list": Source(q.input_list), **files}, f"{count} inputs"
     assert q.sequences is not None  # recipe/load.py: one of the two
-    count = sequence_count(q.sequences)
-    plan.add(PlannedAction("sequence-feeds", "sequence-feeds", {"cache": dict(q.cache)},
-                           {"bundle": Dep("convert", "bundle"),
-                            "sequences": Source(q.sequences), **kernels},
+    return plan_sequence_feeds(plan, Dep("convert", "bundle"), q.sequences, dict(q.cache),
+                               kernels)
+
+
+def plan_sequence_feeds(plan: Plan, bundle: Dep, sequences: Path, cache: dict[str, Any],
+                        kernels: dict[str, Input]) -> tuple[dict[str, Input], str]:
+    """Plan the `sequence-feeds` action that makes calibration inputs of the float bundle
+    `bundle` and the token sequences (a recipe's, and `udo-build quantize --sequences`: one
+    action, one key); (the calibration inputs it gives, what they are in words)."""
+    count = sequence_count(sequences)
+    plan.add(PlannedAction("sequence-feeds", "sequence-feeds", {"cache": cache},
+                           {"bundle": bundle, "sequences": Source(sequences), **kernels},
                            f"calibration inputs from {count} token sequence"
                            f"{'s' * (count != 1)}"))
     return {"feeds": Dep("sequence-feeds", "feeds")}, f"{count} token sequences"

@@ -267,8 +267,8 @@ def quantize_plan(bundle: Path, calibration: Path | tuple[Path, dict[str, Any]],
 def _calibration_inputs(plan: Plan, calibration: Path | tuple[Path, dict[str, Any]],
                         code: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """(quantize's calibration inputs, what they are in words), as builder.plan's
-    `_calibration` plans a recipe's."""
-    from ..builder.plan import Dep, PlannedAction, Source, sequence_count
+    `_calibration` plans a recipe's (token sequences through the same `plan_sequence_feeds`)."""
+    from ..builder.plan import Dep, Source, plan_sequence_feeds
     from ..model.input_list import parse_input_list
 
     if not isinstance(calibration, tuple):
@@ -277,13 +277,7 @@ def _calibration_inputs(plan: Plan, calibration: Path | tuple[Path, dict[str, An
                 **{f"input_list.files[{i}]": Source(p.resolve())
                    for i, p in enumerate(parsed.files())}}, f"{len(parsed.inferences)} inputs"
     sequences, cache = calibration
-    count = sequence_count(sequences)
-    plan.add(PlannedAction("sequence-feeds", "sequence-feeds", {"cache": cache},
-                           {"bundle": Dep("bundle", "bundle"),
-                            "sequences": Source(sequences.resolve()), **code},
-                           f"calibration inputs from {count} token sequence"
-                           f"{'s' * (count != 1)}"))
-    return {"feeds": Dep("sequence-feeds", "feeds")}, f"{count} token sequences"
+    return plan_sequence_feeds(plan, Dep("bundle", "bundle"), sequences.resolve(), cache, code)
 
 
 def _unknown_overrides(names: tuple[str, ...], args: argparse.Namespace, rep: Reporter) -> None:
