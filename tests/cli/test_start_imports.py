@@ -1,7 +1,8 @@
 """What every command pays before it does anything: the modules a replayed no-op imports stay
 light (no dataclasses, hence no inspect, ast, dis, tokenize), a no-op build of a real recipe
 through the console script's entry point (STYLE.md item 8), replayed or in full, imports none
-of the heavy modules, and the hand-written Problem behaves as the frozen dataclass it was."""
+of the heavy modules, a full no-op none of what only running an action needs, and the
+hand-written Problem behaves as the frozen dataclass it was."""
 
 from __future__ import annotations
 
@@ -57,9 +58,9 @@ def _heavy(modules: list[str]) -> list[str]:
     return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
 
 
-def _no_op(project: Path, tag: str, *flags: str) -> list[str]:
-    """The modules a `udo-build recipes/softplus.yaml` process imported (it must be a no-op);
-    `flags` for the interpreter."""
+def _build(project: Path, tag: str, *flags: str) -> tuple[dict, list[str]]:
+    """(the --json summary, the modules) of a `udo-build recipes/softplus.yaml` process
+    started through the console script's entry point; `flags` for the interpreter."""
     listed = project / f"modules-{tag}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("UDO_BUILD_")}
     env["PYTHONPATH"] = str(REPO)
@@ -67,8 +68,15 @@ def _no_op(project: Path, tag: str, *flags: str) -> list[str]:
                           "--store", "store", "--json"], capture_output=True, text=True,
                          cwd=project, env=env, check=False)
     assert got.returncode == 0, got.stderr
-    assert json.loads(got.stdout)["executed"] == 0
-    return json.loads(listed.read_text())
+    return json.loads(got.stdout), json.loads(listed.read_text())
+
+
+def _no_op(project: Path, tag: str, *flags: str) -> list[str]:
+    """The modules a `udo-build recipes/softplus.yaml` process imported (it must be a no-op);
+    `flags` for the interpreter."""
+    summary, modules = _build(project, tag, *flags)
+    assert summary["executed"] == 0
+    return modules
 
 
 # What a replayed no-op is told without (cli/__init__.py tells it before parsing its words): the
@@ -105,8 +113,13 @@ def no_ops(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     full = _no_op(project, "full")
     # without site (whose .pth files here import shutil through tempfile): what udo-build
     # itself imports; argparse's formatters would import shutil (see cli/common.py)
-    return {"full": full, "replayed": _no_op(project, "replayed"),
-            "replayed-without-site": _no_op(project, "replayed-without-site", "-S")}
+    replayed = _no_op(project, "replayed")
+    replayed_without_site = _no_op(project, "replayed-without-site", "-S")
+    shutil.rmtree(project / "store" / uptodate.FOLDER)  # in full again, without site
+    summary, full_without_site = _build(project, "full-without-site", "-S")
+    assert summary["executed"] == 0 and summary["cached"] > 0
+    return {"full": full, "replayed": replayed, "replayed-without-site": replayed_without_site,
+            "full-without-site": full_without_site}
 
 
 def test_a_no_op_build_of_a_real_recipe_imports_nothing_heavy(
@@ -123,6 +136,24 @@ def test_a_replayed_no_op_imports_neither_the_parser_nor_the_session(
     assert "udo_build.builder.uptodate" in no_ops["replayed"]
     assert [m for m in no_ops["replayed"] if m in REPLAY_SKIPS] == []
     assert [m for m in REPLAY_SKIPS if m in no_ops["full"]] == list(REPLAY_SKIPS)  # they exist
+
+
+# What a full no-op (its record removed: it loads the recipe, plans, keys and looks up every
+# action, and finds each cached) does not import, run without site (whose .pth files import
+# some of these here): nothing that only running an action needs (its work folder: tempfile,
+# shutil; what it is handed and returns: builder/action_io.py), no plugin-file loader
+# (importlib.util), and no settings of quantization algorithms the recipe does not list
+# (quant/algorithm_settings.py)
+LAZY = ("tempfile", "shutil", "random", "bz2", "lzma", "importlib.util",
+        "udo_build.builder.action_io", "udo_build.quant.algorithm_settings")
+
+
+def test_a_full_no_op_imports_neither_an_action_s_work_folder_nor_unused_settings(
+        no_ops: dict[str, list[str]]) -> None:
+    modules = no_ops["full-without-site"]
+    assert "udo_build.builder.plan" in modules  # it planned (it was not replayed)
+    assert "udo_build.quant.settings" in modules  # the recipe quantizes: its settings are read
+    assert [m for m in LAZY if m in modules] == []
 
 
 @pytest.mark.parametrize("columns", [None, "", "0", "-3", "x", "37", "200"])
