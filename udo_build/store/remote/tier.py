@@ -350,7 +350,11 @@ class Remote:
         todo = list({b.digest: b for b in blobs if not self.cas.has(b.digest)}.values())
         if len(todo) <= 1:
             return all(self._download_once(b) for b in todo)
-        return all(self._pool("files").map(self._download_once, todo))
+        # the largest blob first, of every action's: the pool is shared by the actions whose
+        # blobs download at once (a fresh checkout: all of them), and a record queued behind
+        # the small files of the actions found first would end last
+        return all(self._pool("files").map(self._download_once, todo,
+                                           size=lambda blob: blob.size or 0))
 
     def _download_once(self, blob: Blob) -> bool:
         """Download one blob unless the store has it; one thread downloads a given blob, the
