@@ -166,3 +166,26 @@ def test_every_source_is_hashed_in_the_build_thread_before_the_first_lookup(
     assert executed(summary) == [] and summary["remote"]["hits"] == 9
     assert all(taken) and at_first_lookup == [len(taken)] and len(taken) > 1, \
         (taken, at_first_lookup)
+
+
+def test_the_lookups_of_the_whole_plan_go_out_in_one_round(
+        shared: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every action's lookup is in flight at once (nine here), not in rounds of as many as the
+    lookup threads were (eight): the deepest action, answered in the last round, started its
+    downloads last."""
+    lookups = len(shared.summary["actions"])
+    assert lookups == 9
+    barrier = threading.Barrier(lookups, timeout=10)
+    broken: list[str] = []
+    entry = Remote.entry
+
+    def entry_together(self: Remote, key: str, **options: Any) -> Any:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            broken.append(key)
+        return entry(self, key, **options)
+
+    monkeypatch.setattr(Remote, "entry", entry_together)
+    summary, _ = build(clone(tmp_path), *shared.read)
+    assert broken == [] and executed(summary) == [] and summary["remote"]["hits"] == 9

@@ -68,7 +68,10 @@ DOWNLOADS = ("all", "outputs", "minimal")  # what a build downloads: see `fetch_
 HEAD_FIRST = 64 * 1024  # bytes: smaller blobs are PUT without asking whether they are there
 STREAM_FROM = 1 << 20  # bytes: larger blobs are stored as they download
 ENTRY_LIMIT = 4 << 20  # bytes: a longer action-cache entry (or envelope) is refused
-THREADS = {"lookups": 8, "downloads": 8, "files": 8, "uploads": 4}
+# threads of each pool: a fresh checkout looks its whole plan up at once (builder.lookahead),
+# one round of lookups up to 24 actions (8 took three rounds of 24: the deepest action, the
+# deployable bundle with the most bytes, was answered last)
+THREADS = {"lookups": 24, "downloads": 8, "files": 8, "uploads": 4}
 
 
 @dataclass(frozen=True)
