@@ -137,3 +137,55 @@ def test_a_remote_without_index_entries_serves_every_action(shared: Warm,
     assert executed(summary) == [] and summary["remote"]["hits"] == 9 and err == ""
     assert summary["remote"]["misses"] == 0  # an index key without an entry is not a miss
     assert out_files(other.out) == out_files(shared.source.out)
+
+
+def test_every_source_is_hashed_in_the_build_thread_before_the_first_lookup(
+        shared: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain keys of every level are computed before any lookup starts, their sources
+    hashed in the build's thread: a lookup thread answered meanwhile would take the GIL from
+    the hashing at every read (at a load of 2: 185 ms of digests beside the first lookups, 30
+    ms alone), and the deeper levels' lookups would wait for it."""
+    from udo_build.store.filecache import FileDigests
+
+    taken: list[bool] = []  # each source digest: taken in the build's thread
+    at_first_lookup: list[int] = []
+    digest, fetch_async = FileDigests.digest, Remote.fetch_async
+
+    def noted_digest(self: FileDigests, path: Path, **options: Any) -> Any:
+        taken.append(threading.current_thread() is threading.main_thread())
+        return digest(self, path, **options)
+
+    def noted_fetch(self: Remote, key: str, **options: Any) -> Any:
+        if not at_first_lookup:
+            at_first_lookup.append(len(taken))
+        return fetch_async(self, key, **options)
+
+    monkeypatch.setattr(FileDigests, "digest", noted_digest)
+    monkeypatch.setattr(Remote, "fetch_async", noted_fetch)
+    summary, _ = build(clone(tmp_path), *shared.read)
+    assert executed(summary) == [] and summary["remote"]["hits"] == 9
+    assert all(taken) and at_first_lookup == [len(taken)] and len(taken) > 1, \
+        (taken, at_first_lookup)
+
+
+def test_the_lookups_of_the_whole_plan_go_out_in_one_round(
+        shared: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every action's lookup is in flight at once (nine here), not in rounds of as many as the
+    lookup threads were (eight): the deepest action, answered in the last round, started its
+    downloads last."""
+    lookups = len(shared.summary["actions"])
+    assert lookups == 9
+    barrier = threading.Barrier(lookups, timeout=10)
+    broken: list[str] = []
+    entry = Remote.entry
+
+    def entry_together(self: Remote, key: str, **options: Any) -> Any:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            broken.append(key)
+        return entry(self, key, **options)
+
+    monkeypatch.setattr(Remote, "entry", entry_together)
+    summary, _ = build(clone(tmp_path), *shared.read)
+    assert broken == [] and executed(summary) == [] and summary["remote"]["hits"] == 9

@@ -282,6 +282,86 @@ def test_the_largest_download_starts_first() -> None:
     assert not pool._threads
 
 
+def test_the_largest_blob_of_every_action_downloads_first(store: Store) -> None:
+    """The blobs of the actions downloading at once share one pool: a fresh checkout's
+    records, queued behind the small files of the actions found first, would end last."""
+    from udo_build.store.remote.pools import Pool
+    from udo_build.store.remote.tier import Blob
+
+    blobs = {size: bytes([size % 251]) * size for size in (10, 3000, 200, 40_000, 5)}
+    order: list[int] = []
+
+    class Transport:
+        url, disabled = "fake://", None
+
+        def get(self, space: str, name: str, *, limit: int | None = None) -> bytes:
+            data = next(d for d in blobs.values() if sha(d) == name)
+            order.append(len(data))
+            return data
+
+    remote = Remote(store.cas, store.ac, Transport(), {}, Counters())  # type: ignore[arg-type]
+    remote._files = Pool(1)
+    gate = threading.Event()
+    remote._files.submit(gate.wait)  # holds the only thread while the blobs queue
+    done: list[bool] = []
+    wanted = [Blob(sha(d), len(d), True) for d in blobs.values()]  # in the order they came
+    worker = threading.Thread(target=lambda: done.append(remote._download(wanted)))
+    worker.start()
+    for _ in range(10_000):  # until every blob waits (10 s at most)
+        if remote._files._queued == len(blobs):
+            break
+        threading.Event().wait(0.001)
+    gate.set()
+    worker.join(timeout=10)
+    assert done == [True] and order == sorted(blobs, reverse=True)
+    remote._files.shutdown()
+
+
+def test_a_blob_synced_to_disk_leaves_its_transfer_slot_to_the_next(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most TRANSFERS blobs are on the wire at once, and a downloaded blob's fsync is made
+    outside those slots: a thread that waited for the disk held one, its connection idle."""
+    from udo_build.store.remote import tier
+    from udo_build.store.remote.tier import Blob
+
+    monkeypatch.setattr(tier, "TRANSFERS", 1, raising=False)
+    blobs = [bytes([n]) * (1000 + n) for n in range(4)]
+    on_wire, most, synced = [0], [0], threading.Event()
+    lock = threading.Lock()
+
+    class Transport:
+        url, disabled = "fake://", None
+
+        def get(self, space: str, name: str, *, limit: int | None = None) -> bytes:
+            with lock:
+                on_wire[0] += 1
+                most[0] = max(most[0], on_wire[0])
+            if name != sha(blobs[0]):  # the first blob's fsync waits for the others' GETs
+                synced.set()
+            threading.Event().wait(0.01)
+            with lock:
+                on_wire[0] -= 1
+            return next(d for d in blobs if sha(d) == name)
+
+        def close(self) -> None:
+            pass
+
+    fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        if os.fstat(fd).st_size == len(blobs[0]):
+            assert synced.wait(10), "no GET went out while a blob was being synced"
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    remote = Remote(store.cas, store.ac, Transport(), {}, Counters())  # type: ignore[arg-type]
+    try:
+        assert remote._download([Blob(sha(d), len(d), True) for d in blobs])
+    finally:
+        remote.close()
+    assert most[0] == 1 and all(store.cas.get(sha(d)) == d for d in blobs)
+
+
 def test_a_pool_starts_its_threads_without_waiting_for_them(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """threading.Thread.start waits until the new thread has taken the GIL (a few switch

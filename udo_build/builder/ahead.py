@@ -1,6 +1,8 @@
-"""Source digests taken ahead: while the engine waits for lookups (a fresh checkout against a
-remote cache asks it action after action), one background thread takes the digests of the
-plan's source files in plan order, so that resolving a key seldom waits for hashing.
+"""Source digests taken ahead: while the engine runs actions (a fresh checkout without a remote
+cache, an edited source), one background thread takes the digests of the plan's source files in
+plan order, so that resolving a key seldom waits for hashing. The sources the remote look-ahead
+keys (see lookahead) are hashed before it, in the build's thread: the thread is made after it,
+for the sources left.
 
 The thread reads through a file-digest cache of its own (an SQLite connection belongs to the
 thread that opened it) on the same store, so what it hashes is cached as usual. It starts

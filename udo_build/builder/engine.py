@@ -199,11 +199,12 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------------------
 
     def run(self) -> dict[str, ActionState]:
-        self._ahead = SourceDigests(self.store.root, [
-            (s.path, s.digest) for a in self.plan.actions.values() for s in a.inputs.values()
-            if isinstance(s, Source)])
         try:
-            self._look_ahead()
+            self._look_ahead()  # its source digests taken here, before any thread competes
+            self._ahead = SourceDigests(self.store.root, [
+                (s.path, s.digest) for a in self.plan.actions.values()
+                for s in a.inputs.values()
+                if isinstance(s, Source) and (s.path, s.digest) not in self._sources])
             while True:
                 progressed = self._schedule_ready()
                 if self._downloads and not self._fetching and (
@@ -223,8 +224,9 @@ class Engine:
             self._abort()
             raise
         finally:
-            self._ahead.close()
-            self._ahead = None
+            if self._ahead is not None:
+                self._ahead.close()
+                self._ahead = None
             if self._pool is not None and self._own_pool:
                 self._pool.close()
         for state in self.states.values():

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..atomic import READ_ONLY, AtomicFile
 from ..canonical import canonical_json
-from .cas import TREE_SCHEMA, TREE_VERSION, _valid_digest, parse_tree
+from .cas import TREE_SCHEMA, TREE_VERSION, _valid_digest, blob_reader, parse_tree, unreadable
 
 if TYPE_CHECKING:
     from .cas import Cas
@@ -152,18 +152,16 @@ def read_blob(cas: Cas, digest: str, size: int, *, verify: bool = True) -> Itera
     """A blob's bytes in chunks, verified at its end unless told not to, or this process
     stored it (and hashed it to do so) and its file is unchanged since (MissingPart when
     missing or corrupt: the consumer must not keep what it got)."""
-    import zstandard
-
     path = cas.path_of(digest)
     if path is None:
         raise MissingPart(digest)
     verify = verify and not cas.stored_here(digest, path)  # hashed as it was stored, unchanged
     h = hashlib.sha256()
     count = 0
+    failed = unreadable(path)
     try:
         with open(path, "rb") as fh:
-            stream: Any = (zstandard.ZstdDecompressor().stream_reader(fh)
-                           if path.suffix == ".zst" else fh)
+            stream = blob_reader(fh, path)
             while chunk := stream.read(CHUNK):
                 if verify:
                     h.update(chunk)
@@ -171,7 +169,7 @@ def read_blob(cas: Cas, digest: str, size: int, *, verify: bool = True) -> Itera
                 if count > size:
                     break
                 yield chunk
-    except (OSError, zstandard.ZstdError):
+    except failed:
         count = -1
     if count != size or (verify and h.hexdigest() != digest):
         cas.quarantine(path)

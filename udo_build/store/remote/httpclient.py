@@ -35,7 +35,7 @@ from urllib3.util.ssl_ import create_urllib3_context
 from .deadlines import Transfer
 from .transport import RemoteOptions, Stalled
 
-POOL = 32  # connections kept per host (the remote tier runs up to 28 requests at once)
+POOL = 48  # connections kept per host (the remote tier runs up to 44 requests at once)
 PROXY_SCHEMES = ("http", "https")
 
 _current = threading.local()  # the Transfer of the attempt running on this thread

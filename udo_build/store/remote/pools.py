@@ -54,9 +54,12 @@ class Pool:
             _thread.start_new_thread(self._work, ())
         return future
 
-    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
-        """fn(item) for each item, run by the pool; the results in order."""
-        return [f.result() for f in [self.submit(fn, item) for item in items]]
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            size: Callable[[Any], int] | None = None) -> list[Any]:
+        """fn(item) for each item, run by the pool (the largest first by `size`, when given);
+        the results in order."""
+        return [f.result() for f in [self.submit(fn, item, size=size(item) if size else 0)
+                                     for item in items]]
 
     def _work(self) -> None:
         try:
