@@ -41,6 +41,7 @@ from ...ir.weights import release, spill, streams
 from ...kernels.oppkg import Impl
 from . import registry
 from .fixed import dequantize_along, lpbq_integers, qtype, quantize_along
+from .fuse import fuse_residuals
 from .movement import clamp_of
 from .registry import Bound, Context, Operand, OutputSpec
 
@@ -111,7 +112,7 @@ class Planner:
                 steps.append(step)
                 self._release(node, step, state)
         constants = {**self.weights, **state.constants}
-        steps = _with_frees(steps, set(outputs) | set(constants))
+        steps = _with_frees(fuse_residuals(steps, set(outputs)), set(outputs) | set(constants))
         read = {i for s in steps for i in s.inputs} | set(outputs)
         return QPlan(tuple(steps), {k: v for k, v in constants.items() if k in read},
                      outputs, frozenset(n for n in inputs if n in read),

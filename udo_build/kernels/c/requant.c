@@ -1,0 +1,132 @@
+/* udo-build's compiled passes of the emulator (udo_build/kernels/compiled.py builds and loads
+ * this file; the numpy code it stands in for is the reference, and the fallback).
+ *
+ * udo_requant: the int8 path's requantization (udo_build/runtime/integer/fixed.py), one pass
+ * per row: q = zp + rint(clamp((acc + offset) x factor, lo, hi)), acc exact integers held as
+ * float32 or float64, factor = M0 / 2^shift and offset per channel, lo/hi the clamp bounds less
+ * the zero point. Every operation is exact (the integer sum, the product below 2^53 times a
+ * power of two, the clamp) but the rounding, which is IEEE round-half-to-even as numpy's rint:
+ * the same integers as the numpy passes, whatever the compiler vectorizes. With a table, the
+ * result goes straight through an 8-bit pair lookup (a residual Add/Sum): out = table[q << 8 |
+ * other] (or table[other << 8 | q]), other the other input's raw bytes.
+ *
+ * udo_pair_lookup: out = table[a << 8 | b] over raw bytes (an 8-bit Add, Sum or Mul).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { ACC_F32 = 0, ACC_F64 = 1 };
+enum { OUT_U8 = 0, OUT_I8 = 1, OUT_U16 = 2, OUT_I16 = 3 };
+
+typedef struct {
+  const double *factor, *offset;  /* per channel (step 1) or one (step 0); offset may be NULL */
+  ptrdiff_t factor_step, offset_step;
+  double lo, hi;  /* the clamp bounds, less the zero point */
+  int32_t zp;
+} Requant;
+
+/* One row of `n` accumulators rounded into int32 (clamped: the output type holds zp + q). */
+#define ROUND_ROW(NAME, T)                                                                   \
+  static void NAME(const T *restrict acc, ptrdiff_t n, double f, double off, double lo,     \
+                   double hi, int32_t *restrict q) {                                         \
+    for (ptrdiff_t i = 0; i < n; i++) {                                                      \
+      double t = ((double)acc[i] + off) * f;                                                 \
+      t = t < lo ? lo : t;                                                                   \
+      t = t > hi ? hi : t;                                                                   \
+      q[i] = (int32_t)rint(t);                                                               \
+    }                                                                                        \
+  }
+ROUND_ROW(round_f32, float)
+ROUND_ROW(round_f64, double)
+
+#define STORE_ROW(NAME, T)                                                                   \
+  static void NAME(const int32_t *restrict q, ptrdiff_t n, int32_t zp, T *restrict out) {   \
+    for (ptrdiff_t i = 0; i < n; i++) out[i] = (T)(q[i] + zp);                               \
+  }
+STORE_ROW(store_u8, uint8_t)
+STORE_ROW(store_i8, int8_t)
+STORE_ROW(store_u16, uint16_t)
+STORE_ROW(store_i16, int16_t)
+
+/* Through a pair table of 1- or 2-byte entries: q is the high (first) or low byte. */
+static void lookup_row(const int32_t *restrict q, ptrdiff_t n, int32_t zp,
+                       const uint8_t *restrict other, int q_first, const void *table,
+                       int entry, void *out) {
+  if (entry == 1) {
+    const uint8_t *t = table;
+    uint8_t *o = out;
+    if (q_first)
+      for (ptrdiff_t i = 0; i < n; i++) o[i] = t[(uint32_t)(uint8_t)(q[i] + zp) << 8 | other[i]];
+    else
+      for (ptrdiff_t i = 0; i < n; i++) o[i] = t[(uint32_t)other[i] << 8 | (uint8_t)(q[i] + zp)];
+  } else {
+    const uint16_t *t = table;
+    uint16_t *o = out;
+    if (q_first)
+      for (ptrdiff_t i = 0; i < n; i++) o[i] = t[(uint32_t)(uint8_t)(q[i] + zp) << 8 | other[i]];
+    else
+      for (ptrdiff_t i = 0; i < n; i++) o[i] = t[(uint32_t)other[i] << 8 | (uint8_t)(q[i] + zp)];
+  }
+}
+
+#define ROW_BLOCK 4096
+
+/* acc: channels x rows x cols elements at element strides (s_c, s_r, 1); out (and other, with
+ * a table) contiguous channels x rows x cols. Returns 0, or -1 for a kind it does not take. */
+EXPORT int udo_requant(const void *acc, int acc_kind, ptrdiff_t channels, ptrdiff_t rows,
+                       ptrdiff_t cols, ptrdiff_t s_c, ptrdiff_t s_r, const double *factor,
+                       ptrdiff_t factor_step, const double *offset, ptrdiff_t offset_step,
+                       double lo, double hi, int32_t zp, void *out, int out_kind,
+                       const void *table, int entry, const uint8_t *other, int q_first) {
+  static const int size[] = {1, 1, 2, 2};
+  if (acc_kind < 0 || acc_kind > 1 || out_kind < 0 || out_kind > 3) return -1;
+  if (table != NULL && (size[out_kind] != 1 || (entry != 1 && entry != 2))) return -1;
+  int32_t q[ROW_BLOCK];
+  int item = table != NULL ? entry : size[out_kind];
+  for (ptrdiff_t c = 0; c < channels; c++) {
+    double f = factor[c * factor_step];
+    double off = offset != NULL ? offset[c * offset_step] : 0.0;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+      ptrdiff_t at = (c * rows + r) * cols;
+      for (ptrdiff_t k = 0; k < cols; k += ROW_BLOCK) {
+        ptrdiff_t n = cols - k < ROW_BLOCK ? cols - k : ROW_BLOCK;
+        ptrdiff_t from = c * s_c + r * s_r + k;
+        if (acc_kind == ACC_F32)
+          round_f32((const float *)acc + from, n, f, off, lo, hi, q);
+        else
+          round_f64((const double *)acc + from, n, f, off, lo, hi, q);
+        char *dst = (char *)out + (at + k) * item;
+        if (table != NULL)
+          lookup_row(q, n, zp, other + at + k, q_first, table, entry, dst);
+        else if (out_kind == OUT_U8)
+          store_u8(q, n, zp, (uint8_t *)dst);
+        else if (out_kind == OUT_I8)
+          store_i8(q, n, zp, (int8_t *)dst);
+        else if (out_kind == OUT_U16)
+          store_u16(q, n, zp, (uint16_t *)dst);
+        else
+          store_i16(q, n, zp, (int16_t *)dst);
+      }
+    }
+  }
+  return 0;
+}
+
+EXPORT int udo_pair_lookup(const uint8_t *a, const uint8_t *b, ptrdiff_t n, const void *table,
+                           int entry, void *out) {
+  if (entry == 1) {
+    const uint8_t *t = table;
+    uint8_t *o = out;
+    for (ptrdiff_t i = 0; i < n; i++) o[i] = t[(uint32_t)a[i] << 8 | b[i]];
+  } else if (entry == 2) {
+    const uint16_t *t = table;
+    uint16_t *o = out;
+    for (ptrdiff_t i = 0; i < n; i++) o[i] = t[(uint32_t)a[i] << 8 | b[i]];
+  } else {
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,103 @@
+"""The integer path's passes run compiled (`udo_build.kernels.compiled`), where the arrays' layout
+lets them: each function returns the result, or None and the caller runs its numpy passes (the
+library unavailable or switched off, a layout the C loop does not take). Both give the same
+integers (the C loop's arithmetic is proved in that module and in `fixed.py`'s docstring).
+
+The C loop reads an accumulator as (channels, rows, cols): one axis the multipliers and the
+offset vary along (every axis before it of size 1), the axes after it merged into rows of
+contiguous columns at a fixed stride, so a tap GEMM's output with its junk columns is read in
+place.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...kernels import compiled
+
+
+def requantized(acc: np.ndarray, factor: np.ndarray, offset: np.ndarray | float | None,
+                clamp: tuple[int, int], zp: int, dtype: np.dtype,
+                pair: tuple[np.ndarray, np.ndarray, bool] | None = None) -> np.ndarray | None:
+    """zp + rint(clip((acc + offset) x factor, lo - zp, hi - zp)) as `dtype`, clamp = (lo, hi);
+    with `pair` (table, other, q_first), that result looked up with the other input's bytes:
+    table[q << 8 | other] (q_first) or table[other << 8 | q]. None: not run (see above)."""
+    lib = compiled.library()
+    if lib is None or acc.dtype not in compiled.ACC_KINDS or dtype not in compiled.OUT_KINDS:
+        return None
+    offsets = None if offset is None else np.asarray(offset, np.float64)
+    view = _channel_rows(acc, factor, offsets)
+    if view is None:
+        return None
+    if pair is not None and not _pairs_with(pair, acc.shape, dtype):
+        return None
+    out = np.empty(acc.shape, dtype if pair is None else pair[0].dtype)
+    per_channel = [None if v is None else np.ascontiguousarray(v.reshape(-1))
+                   for v in (factor.astype(np.float64, copy=False), offsets)]
+    compiled.requantize(lib, view, per_channel[0], per_channel[1],
+                        (float(clamp[0] - zp), float(clamp[1] - zp)), zp,
+                        out.reshape(view.shape), pair)
+    return out
+
+
+def _pairs_with(pair: tuple[np.ndarray, np.ndarray, bool], shape: tuple[int, ...],
+                dtype: np.dtype) -> bool:
+    table, other, _ = pair
+    return (dtype.itemsize == 1 and other.shape == shape and other.itemsize == 1
+            and other.flags.c_contiguous and table.itemsize in (1, 2) and table.size == 65536)
+
+
+def pair_lookup(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """table[a << 8 | b] over raw bytes of two contiguous inputs of one shape (None: not
+    run)."""
+    lib = compiled.library()
+    if (lib is None or a.shape != b.shape or a.itemsize != 1 or b.itemsize != 1
+            or not (a.flags.c_contiguous and b.flags.c_contiguous)
+            or table.itemsize not in (1, 2) or table.size != 65536):
+        return None
+    return compiled.pair_lookup(lib, a, b, table)
+
+
+def _channel_rows(acc: np.ndarray, *per: np.ndarray | None) -> np.ndarray | None:
+    """acc as a (channels, rows, cols) view with contiguous cols, channels along the one axis
+    the values `per` (broadcast against acc) vary along; None when no such view exists."""
+    if not acc.flags.aligned or any(s % acc.itemsize for s in acc.strides):
+        return None
+    axes = set()
+    for values in per:
+        if values is None:
+            continue
+        if values.ndim > acc.ndim:
+            return None
+        aligned = (1,) * (acc.ndim - values.ndim) + values.shape
+        for i, (n, size) in enumerate(zip(aligned, acc.shape, strict=True)):
+            if n != 1 and n != size:
+                return None
+            if n != 1:
+                axes.add(i)
+    if len(axes) > 1:
+        return None
+    axis = axes.pop() if axes else -1
+    if any(n != 1 for n in acc.shape[:max(axis, 0)]):
+        return None
+    channels = acc.shape[axis] if axis >= 0 else 1
+    s_c = acc.strides[axis] if axis >= 0 and channels > 1 else 0
+    rest = [(n, s // acc.itemsize) for n, s in zip(acc.shape[axis + 1:], acc.strides[axis + 1:],
+                                                    strict=True) if n != 1]
+    rows = _merged(rest[:-1])
+    if rows is None or (rest and rest[-1][1] != 1):
+        return None
+    cols = rest[-1][0] if rest else 1
+    count, step = rows
+    return np.lib.stride_tricks.as_strided(
+        acc, (channels, count, cols), (s_c, (step or cols) * acc.itemsize, acc.itemsize))
+
+
+def _merged(dims: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """(size, element stride) of axes merged into one (None: they do not merge)."""
+    for (_, stride), (n, inner) in zip(dims[:-1], dims[1:], strict=True):
+        if stride != inner * n:
+            return None
+    return math.prod(n for n, _ in dims), dims[-1][1] if dims else 0
