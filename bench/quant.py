@@ -337,6 +337,7 @@ PARTS = (  # (module, attribute, label): the integer path's own work, timed wher
     ("udo_build.runtime.integer.conv", "centered", "centering"),
     ("udo_build.runtime.integer.taps", "_centered_padded", "centering (padded)"),
     ("udo_build.runtime.integer.conv", "im2col", "im2col"),
+    ("udo_build.runtime.integer.passes", "im2col", "im2col (compiled, centering in)"),
 )
 
 

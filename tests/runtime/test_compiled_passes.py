@@ -19,6 +19,7 @@ from udo_build.ir import Graph, Model, Node
 from udo_build.ir.encodings import Encoding
 from udo_build.kernels import compiled
 from udo_build.runtime.integer import QuantizedSession, fixed, passes
+from udo_build.runtime.integer import conv as conv_kernel
 from udo_build.runtime.integer.fixed import Requant
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
@@ -34,14 +35,15 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     if compiled.library() is None:
         pytest.skip("no C compiler (or it failed): the compiled passes cannot run here")
     seen: list[str] = []
-    for name in ("requantize", "pair_lookup"):
+    for name in ("requantize", "pair_lookup", "im2col"):
         monkeypatch.setattr(compiled, name, _spy(getattr(compiled, name), name, seen))
     yield seen
 
 
 def _spy(fn: Callable[..., Any], name: str, seen: list[str]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
-        seen.append(name + ("+lookup" if len(args) > 7 and args[7] is not None else ""))
+        pair = name == "requantize" and len(args) > 7 and args[7] is not None
+        seen.append(name + ("+lookup" if pair else ""))
         return fn(*args, **kwargs)
     return call
 
@@ -109,6 +111,37 @@ def test_the_compiled_pair_lookup_gives_the_numpy_bytes(
     assert calls == ["pair_lookup", "pair_lookup"]
 
 
+@pytest.mark.parametrize("dtype,zp", [(np.uint8, 128), (np.int8, 0), (np.uint16, 30000),
+                                      (np.int16, -5)])
+@pytest.mark.parametrize("geometry", [
+    ((3, 3), (1, 1), (1, 1), [1, 1]),  # a padded 3x3
+    ((7, 7), (2, 2), (1, 1), [3, 3]),  # ResNet's stem
+    ((1, 1), (2, 2), (1, 1), [0, 0]),  # a strided 1x1
+    ((3, 2), (2, 3), (2, 1), [2, 0]),  # dilated, uneven strides
+    ((3, 3), (1, 1), (1, 1), [-1, 2]),  # a start pad cropping the input
+], ids=["3x3", "7x7s2", "1x1s2", "dilated", "cropped"])
+def test_the_compiled_im2col_gives_the_numpy_columns(
+        dtype: type, zp: int, geometry: tuple[Any, ...], calls: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel, strides, dilations, begin = geometry
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(5).integers(info.min, info.max, (2, 3, 11, 13), endpoint=True
+                                          ).astype(dtype)
+    outs = [(size + 2 * max(b, 0) - (k - 1) * d - 1) // s + 1 - (1 if b < 0 else 0)
+            for size, k, s, d, b in zip(x.shape[2:], kernel, strides, dilations, begin,
+                                        strict=True)]
+    def columns() -> np.ndarray:
+        return conv_kernel._columns(x, zp, np.dtype(np.float32), kernel, strides, dilations,
+                                    begin, outs)
+    native, numpy = _both(columns, monkeypatch)
+    assert calls == ["im2col"]
+    # (numpy's columns of a 1x1 are (N, C, oh, ow): the same values in the same order)
+    assert native.dtype == numpy.dtype == np.float32 and native.size == numpy.size
+    assert np.array_equal(native.view(np.uint32), numpy.reshape(native.shape).view(np.uint32))
+    assert (numpy != 0).mean() > 0.5
+    assert not any(b > 0 for b in begin) or (numpy == 0).any()  # the padding's zeros
+
+
 def _residual_model(channels: int, conv_first: bool) -> tuple[Model, dict[str, np.ndarray]]:
     """x -> Conv 3x3 -> Relu -> Conv 1x1 -> c; Add(c, x) (or Add(x, c)) -> Relu -> y."""
     rng = np.random.default_rng(channels)
@@ -169,13 +202,13 @@ def test_a_failed_compile_warns_once_and_leaves_the_numpy_passes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     broken = tmp_path / "cc"
     broken.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo broken-cc 1; exit 0; }\n"
-                      "echo 'requant.c:1:1: error: no compiler here' >&2; exit 1\n")
+                      "echo 'passes.c:1:1: error: no compiler here' >&2; exit 1\n")
     broken.chmod(0o755)
     monkeypatch.setenv("CC", str(broken))
     monkeypatch.setenv(compiled.CACHE, str(tmp_path / "cache"))
     monkeypatch.delenv(compiled.SWITCH, raising=False)
     monkeypatch.setattr(compiled, "_LOADED", {})
-    with pytest.warns(RuntimeWarning, match="requant.c:1:1: error: no compiler here"):
+    with pytest.warns(RuntimeWarning, match="passes.c:1:1: error: no compiler here"):
         assert compiled.library() is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -1,12 +1,13 @@
 """The emulator's own hot passes as C, compiled on first use with the host's C compiler and called
-through ctypes (`c/requant.c`: the int8 path's requantization, fused with a residual Add's pair
-lookup, and the pair lookup alone). The numpy code they stand in for stays the reference and the
-fallback: `library()` is None when UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or
-when the compile failed (one RuntimeWarning then, with the compiler's first error line), and the
-callers run their numpy passes.
+through ctypes (`c/passes.c`: the int8 path's requantization, fused with a residual Add's pair
+lookup, the pair lookup alone, and a 2-d convolution's im2col of a centered integer input). The
+numpy code they stand in for stays the reference and the fallback: `library()` is None when
+UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or when the compile failed (one
+RuntimeWarning then, with the compiler's first error line), and the callers run their numpy
+passes.
 
 Where the library lives: a per-user cache folder (UDO_BUILD_KERNEL_CACHE, else
-$XDG_CACHE_HOME/udo-build, else ~/.cache/udo-build), as `requant-<key>.so`, the key the sha256 of
+$XDG_CACHE_HOME/udo-build, else ~/.cache/udo-build), as `passes-<key>.so`, the key the sha256 of
 the source, the compiler's identity (`cc --version`), the flags and the machine (its
 architecture and, since the flags name -march=native, the CPU's model and feature flags from
 /proc/cpuinfo: a home folder shared by two kinds of CPU holds one library for each). It is
@@ -44,7 +45,7 @@ import numpy as np
 
 from ..atomic import tmp_sibling
 
-SOURCE = Path(__file__).parent / "c" / "requant.c"
+SOURCE = Path(__file__).parent / "c" / "passes.c"
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared",
          "-fvisibility=hidden", "-std=c99")
 SWITCH = "UDO_BUILD_NATIVE_KERNELS"  # "0": the numpy passes
@@ -64,6 +65,7 @@ class Library:
     path: Path
     requant: ctypes._CFuncPtr  # type: ignore[name-defined]
     pair_lookup: ctypes._CFuncPtr  # type: ignore[name-defined]
+    im2col: ctypes._CFuncPtr  # type: ignore[name-defined]
 
 
 _LOCK = threading.Lock()
@@ -108,7 +110,7 @@ def library_path(cc: list[str], identity: str) -> Path:
     key = json.dumps({"source": hashlib.sha256(SOURCE.read_bytes()).hexdigest(),
                       "compiler": identity, "flags": FLAGS, "machine": machine()},
                      sort_keys=True)
-    return cache_folder() / f"requant-{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
+    return cache_folder() / f"passes-{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
 
 
 def machine() -> str:
@@ -178,7 +180,10 @@ def _open(path: Path) -> Library:
                         ctypes.c_double, ctypes.c_int32, _P, ctypes.c_int, _P, ctypes.c_int, _P,
                         ctypes.c_int]
     lookup.argtypes = [_P, _P, _N, _P, ctypes.c_int, _P]
-    return Library(path, requant, lookup)
+    im2col = lib.udo_im2col
+    im2col.restype = ctypes.c_int
+    im2col.argtypes = [_P, ctypes.c_int, *[_N] * 13, ctypes.c_float, _P]
+    return Library(path, requant, lookup, im2col)
 
 
 def _warn(why: str) -> None:
@@ -216,3 +221,17 @@ def pair_lookup(lib: Library, a: np.ndarray, b: np.ndarray, table: np.ndarray) -
                        out.ctypes.data) != 0:  # pragma: no cover
         raise ValueError(f"udo_pair_lookup takes 1- or 2-byte tables, not {table.dtype}")
     return out
+
+
+def im2col(lib: Library, x: np.ndarray, zp: int, kernel: tuple[int, ...],
+           strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int] | tuple[int, ...],
+           outs: list[int] | tuple[int, ...]) -> np.ndarray:
+    """udo_im2col: the float32 columns (N, C, kh, kw, oh, ow) of x - zp for contiguous 1- or
+    2-byte integers x (N, C, H, W)."""
+    n, c, h, w = x.shape
+    cols = np.empty((n, c, *kernel, *outs), np.float32)
+    status = lib.im2col(x.ctypes.data, OUT_KINDS[x.dtype], n * c, h, w, *kernel, *strides,
+                        *dilations, *begin, *outs, float(zp), cols.ctypes.data)
+    if status != 0:  # pragma: no cover (the callers pass only the kinds it takes)
+        raise ValueError(f"udo_im2col refused its arguments ({x.dtype}, strides {strides})")
+    return cols

@@ -27,7 +27,7 @@ into int16 (exact: every rounded value fits) and the clamp runs on those two-byt
 A large accumulator goes by blocks of BLOCK elements through one float64 buffer, so that its
 temporaries stay in the cache (each element is computed alone: the same integers). Where the
 host has a C compiler, all of that is one compiled pass instead (`passes.requantized`, the
-arithmetic in udo_build/kernels/c/requant.c: the same exact operations and the same rounding,
+arithmetic in udo_build/kernels/c/passes.c: the same exact operations and the same rounding,
 so the same integers); the numpy passes are the fallback and the reference.
 
 Wide accumulators: when that bound leaves M0 fewer than FLOAT_BITS bits (products of two 16-bit

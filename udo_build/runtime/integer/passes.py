@@ -60,6 +60,19 @@ def pair_lookup(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray |
     return compiled.pair_lookup(lib, a, b, table)
 
 
+def im2col(x: np.ndarray, zp: int, dtype: np.dtype, kernel: tuple[int, ...],
+           strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int],
+           outs: list[int]) -> np.ndarray | None:
+    """The im2col columns (N, C, *kernel, *outs) of x - zp in float32 for a 2-d convolution of
+    1- or 2-byte integers, in one pass (None: not run)."""
+    lib = compiled.library()
+    if (lib is None or x.ndim != 4 or dtype != np.float32 or x.dtype not in compiled.OUT_KINDS
+            or len(kernel) != 2 or not all(s >= 1 for s in strides)):
+        return None
+    return compiled.im2col(lib, np.ascontiguousarray(x), zp, kernel, strides, dilations, begin,
+                           outs)
+
+
 def _channel_rows(acc: np.ndarray, *per: np.ndarray | None) -> np.ndarray | None:
     """acc as a (channels, rows, cols) view with contiguous cols, channels along the one axis
     the values `per` (broadcast against acc) vary along; None when no such view exists."""

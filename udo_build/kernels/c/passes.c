@@ -130,3 +130,61 @@ EXPORT int udo_pair_lookup(const uint8_t *a, const uint8_t *b, ptrdiff_t n, cons
   }
   return 0;
 }
+
+/* udo_im2col: the columns (channels, kh, kw, oh, ow) of a 2-d convolution of x (channels, h, w),
+ * 1- or 2-byte integers (x_kind: OUT_U8 .. OUT_I16), centered: x - zp as float32 (exact: both
+ * are integers of at most 16 bits), the padding the real zero; output row y of tap (i, j) reads
+ * input row y * sh + i * dh - bh, column o * sw + j * dw - bw (bh, bw: the start pads, negative
+ * for a crop). What udo_build/kernels/default/conv.py's im2col makes of the centered input. */
+#define CENTER_ROW(NAME, T)                                                                  \
+  static void NAME(const T *restrict row, ptrdiff_t from, ptrdiff_t to, ptrdiff_t sw,       \
+                   ptrdiff_t at, float zp, float *restrict out) {                            \
+    for (ptrdiff_t o = from; o < to; o++) out[o] = (float)row[o * sw + at] - zp;             \
+  }
+CENTER_ROW(center_u8, uint8_t)
+CENTER_ROW(center_i8, int8_t)
+CENTER_ROW(center_u16, uint16_t)
+CENTER_ROW(center_i16, int16_t)
+
+static ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b) { /* b > 0 */
+  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+EXPORT int udo_im2col(const void *x, int x_kind, ptrdiff_t channels, ptrdiff_t h, ptrdiff_t w,
+                      ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t dh,
+                      ptrdiff_t dw, ptrdiff_t bh, ptrdiff_t bw, ptrdiff_t oh, ptrdiff_t ow,
+                      float zp, float *cols) {
+  static const int size[] = {1, 1, 2, 2};
+  if (x_kind < 0 || x_kind > 3 || sh < 1 || sw < 1) return -1;
+  float *out = cols;
+  for (ptrdiff_t c = 0; c < channels; c++) {
+    const char *plane = (const char *)x + c * h * w * size[x_kind];
+    for (ptrdiff_t i = 0; i < kh; i++) {
+      for (ptrdiff_t j = 0; j < kw; j++) {
+        ptrdiff_t at = j * dw - bw; /* input column of output column 0 */
+        ptrdiff_t from = ceil_div(-at, sw), to = ceil_div(w - at, sw);
+        from = from < 0 ? 0 : (from > ow ? ow : from);
+        to = to > ow ? ow : (to < from ? from : to);
+        for (ptrdiff_t y = 0; y < oh; y++, out += ow) {
+          ptrdiff_t iy = y * sh + i * dh - bh;
+          if (iy < 0 || iy >= h) {
+            for (ptrdiff_t o = 0; o < ow; o++) out[o] = 0.0f;
+            continue;
+          }
+          for (ptrdiff_t o = 0; o < from; o++) out[o] = 0.0f;
+          for (ptrdiff_t o = to; o < ow; o++) out[o] = 0.0f;
+          const char *row = plane + iy * w * size[x_kind];
+          if (x_kind == OUT_U8)
+            center_u8((const uint8_t *)row, from, to, sw, at, zp, out);
+          else if (x_kind == OUT_I8)
+            center_i8((const int8_t *)row, from, to, sw, at, zp, out);
+          else if (x_kind == OUT_U16)
+            center_u16((const uint16_t *)row, from, to, sw, at, zp, out);
+          else
+            center_i16((const int16_t *)row, from, to, sw, at, zp, out);
+        }
+      }
+    }
+  }
+  return 0;
+}
