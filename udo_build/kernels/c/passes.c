@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -136,55 +137,82 @@ EXPORT int udo_pair_lookup(const uint8_t *a, const uint8_t *b, ptrdiff_t n, cons
  * are integers of at most 16 bits), the padding the real zero; output row y of tap (i, j) reads
  * input row y * sh + i * dh - bh, column o * sw + j * dw - bw (bh, bw: the start pads, negative
  * for a crop). What udo_build/kernels/default/conv.py's im2col makes of the centered input. */
-#define CENTER_ROW(NAME, T)                                                                  \
-  static void NAME(const T *restrict row, ptrdiff_t from, ptrdiff_t to, ptrdiff_t sw,       \
-                   ptrdiff_t at, float zp, float *restrict out) {                            \
-    for (ptrdiff_t o = from; o < to; o++) out[o] = (float)row[o * sw + at] - zp;             \
-  }
-CENTER_ROW(center_u8, uint8_t)
-CENTER_ROW(center_i8, int8_t)
-CENTER_ROW(center_u16, uint16_t)
-CENTER_ROW(center_i16, int16_t)
-
 static ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b) { /* b > 0 */
   return a >= 0 ? (a + b - 1) / b : -((-a) / b);
 }
+
+typedef struct {
+  ptrdiff_t channels, h, w, kh, kw, sh, sw, dh, dw, bh, bw, oh, ow;
+} Window;
+
+/* x - zp over a contiguous run (kept out of line: inlined, gcc vectorized it 5x slower). */
+#define CENTER_RUN(NAME, T)                                                                  \
+  __attribute__((noinline)) static void NAME(const T *restrict in, ptrdiff_t n, float zp,   \
+                                             float *restrict out) {                          \
+    for (ptrdiff_t i = 0; i < n; i++) out[i] = (float)in[i] - zp;                            \
+  }
+CENTER_RUN(run_u8, uint8_t)
+CENTER_RUN(run_i8, int8_t)
+CENTER_RUN(run_u16, uint16_t)
+CENTER_RUN(run_i16, int16_t)
+
+/* The columns for one input type; a 1x1 that reads the input as it is: one run. */
+#define IM2COL(NAME, T, RUN)                                                                 \
+  static void NAME(const T *restrict x, const Window *g, float zp, float *restrict out) {   \
+    if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->bh == 0 && g->bw == 0 &&   \
+        g->oh == g->h && g->ow == g->w) {                                                     \
+      RUN(x, g->channels * g->h * g->w, zp, out);                                            \
+      return;                                                                                \
+    }                                                                                        \
+    ptrdiff_t ow = g->ow, sw = g->sw;                                                        \
+    for (ptrdiff_t c = 0; c < g->channels; c++) {                                            \
+      const T *plane = x + c * g->h * g->w;                                                  \
+      for (ptrdiff_t i = 0; i < g->kh; i++) {                                                \
+        for (ptrdiff_t j = 0; j < g->kw; j++) {                                              \
+          ptrdiff_t at = j * g->dw - g->bw; /* the input column of output column 0 */       \
+          ptrdiff_t from = ceil_div(-at, sw), to = ceil_div(g->w - at, sw);                  \
+          from = from < 0 ? 0 : (from > ow ? ow : from);                                     \
+          to = to > ow ? ow : (to < from ? from : to);                                       \
+          for (ptrdiff_t y = 0; y < g->oh; y++, out += ow) {                                 \
+            ptrdiff_t iy = y * g->sh + i * g->dh - g->bh;                                    \
+            if (iy < 0 || iy >= g->h) {                                                      \
+              memset(out, 0, (size_t)ow * sizeof(float));                                    \
+              continue;                                                                      \
+            }                                                                                \
+            const T *row = plane + iy * g->w + at;                                           \
+            for (ptrdiff_t o = 0; o < from; o++) out[o] = 0.0f;                              \
+            if (sw == 1)                                                                     \
+              for (ptrdiff_t o = from; o < to; o++) out[o] = (float)row[o] - zp;             \
+            else if (sw == 2)                                                                \
+              for (ptrdiff_t o = from; o < to; o++) out[o] = (float)row[2 * o] - zp;         \
+            else                                                                             \
+              for (ptrdiff_t o = from; o < to; o++) out[o] = (float)row[o * sw] - zp;        \
+            for (ptrdiff_t o = to; o < ow; o++) out[o] = 0.0f;                               \
+          }                                                                                  \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+IM2COL(im2col_u8, uint8_t, run_u8)
+IM2COL(im2col_i8, int8_t, run_i8)
+IM2COL(im2col_u16, uint16_t, run_u16)
+IM2COL(im2col_i16, int16_t, run_i16)
 
 EXPORT int udo_im2col(const void *x, int x_kind, ptrdiff_t channels, ptrdiff_t h, ptrdiff_t w,
                       ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t dh,
                       ptrdiff_t dw, ptrdiff_t bh, ptrdiff_t bw, ptrdiff_t oh, ptrdiff_t ow,
                       float zp, float *cols) {
-  static const int size[] = {1, 1, 2, 2};
-  if (x_kind < 0 || x_kind > 3 || sh < 1 || sw < 1) return -1;
-  float *out = cols;
-  for (ptrdiff_t c = 0; c < channels; c++) {
-    const char *plane = (const char *)x + c * h * w * size[x_kind];
-    for (ptrdiff_t i = 0; i < kh; i++) {
-      for (ptrdiff_t j = 0; j < kw; j++) {
-        ptrdiff_t at = j * dw - bw; /* input column of output column 0 */
-        ptrdiff_t from = ceil_div(-at, sw), to = ceil_div(w - at, sw);
-        from = from < 0 ? 0 : (from > ow ? ow : from);
-        to = to > ow ? ow : (to < from ? from : to);
-        for (ptrdiff_t y = 0; y < oh; y++, out += ow) {
-          ptrdiff_t iy = y * sh + i * dh - bh;
-          if (iy < 0 || iy >= h) {
-            for (ptrdiff_t o = 0; o < ow; o++) out[o] = 0.0f;
-            continue;
-          }
-          for (ptrdiff_t o = 0; o < from; o++) out[o] = 0.0f;
-          for (ptrdiff_t o = to; o < ow; o++) out[o] = 0.0f;
-          const char *row = plane + iy * w * size[x_kind];
-          if (x_kind == OUT_U8)
-            center_u8((const uint8_t *)row, from, to, sw, at, zp, out);
-          else if (x_kind == OUT_I8)
-            center_i8((const int8_t *)row, from, to, sw, at, zp, out);
-          else if (x_kind == OUT_U16)
-            center_u16((const uint16_t *)row, from, to, sw, at, zp, out);
-          else
-            center_i16((const int16_t *)row, from, to, sw, at, zp, out);
-        }
-      }
-    }
-  }
+  Window g = {channels, h, w, kh, kw, sh, sw, dh, dw, bh, bw, oh, ow};
+  if (sh < 1 || sw < 1) return -1;
+  if (x_kind == OUT_U8)
+    im2col_u8(x, &g, zp, cols);
+  else if (x_kind == OUT_I8)
+    im2col_i8(x, &g, zp, cols);
+  else if (x_kind == OUT_U16)
+    im2col_u16(x, &g, zp, cols);
+  else if (x_kind == OUT_I16)
+    im2col_i16(x, &g, zp, cols);
+  else
+    return -1;
   return 0;
 }
