@@ -17,6 +17,8 @@ integer kernel requantizes straight into the activation's encoding, clamped at i
 the activation node is skipped. A tensor the caller requests is never absorbed (its producer
 then runs as float fallback in that plan). Each distinct set of requested outputs has its own
 plan; a plan frees every intermediate after its last reader, as the float runtime does.
+A residual Add (or Sum) of an integer convolution's 8-bit output that nothing else reads runs
+fused into that convolution, one step where the Add was (`fuse.py`: the same numbers).
 
 A model that streams its weights (udo_build.ir.weights) keeps what the plan makes of them
 (quantized weights, LPBQ integers, a binder's packed constants) spilled to files, mapped, and
