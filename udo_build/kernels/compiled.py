@@ -40,6 +40,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -192,18 +193,26 @@ def _warn(why: str) -> None:
                   stacklevel=3)
 
 
-def requantize(lib: Library, acc: np.ndarray, factor: np.ndarray, offset: np.ndarray | None,
-               clamp: tuple[float, float], zp: int, out: np.ndarray,
+class Layout(NamedTuple):
+    """How udo_requant reads an accumulator: channels x rows x cols elements, the channel and
+    row strides in elements (the columns contiguous)."""
+
+    channels: int
+    rows: int
+    cols: int
+    channel_stride: int
+    row_stride: int
+
+
+def requantize(lib: Library, acc: np.ndarray, layout: Layout, factor: np.ndarray,
+               offset: np.ndarray | None, clamp: tuple[float, float], zp: int, out: np.ndarray,
                pair: tuple[np.ndarray, np.ndarray, bool] | None = None) -> None:
-    """udo_requant over acc (channels, rows, cols) with cols contiguous, into out (the same
-    shape, contiguous); `factor` and `offset` float64, one per channel or one; `pair`:
-    (table, other, q_first) for the lookup after (other contiguous raw bytes, out's shape)."""
-    c, r, n = acc.shape
-    item = acc.itemsize
-    s_c, s_r = acc.strides[0] // item, acc.strides[1] // item
+    """udo_requant over acc read as `layout`, into out (contiguous, channels x rows x cols
+    elements); `factor` and `offset` float64, one per channel or one; `pair`: (table, other,
+    q_first) for the lookup after (other contiguous raw bytes, out's shape)."""
     table, other, first = pair if pair is not None else (None, None, True)
     status = lib.requant(
-        acc.ctypes.data, ACC_KINDS[acc.dtype], c, r, n, s_c, s_r,
+        acc.ctypes.data, ACC_KINDS[acc.dtype], *layout,
         factor.ctypes.data, int(factor.size > 1),
         None if offset is None else offset.ctypes.data, int(offset is not None and offset.size > 1),
         clamp[0], clamp[1], zp, out.ctypes.data,

@@ -6,7 +6,8 @@ integers (the C loop's arithmetic is proved in that module and in `fixed.py`'s d
 The C loop reads an accumulator as (channels, rows, cols): one axis the multipliers and the
 offset vary along (every axis before it of size 1), the axes after it merged into rows of
 contiguous columns at a fixed stride, so a tap GEMM's output with its junk columns is read in
-place.
+place. Below NATIVE_MIN elements the numpy passes run: a call through ctypes costs about 30 us
+of Python (its pointers and arguments), which numpy's passes over a small tensor undercut.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import numpy as np
 
 from ...kernels import compiled
 
+NATIVE_MIN = 1 << 14  # elements from which the requantization and the lookup run compiled
+
 
 def requantized(acc: np.ndarray, factor: np.ndarray, offset: np.ndarray | float | None,
                 clamp: tuple[int, int], zp: int, dtype: np.dtype,
@@ -24,21 +27,19 @@ def requantized(acc: np.ndarray, factor: np.ndarray, offset: np.ndarray | float 
     """zp + rint(clip((acc + offset) x factor, lo - zp, hi - zp)) as `dtype`, clamp = (lo, hi);
     with `pair` (table, other, q_first), that result looked up with the other input's bytes:
     table[q << 8 | other] (q_first) or table[other << 8 | q]. None: not run (see above)."""
+    if (acc.size < NATIVE_MIN or acc.dtype not in compiled.ACC_KINDS
+            or dtype not in compiled.OUT_KINDS):
+        return None
     lib = compiled.library()
-    if lib is None or acc.dtype not in compiled.ACC_KINDS or dtype not in compiled.OUT_KINDS:
-        return None
     offsets = None if offset is None else np.asarray(offset, np.float64)
-    view = _channel_rows(acc, factor, offsets)
-    if view is None:
-        return None
-    if pair is not None and not _pairs_with(pair, acc.shape, dtype):
+    layout = None if lib is None else _channel_rows(acc, factor, offsets)
+    if layout is None or (pair is not None and not _pairs_with(pair, acc.shape, dtype)):
         return None
     out = np.empty(acc.shape, dtype if pair is None else pair[0].dtype)
     per_channel = [None if v is None else np.ascontiguousarray(v.reshape(-1))
                    for v in (factor.astype(np.float64, copy=False), offsets)]
-    compiled.requantize(lib, view, per_channel[0], per_channel[1],
-                        (float(clamp[0] - zp), float(clamp[1] - zp)), zp,
-                        out.reshape(view.shape), pair)
+    compiled.requantize(lib, acc, layout, per_channel[0], per_channel[1],
+                        (float(clamp[0] - zp), float(clamp[1] - zp)), zp, out, pair)
     return out
 
 
@@ -52,12 +53,12 @@ def _pairs_with(pair: tuple[np.ndarray, np.ndarray, bool], shape: tuple[int, ...
 def pair_lookup(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """table[a << 8 | b] over raw bytes of two contiguous inputs of one shape (None: not
     run)."""
-    lib = compiled.library()
-    if (lib is None or a.shape != b.shape or a.itemsize != 1 or b.itemsize != 1
+    if (a.shape != b.shape or a.size < NATIVE_MIN or a.itemsize != 1 or b.itemsize != 1
             or not (a.flags.c_contiguous and b.flags.c_contiguous)
             or table.itemsize not in (1, 2) or table.size != 65536):
         return None
-    return compiled.pair_lookup(lib, a, b, table)
+    lib = compiled.library()
+    return None if lib is None else compiled.pair_lookup(lib, a, b, table)
 
 
 def im2col(x: np.ndarray, zp: int, dtype: np.dtype, kernel: tuple[int, ...],
@@ -73,9 +74,10 @@ def im2col(x: np.ndarray, zp: int, dtype: np.dtype, kernel: tuple[int, ...],
                            outs)
 
 
-def _channel_rows(acc: np.ndarray, *per: np.ndarray | None) -> np.ndarray | None:
-    """acc as a (channels, rows, cols) view with contiguous cols, channels along the one axis
-    the values `per` (broadcast against acc) vary along; None when no such view exists."""
+def _channel_rows(acc: np.ndarray, *per: np.ndarray | None) -> compiled.Layout | None:
+    """acc read as (channels, rows, cols) with contiguous cols, channels along the one axis
+    the values `per` (broadcast against acc) vary along, the columns as long as the layout
+    allows (a contiguous channel: one row); None when it cannot be read so."""
     if not acc.flags.aligned or any(s % acc.itemsize for s in acc.strides):
         return None
     axes = set()
@@ -99,13 +101,14 @@ def _channel_rows(acc: np.ndarray, *per: np.ndarray | None) -> np.ndarray | None
     s_c = acc.strides[axis] if axis >= 0 and channels > 1 else 0
     rest = [(n, s // acc.itemsize) for n, s in zip(acc.shape[axis + 1:], acc.strides[axis + 1:],
                                                     strict=True) if n != 1]
-    rows = _merged(rest[:-1])
-    if rows is None or (rest and rest[-1][1] != 1):
+    cols = 1  # the trailing axes that are one contiguous run: the columns
+    while rest and rest[-1][1] == cols:
+        cols *= rest.pop()[0]
+    rows = _merged(rest)
+    if rows is None:
         return None
-    cols = rest[-1][0] if rest else 1
     count, step = rows
-    return np.lib.stride_tricks.as_strided(
-        acc, (channels, count, cols), (s_c, (step or cols) * acc.itemsize, acc.itemsize))
+    return compiled.Layout(channels, count, cols, s_c // acc.itemsize, step or cols)
 
 
 def _merged(dims: list[tuple[int, int]]) -> tuple[int, int] | None:
