@@ -61,7 +61,7 @@ _N = ctypes.c_ssize_t
 
 @dataclass(frozen=True)
 class Library:
-    """The loaded library: its file and its two entry points."""
+    """The loaded library: its file and its entry points."""
 
     path: Path
     requant: ctypes._CFuncPtr  # type: ignore[name-defined]
@@ -107,9 +107,10 @@ def compiler() -> list[str] | None:
 
 
 def library_path(cc: list[str], identity: str) -> Path:
-    """The cache file of the library this compiler (`identity`: its --version) makes."""
+    """The cache file of the library this compiler (`cc`: its command, `identity`: its
+    --version) makes."""
     key = json.dumps({"source": hashlib.sha256(SOURCE.read_bytes()).hexdigest(),
-                      "compiler": identity, "flags": FLAGS, "machine": machine()},
+                      "compiler": [cc, identity], "flags": FLAGS, "machine": machine()},
                      sort_keys=True)
     return cache_folder() / f"passes-{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
 
