@@ -11,6 +11,9 @@
  * other] (or table[other << 8 | q]), other the other input's raw bytes.
  *
  * udo_pair_lookup: out = table[a << 8 | b] over raw bytes (an 8-bit Add, Sum or Mul).
+ *
+ * udo_im2col: a 2-d integer convolution's columns of its centered input, x - zp in float32
+ * (exact), in one pass from the raw integers (udo_build/runtime/integer/conv.py).
  */
 #include <math.h>
 #include <stddef.h>
