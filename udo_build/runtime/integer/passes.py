@@ -47,7 +47,7 @@ def _pairs_with(pair: tuple[np.ndarray, np.ndarray, bool], shape: tuple[int, ...
                 dtype: np.dtype) -> bool:
     table, other, _ = pair
     return (dtype.itemsize == 1 and other.shape == shape and other.itemsize == 1
-            and other.flags.c_contiguous and table.itemsize in (1, 2) and table.size == 65536)
+            and other.flags.c_contiguous and _table(table))
 
 
 def pair_lookup(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
@@ -55,10 +55,15 @@ def pair_lookup(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray |
     run)."""
     if (a.shape != b.shape or a.size < NATIVE_MIN or a.itemsize != 1 or b.itemsize != 1
             or not (a.flags.c_contiguous and b.flags.c_contiguous)
-            or table.itemsize not in (1, 2) or table.size != 65536):
+            or not _table(table)):
         return None
     lib = compiled.library()
     return None if lib is None else compiled.pair_lookup(lib, a, b, table)
+
+
+def _table(table: np.ndarray) -> bool:
+    """A pair table the C loop reads: 65536 contiguous entries of 1 or 2 bytes."""
+    return table.size == 65536 and table.itemsize in (1, 2) and table.flags.c_contiguous
 
 
 def im2col(x: np.ndarray, zp: int, dtype: np.dtype, kernel: tuple[int, ...],
