@@ -3,7 +3,7 @@
     python bench/quant.py [--models resnet50,squeezenet] [--calibration 32] [--held-out 16]
                           [--quantizers enhanced,tf] [--methods MinMax,Percentile,Entropy]
                           [--repeats 10] [--warmup 2] [--threads 1] [--seed 0] [--no-timing]
-                          [--smoke] [--profile]
+                          [--smoke] [--profile] [--numpy]
 
 For each model (the onnx wheel's light ResNet-50 and SqueezeNet with random weights drawn by role,
 seed --seed, batch norms calibrated, residual branches ending with gamma 0.2;
@@ -40,6 +40,9 @@ then the integer path's own work inside those steps (`PARTS`: the requantization
 lookups of Add/Sum/Mul, the GEMMs, centering and im2col; the rest of a convolution is mostly its
 weights made float32 operands), each call's least thread CPU time over --repeats runs, summed;
 then cProfile's top functions of three int8 runs.
+
+--numpy: the int8 path timed a second time in the same blocks with its compiled passes off
+(UDO_BUILD_NATIVE_KERNELS=0: udo_build.kernels.compiled's numpy fallback), the A/B of them.
 
 --smoke: SqueezeNet only, 8 calibration and 4 held-out inputs, the enhanced quantizer against
 onnxruntime's MinMax, 3 timed runs: the accuracy target is checked, the latencies are printed
@@ -267,6 +270,8 @@ def time_model(row: Row, qmodel: Any, static: Path | None, float_session: Any,
             (f"int8-{n}", lambda: session.run(feed)),
             (f"float-{n}", lambda: float_session.run(feed)),
             (f"ort-export-{n}", _ort_run(ort_session(export, n), outputs, feed))]
+        if args.numpy:
+            runs.append((f"int8-numpy-{n}", _numpy_passes(lambda: session.run(feed))))
         if static is not None:
             runs.append((f"ort-static-{n}", _ort_run(ort_session(static.read_bytes(), n),
                                                      outputs, feed)))
@@ -324,6 +329,7 @@ def profile(name: str, qmodel: Any, float_session: Any, feed: dict[str, np.ndarr
 
 PARTS = (  # (module, attribute, label): the integer path's own work, timed where it is called
     ("udo_build.runtime.integer.fixed", "Requant.apply", "requantization"),
+    ("udo_build.runtime.integer.fuse", "LookedUp.apply", "requantization + residual lookup"),
     ("udo_build.runtime.integer.eltwise", "lookup", "pair lookups (Add, Sum, Mul)"),
     ("udo_build.runtime.integer.exact", "gemm", "GEMM (bias in)"),
     ("udo_build.runtime.integer.taps", "gemm", "GEMM (per tap)"),
@@ -331,6 +337,7 @@ PARTS = (  # (module, attribute, label): the integer path's own work, timed wher
     ("udo_build.runtime.integer.conv", "centered", "centering"),
     ("udo_build.runtime.integer.taps", "_centered_padded", "centering (padded)"),
     ("udo_build.runtime.integer.conv", "im2col", "im2col"),
+    ("udo_build.runtime.integer.passes", "im2col", "im2col (compiled, centering in)"),
 )
 
 
@@ -419,6 +426,21 @@ def _float_steps(session: Any, feed: dict[str, np.ndarray]) -> dict[tuple[int, s
     return times
 
 
+def _numpy_passes(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """fn run with the compiled passes switched off (UDO_BUILD_NATIVE_KERNELS=0)."""
+    def run() -> Any:
+        before = os.environ.get("UDO_BUILD_NATIVE_KERNELS")
+        os.environ["UDO_BUILD_NATIVE_KERNELS"] = "0"
+        try:
+            return fn()
+        finally:
+            if before is None:
+                del os.environ["UDO_BUILD_NATIVE_KERNELS"]
+            else:
+                os.environ["UDO_BUILD_NATIVE_KERNELS"] = before
+    return run
+
+
 def _ort_run(session: Any, outputs: list[str], feed: dict[str, np.ndarray]) -> Callable[[], Any]:
     return lambda: session.run(outputs, feed)
 
@@ -442,6 +464,13 @@ def report(rows: Sequence[Row], args: argparse.Namespace) -> bool:
                       f"{_ratio(ours_ms, float_ms):6.2f} {export_ms:14.1f} "
                       f"{_ratio(ours_ms, export_ms):6.2f} {static_ms:14.1f} "
                       f"{_ratio(ours_ms, static_ms):6.2f}")
+        if args.numpy:
+            for row in rows:
+                for n in args.threads.split(","):
+                    numpy_ms = row.median_ms(f"int8-numpy-{n}")
+                    print(f"{row.model:<12} {n:>7} int8 with the compiled passes off: "
+                          f"{numpy_ms:.1f} ms (compiled {row.median_ms(f'int8-{n}'):.1f} ms, "
+                          f"{_ratio(numpy_ms, row.median_ms(f'int8-{n}')):.2f}x)")
         print("(medians; int8 = udo-build's integer path, numpy's BLAS on that many threads; "
               "float = udo-build's float path on the float model; ORT export = onnxruntime on "
               "udo-build's QDQ export of the same model; ORT static = onnxruntime on its own "
@@ -497,6 +526,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-timing", action="store_true", help="accuracy only")
     p.add_argument("--profile", action="store_true",
                    help="per step kind, int8 against float, and cProfile of the int8 run")
+    p.add_argument("--numpy", action="store_true",
+                   help="also time the int8 path with its compiled passes off "
+                        "(UDO_BUILD_NATIVE_KERNELS=0), in the same blocks: the A/B of "
+                        "udo_build.kernels.compiled")
     p.add_argument("--smoke", action="store_true",
                    help="a quick check: SqueezeNet, few inputs and runs, accuracy targets only")
     args = p.parse_args(argv)

@@ -31,7 +31,8 @@ a cycle; `tests/test_layers.py` reads every import of the code and fails otherwi
                 kernels, loading the kernels files of a recipe, native (a compiled CPU op
                 package's ops called through ctypes), blas (numpy's own BLAS called directly:
                 GEMMs that accumulate into their output and read strided operands in place;
-                its thread count)
+                its thread count), compiled (the emulator's own hot passes in C, c/*.c,
+                compiled on first use into a per-user cache and called through ctypes)
     store/remote/
                 the remote tier of the store (tier.py: fetch and publish) and what only it
                 uses: the transports (http, grpc, s3) and their interface (transport.py),

@@ -19,7 +19,7 @@ import numpy as np
 from ...ir.encodings import Encoding
 from ...kernels.default._common import spatial, window_pads
 from ...kernels.default.conv import im2col
-from . import taps
+from . import passes, taps
 from .exact import F32_LIMIT, Packed, biased_product, pack, product
 from .fixed import Requant, centered, reach, zero_point
 from .registry import (
@@ -80,8 +80,12 @@ def add_bias(y: np.ndarray, b: np.ndarray, packed: Packed) -> np.ndarray | None:
 def _columns(x: np.ndarray, zp: int, dtype: np.dtype, kernel: tuple[int, ...],
              strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int],
              outs: list[int]) -> np.ndarray:
-    """The im2col columns of x - zp in `dtype`: a 1x1 unpadded convolution reads the
-    (strided) input itself."""
+    """The im2col columns of x - zp in `dtype`: one compiled pass where it runs
+    (`passes.im2col`: the same numbers), else a 1x1 unpadded convolution reads the (strided)
+    input itself, any other centers it, then copies the columns out."""
+    fast = passes.im2col(x, zp, dtype, kernel, strides, dilations, begin, outs)
+    if fast is not None:
+        return fast
     reach_ = [(o - 1) * s + 1 for o, s in zip(outs, strides, strict=True)]
     if all(k == 1 for k in kernel) and not any(begin) and all(
             r <= size for r, size in zip(reach_, x.shape[2:], strict=True)):

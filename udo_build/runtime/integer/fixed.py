@@ -25,7 +25,10 @@ caller proves a bound on the accumulator (`Requant.make(..., proven=True)`: a co
 its weights and its input's range) and bound x M0 / 2^shift < NARROW_LIMIT, the rounding goes
 into int16 (exact: every rounded value fits) and the clamp runs on those two-byte integers.
 A large accumulator goes by blocks of BLOCK elements through one float64 buffer, so that its
-temporaries stay in the cache (each element is computed alone: the same integers).
+temporaries stay in the cache (each element is computed alone: the same integers). Where the
+host has a C compiler, all of that is one compiled pass instead (`passes.requantized`, the
+arithmetic in udo_build/kernels/c/passes.c: the same exact operations and the same rounding,
+so the same integers); the numpy passes are the fallback and the reference.
 
 Wide accumulators: when that bound leaves M0 fewer than FLOAT_BITS bits (products of two 16-bit
 activations, a normalization's fixed-point values times its scale), the requantization is
@@ -48,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.encodings import Encoding
+from . import passes
 from .intmath import mul_shift_round
 
 MAX_BITS = 31
@@ -327,10 +331,15 @@ class Requant:
         float64 buffer of the caller's that may be overwritten), offset broadcasts against it
         (a bias per channel, or -zero_point for a plain rescale). A wide requantization runs
         in int64 (`_apply_wide`), any other in float64: one product forms the exact value,
-        BLOCK elements at a time where the accumulator allows (`_by_blocks`)."""
+        in one compiled pass where the layout allows (`passes.requantized`), else BLOCK
+        elements at a time where the accumulator allows (`_by_blocks`)."""
         if self.wide:
             return self._apply_wide(acc, offset)
         acc = np.asarray(acc)
+        fast = passes.requantized(acc, self.factor, offset, (self.lo, self.hi), self.zero_point,
+                                  self.dtype)
+        if fast is not None:  # compiled: the same integers (see `passes`)
+            return fast
         if offset is not None:
             into = owned and acc.dtype == np.float64 and np.broadcast_shapes(
                 acc.shape, np.shape(offset)) == acc.shape
@@ -470,9 +479,13 @@ def rescale(x_enc: Encoding, out: Encoding,
 
 
 def lookup(table: np.ndarray, *xs: np.ndarray) -> np.ndarray:
-    """table[x] (one 8-bit input) or table[x0 * 256 + x1] (two, broadcast), by raw byte."""
+    """table[x] (one 8-bit input) or table[x0 * 256 + x1] (two, broadcast), by raw byte
+    (two of one shape: one compiled pass, `passes.pair_lookup`, where it runs)."""
     if len(xs) == 1:
         return np.take(table, xs[0].view(np.uint8))
+    fast = passes.pair_lookup(table, xs[0], xs[1])
+    if fast is not None:  # compiled, for two contiguous inputs of one shape
+        return fast
     shape = np.broadcast_shapes(xs[0].shape, xs[1].shape)
     index = np.left_shift(np.broadcast_to(xs[0], shape).view(np.uint8), 8,
                           dtype=np.uint16)  # widened and shifted in one pass

@@ -17,6 +17,8 @@ integer kernel requantizes straight into the activation's encoding, clamped at i
 the activation node is skipped. A tensor the caller requests is never absorbed (its producer
 then runs as float fallback in that plan). Each distinct set of requested outputs has its own
 plan; a plan frees every intermediate after its last reader, as the float runtime does.
+A residual Add (or Sum) of an integer convolution's 8-bit output that nothing else reads runs
+fused into that convolution, one step where the Add was (`fuse.py`: the same numbers).
 
 A model that streams its weights (udo_build.ir.weights) keeps what the plan makes of them
 (quantized weights, LPBQ integers, a binder's packed constants) spilled to files, mapped, and
@@ -41,6 +43,7 @@ from ...ir.weights import release, spill, streams
 from ...kernels.oppkg import Impl
 from . import registry
 from .fixed import dequantize_along, lpbq_integers, qtype, quantize_along
+from .fuse import fuse_residuals
 from .movement import clamp_of
 from .registry import Bound, Context, Operand, OutputSpec
 
@@ -111,7 +114,7 @@ class Planner:
                 steps.append(step)
                 self._release(node, step, state)
         constants = {**self.weights, **state.constants}
-        steps = _with_frees(steps, set(outputs) | set(constants))
+        steps = _with_frees(fuse_residuals(steps, set(outputs)), set(outputs) | set(constants))
         read = {i for s in steps for i in s.inputs} | set(outputs)
         return QPlan(tuple(steps), {k: v for k, v in constants.items() if k in read},
                      outputs, frozenset(n for n in inputs if n in read),

@@ -1,0 +1,224 @@
+"""The int8 path's compiled passes (udo_build/kernels/compiled.py, runtime/integer/passes.py and
+fuse.py) against its numpy passes on the same inputs: the same bytes, and the compiled pass
+really ran. Under UDO_BUILD_NO_SKIP=1 (CI) a host without a C compiler fails here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from udo_build.ir import Graph, Model, Node
+from udo_build.ir.encodings import Encoding
+from udo_build.kernels import compiled
+from udo_build.runtime.integer import QuantizedSession, fixed, passes
+from udo_build.runtime.integer import conv as conv_kernel
+from udo_build.runtime.integer.fixed import Requant
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quant"))
+from qhelpers import encode, f32  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The compiled library (skipped where none can be built), with a record of its calls."""
+    monkeypatch.delenv(compiled.SWITCH, raising=False)
+    if compiled.library() is None:
+        pytest.skip("no C compiler (or it failed): the compiled passes cannot run here")
+    seen: list[str] = []
+    for name in ("requantize", "pair_lookup", "im2col"):
+        monkeypatch.setattr(compiled, name, _spy(getattr(compiled, name), name, seen))
+    yield seen
+
+
+def _spy(fn: Callable[..., Any], name: str, seen: list[str]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        pair = name == "requantize" and len(args) > 8 and args[8] is not None
+        seen.append(name + ("+lookup" if pair else ""))
+        return fn(*args, **kwargs)
+    return call
+
+
+def _both(fn: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    native = fn()
+    with monkeypatch.context() as m:
+        m.setenv(compiled.SWITCH, "0")
+        numpy = fn()
+    return native, numpy
+
+
+def _cases() -> Iterator[tuple[str, np.ndarray, Requant, Any]]:
+    rng = np.random.default_rng(7)
+    m = 24
+    real = rng.uniform(2.0 ** -14, 2.0 ** -9, m)
+    for enc in (Encoding(8, 0.05, -3), Encoding(8, 0.05, 0, signed=True),
+                Encoding(16, 0.01, -30000), Encoding(16, 0.01, 0, signed=True)):
+        conv = Requant.make(real, 2 ** 22, enc, proven=True).reshaped(-1, 1, 1)
+        acc = rng.integers(-2 ** 21, 2 ** 21, (1, m, 18, 40)).astype(np.float32)
+        yield f"conv {enc.bitwidth}-bit signed={enc.signed}", acc, conv, None
+        wide_rows = rng.integers(-2 ** 21, 2 ** 21, (1, m, 18, 43)).astype(np.float32)
+        yield "tap view", wide_rows[..., :40], conv, None  # junk columns skipped in place
+        bias = rng.integers(-2 ** 20, 2 ** 20, (m, 1, 1))
+        yield "float64 + int64 bias", acc.astype(np.float64), conv, bias
+    gemm = Requant.make(real, 2 ** 22, Encoding(8, 0.05, -128), (0.0, None)).reshaped(-1, 1)
+    yield "gemm rows + float32 bias", rng.integers(-2 ** 15, 2 ** 15, (m, 700)).astype(
+        np.float32), gemm, rng.integers(-2 ** 12, 2 ** 12, (m, 1)).astype(np.float32)
+    ties = Requant.make(0.5, 2 ** 20, Encoding(8, 1.0, -128))  # acc x 1/2: every tie
+    ties_acc = np.tile(np.arange(-600, 600, dtype=np.float32), 15).reshape(1, 3, 6000)
+    yield "ties", ties_acc, ties, 7.0
+
+
+@pytest.mark.parametrize("case", list(_cases()), ids=lambda c: c[0])
+def test_the_compiled_requantization_gives_the_numpy_bytes(
+        case: tuple[str, np.ndarray, Requant, Any], calls: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, acc, requant, offset = case
+    native, numpy = _both(lambda: requant.apply(acc, offset), monkeypatch)
+    assert calls == ["requantize"]
+    assert native.dtype == numpy.dtype == requant.dtype and native.shape == numpy.shape
+    assert np.array_equal(native, numpy)
+    assert len(np.unique(numpy)) > 20  # the values spread over the range: not all clamped
+
+
+def test_layouts_the_c_loop_does_not_take_run_in_numpy(calls: list[str]) -> None:
+    requant = Requant.make(np.full(4, 2.0 ** -10), 2 ** 20, Encoding(8, 0.1, -128))
+    acc = np.ones((2, 4, passes.NATIVE_MIN), np.float32)  # a batch of 2 before the channels
+    uint8 = np.dtype(np.uint8)
+    factor = requant.factor.reshape(-1, 1)
+    assert passes.requantized(acc, factor, None, (0, 255), 128, uint8) is None
+    assert passes.requantized(acc.astype(np.int32), requant.factor, None, (0, 255), 128,
+                              uint8) is None
+    small = np.ones((1, 4, passes.NATIVE_MIN // 4 - 1), np.float32)  # numpy's is cheaper
+    assert passes.requantized(small, factor, None, (0, 255), 128, uint8) is None
+    assert passes.requantized(acc[:1], factor, None, (0, 255), 128, uint8) is not None
+    assert calls == ["requantize"]
+
+
+def test_the_compiled_pair_lookup_gives_the_numpy_bytes(
+        calls: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (1, 8, 48, 48), dtype=np.uint8)
+    b = rng.integers(-128, 128, a.shape).astype(np.int8)
+    for table in (rng.integers(0, 256, 65536).astype(np.uint8),
+                  rng.integers(-2 ** 15, 2 ** 15, 65536).astype(np.int16)):
+        native, numpy = _both(lambda t=table: fixed.lookup(t, a, b), monkeypatch)
+        assert np.array_equal(native, numpy) and native.dtype == table.dtype
+        assert np.array_equal(numpy, table[a.astype(np.int64) * 256 + b.view(np.uint8)])
+    assert calls == ["pair_lookup", "pair_lookup"]
+
+
+@pytest.mark.parametrize("dtype,zp", [(np.uint8, 128), (np.int8, 0), (np.uint16, 30000),
+                                      (np.int16, -5)])
+@pytest.mark.parametrize("geometry", [
+    ((3, 3), (1, 1), (1, 1), [1, 1]),  # a padded 3x3
+    ((7, 7), (2, 2), (1, 1), [3, 3]),  # ResNet's stem
+    ((1, 1), (2, 2), (1, 1), [0, 0]),  # a strided 1x1
+    ((3, 2), (2, 3), (2, 1), [2, 0]),  # dilated, uneven strides
+    ((3, 3), (1, 1), (1, 1), [-1, 2]),  # a start pad cropping the input
+], ids=["3x3", "7x7s2", "1x1s2", "dilated", "cropped"])
+def test_the_compiled_im2col_gives_the_numpy_columns(
+        dtype: type, zp: int, geometry: tuple[Any, ...], calls: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel, strides, dilations, begin = geometry
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(5).integers(info.min, info.max, (2, 3, 11, 13), endpoint=True
+                                          ).astype(dtype)
+    outs = [(size + 2 * max(b, 0) - (k - 1) * d - 1) // s + 1 - (1 if b < 0 else 0)
+            for size, k, s, d, b in zip(x.shape[2:], kernel, strides, dilations, begin,
+                                        strict=True)]
+    def columns() -> np.ndarray:
+        return conv_kernel._columns(x, zp, np.dtype(np.float32), kernel, strides, dilations,
+                                    begin, outs)
+    native, numpy = _both(columns, monkeypatch)
+    assert calls == ["im2col"]
+    # (numpy's columns of a 1x1 are (N, C, oh, ow): the same values in the same order)
+    assert native.dtype == numpy.dtype == np.float32 and native.size == numpy.size
+    assert np.array_equal(native.view(np.uint32), numpy.reshape(native.shape).view(np.uint32))
+    assert (numpy != 0).mean() > 0.5
+    assert not any(b > 0 for b in begin) or (numpy == 0).any()  # the padding's zeros
+
+
+def _residual_model(channels: int, conv_first: bool) -> tuple[Model, dict[str, np.ndarray]]:
+    """x -> Conv 3x3 -> Relu -> Conv 1x1 -> c; Add(c, x) (or Add(x, c)) -> Relu -> y."""
+    rng = np.random.default_rng(channels)
+    shape = (1, channels, 16, 24) if channels >= 64 else (1, channels, 48, 48)
+    weights = {"w1": rng.normal(0, 0.1, (channels, channels, 3, 3)).astype(np.float32),
+               "b1": rng.normal(0, 0.1, channels).astype(np.float32),
+               "w2": rng.normal(0, 0.2, (channels, channels, 1, 1)).astype(np.float32),
+               "b2": rng.normal(0, 0.1, channels).astype(np.float32)}
+    nodes = (Node.make("c1", "Conv", ["x", "w1", "b1"], ["t1"], {"pads": [1, 1, 1, 1]}),
+             Node.make("r1", "Relu", ["t1"], ["a"]),
+             Node.make("c2", "Conv", ["a", "w2", "b2"], ["c"]),
+             Node.make("add", "Add", ["c", "x"] if conv_first else ["x", "c"], ["s"]),
+             Node.make("r2", "Relu", ["s"], ["y"]))
+    model = Model(Graph("residual", (f32("x", shape),), (f32("y"),), nodes), weights)
+    feeds = [{"x": rng.normal(0, 1, shape).astype(np.float32)} for _ in range(3)]
+    return model, feeds
+
+
+@pytest.mark.parametrize("channels", [8, 64])  # 64: the 3x3 takes the tap GEMMs
+@pytest.mark.parametrize("conv_first", [True, False])
+def test_a_residual_add_fused_into_its_convolution_gives_the_same_bytes(
+        channels: int, conv_first: bool, calls: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    model, feeds = _residual_model(channels, conv_first)
+    session = QuantizedSession(encode(model, feeds))
+    fused = [s.label for s in session.plan(("y",)).steps]
+    apart = [s.label for s in session.plan(("y", "c")).steps]  # c asked for: not fused
+    assert any(" + integer::Add" in label for label in fused) and len(fused) == len(apart) - 1
+    assert not any(" + " in label for label in apart)
+    for feed in feeds:
+        calls.clear()
+        native, numpy = _both(lambda f=feed: session.run_quantized(f, ["y"])["y"], monkeypatch)
+        assert "requantize+lookup" in calls
+        separate = session.run_quantized(feed, ["y", "c"])["y"]
+        assert native.dtype == np.uint8 and np.array_equal(native, numpy)
+        assert np.array_equal(native, separate)
+        assert len(np.unique(native)) > 20
+
+
+def test_the_library_is_compiled_once_by_processes_starting_together(tmp_path: Path,
+                                                                     calls: list[str]) -> None:
+    script = ("from udo_build.kernels import compiled; lib = compiled.library(); "
+              "print(lib.path if lib else 'none')")
+    env = {**os.environ, compiled.CACHE: str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    env.pop(compiled.SWITCH, None)
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    paths = {p.communicate(timeout=120)[0].strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    built = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(paths) == 1 and Path(paths.pop()).name in built
+    assert [n for n in built if n.endswith(".so")] == [n for n in built if not n.endswith(
+        ".lock")]  # one library, no temporary sibling left
+    assert len([n for n in built if n.endswith(".so")]) == 1
+
+
+def test_a_failed_compile_warns_once_and_leaves_the_numpy_passes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "cc"
+    broken.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo broken-cc 1; exit 0; }\n"
+                      "echo 'passes.c:1:1: error: no compiler here' >&2; exit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("CC", str(broken))
+    monkeypatch.setenv(compiled.CACHE, str(tmp_path / "cache"))
+    monkeypatch.delenv(compiled.SWITCH, raising=False)
+    monkeypatch.setattr(compiled, "_LOADED", {})
+    with pytest.warns(RuntimeWarning, match="passes.c:1:1: error: no compiler here"):
+        assert compiled.library() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compiled.library() is None  # no second warning, no second compile
+    requant = Requant.make(2.0 ** -4, 2 ** 20, Encoding(8, 0.1, -128))
+    assert np.array_equal(requant.apply(np.arange(-50.0, 50.0)),
+                          np.clip(np.rint(np.arange(-50.0, 50.0) / 16) + 128, 0, 255))
+    assert not any(p.suffix == ".so" for p in (tmp_path / "cache").iterdir())

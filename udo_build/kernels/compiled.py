@@ -1,0 +1,247 @@
+"""The emulator's own hot passes as C, compiled on first use with the host's C compiler and called
+through ctypes (`c/passes.c`: the int8 path's requantization, fused with a residual Add's pair
+lookup, the pair lookup alone, and a 2-d convolution's im2col of a centered integer input). The
+numpy code they stand in for stays the reference and the fallback: `library()` is None when
+UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or when the compile failed (one
+RuntimeWarning then, with the compiler's first error line), and the callers run their numpy
+passes.
+
+Where the library lives: a per-user cache folder (UDO_BUILD_KERNEL_CACHE, else
+$XDG_CACHE_HOME/udo-build, else ~/.cache/udo-build), as `passes-<key>.so`, the key the sha256 of
+the source, the compiler's identity (`cc --version`), the flags and the machine (its
+architecture and, since the flags name -march=native, the CPU's model and feature flags from
+/proc/cpuinfo: a home folder shared by two kinds of CPU holds one library for each). It is
+compiled into a temporary sibling and renamed into place under a file lock, so processes that
+start at once (the worker pool, parallel builds) compile it once and never load a partial file;
+a process loads it once, lazily: neither the CLI's start nor a no-op build imports this module.
+
+The same numbers on every CPU: the passes are integer arithmetic and IEEE operations that are
+exact (a float32 or float64 integer to float64, an integer sum and a product below 2^53, a
+multiplication by a power of two, comparisons) but one, the rounding, which rint does half to
+even in the default rounding mode, as numpy's. `-O3 -march=native` lets the compiler vectorize
+them with the host's widest instructions: exact operations give the same result in any width,
+and without -ffast-math nothing is reassociated, with -ffp-contract=off no product is fused
+into an addition (an FMA would round once where the numpy code rounds twice); -fno-math-errno
+only lets rint be an instruction (it sets no errno anyway). The tests run both paths on the
+same inputs and compare bits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ..atomic import tmp_sibling
+
+SOURCE = Path(__file__).parent / "c" / "passes.c"
+FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared",
+         "-fvisibility=hidden", "-std=c99")
+SWITCH = "UDO_BUILD_NATIVE_KERNELS"  # "0": the numpy passes
+CACHE = "UDO_BUILD_KERNEL_CACHE"  # the folder of compiled libraries
+ACC_KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+OUT_KINDS = {np.dtype(np.uint8): 0, np.dtype(np.int8): 1, np.dtype(np.uint16): 2,
+             np.dtype(np.int16): 3}
+
+_P = ctypes.c_void_p
+_N = ctypes.c_ssize_t
+
+
+@dataclass(frozen=True)
+class Library:
+    """The loaded library: its file and its entry points."""
+
+    path: Path
+    requant: ctypes._CFuncPtr  # type: ignore[name-defined]
+    pair_lookup: ctypes._CFuncPtr  # type: ignore[name-defined]
+    im2col: ctypes._CFuncPtr  # type: ignore[name-defined]
+
+
+_LOCK = threading.Lock()
+_LOADED: dict[str, Library | None] = {}  # "library" -> the library, or None: it failed
+
+
+def enabled() -> bool:
+    """Whether the compiled passes may run (UDO_BUILD_NATIVE_KERNELS is not 0)."""
+    return os.environ.get(SWITCH, "1").strip() != "0"
+
+
+def library() -> Library | None:
+    """The compiled library, compiled and loaded on the first call of the process (None: the
+    numpy passes run; see the module docstring)."""
+    if not enabled():
+        return None
+    with _LOCK:
+        if "library" not in _LOADED:
+            _LOADED["library"] = _build_and_load()
+        return _LOADED["library"]
+
+
+def cache_folder() -> Path:
+    """Where compiled libraries are kept (see the module docstring)."""
+    if os.environ.get(CACHE):
+        return Path(os.environ[CACHE])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "udo-build"
+
+
+def compiler() -> list[str] | None:
+    """The C compiler's command: $CC (with its own words), else cc, else gcc (None: none)."""
+    if os.environ.get("CC"):
+        words = shlex.split(os.environ["CC"])
+        return words if words and shutil.which(words[0]) else None
+    found = shutil.which("cc") or shutil.which("gcc")
+    return [found] if found else None
+
+
+def library_path(cc: list[str], identity: str) -> Path:
+    """The cache file of the library this compiler (`cc`: its command, `identity`: its
+    --version) makes."""
+    key = json.dumps({"source": hashlib.sha256(SOURCE.read_bytes()).hexdigest(),
+                      "compiler": [cc, identity], "flags": FLAGS, "machine": machine()},
+                     sort_keys=True)
+    return cache_folder() / f"passes-{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
+
+
+def machine() -> str:
+    """The architecture, and the CPU's model and feature flags (what -march=native reads)."""
+    lines = []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                field = line.split(":", 1)[0].strip()
+                if field in ("model name", "flags", "Features", "CPU implementer", "CPU part"):
+                    lines.append(line.strip())
+                if not line.strip() and lines:
+                    break  # the first processor's block
+    except OSError:
+        pass
+    return "\n".join([platform.machine(), platform.processor(), *lines])
+
+
+def _build_and_load() -> Library | None:
+    cc = compiler()
+    if cc is None:
+        _warn("no C compiler found (cc, gcc or $CC)")
+        return None
+    try:
+        version = subprocess.run([*cc, "--version"], capture_output=True, text=True,
+                                 check=False, env={**os.environ, "LC_ALL": "C"}).stdout
+        path = library_path(cc, version)
+        if not path.exists():
+            error = _compile(cc, path)
+            if error is not None:
+                _warn(f"{cc[0]} failed: {error}")
+                return None
+        return _open(path)
+    except OSError as exc:
+        _warn(f"{exc.strerror or exc} ({exc.filename or cc[0]})")
+        return None
+
+
+def _compile(cc: list[str], path: Path) -> str | None:
+    """Compile the source into `path` (a temporary sibling renamed there, under a file lock:
+    one process compiles, the others find it); the compiler's first error line on failure."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.with_suffix(".lock"))):
+        if path.exists():
+            return None
+        tmp = tmp_sibling(path)
+        try:
+            done = subprocess.run([*cc, *FLAGS, str(SOURCE), "-o", str(tmp), "-lm"],
+                                  capture_output=True, text=True, check=False,
+                                  env={**os.environ, "LC_ALL": "C"})
+            if done.returncode != 0:
+                lines = [ln for ln in done.stderr.splitlines() if "error" in ln.lower()]
+                return (lines or done.stderr.strip().splitlines() or ["no output"])[0]
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return None
+
+
+def _open(path: Path) -> Library:
+    lib = ctypes.CDLL(str(path))
+    requant, lookup = lib.udo_requant, lib.udo_pair_lookup
+    requant.restype = lookup.restype = ctypes.c_int
+    requant.argtypes = [_P, ctypes.c_int, _N, _N, _N, _N, _N, _P, _N, _P, _N, ctypes.c_double,
+                        ctypes.c_double, ctypes.c_int32, _P, ctypes.c_int, _P, ctypes.c_int, _P,
+                        ctypes.c_int]
+    lookup.argtypes = [_P, _P, _N, _P, ctypes.c_int, _P]
+    im2col = lib.udo_im2col
+    im2col.restype = ctypes.c_int
+    im2col.argtypes = [_P, ctypes.c_int, *[_N] * 13, ctypes.c_float, _P]
+    return Library(path, requant, lookup, im2col)
+
+
+def _warn(why: str) -> None:
+    warnings.warn(f"udo-build's compiled kernels are not available ({why}); the numpy passes "
+                  f"run instead (set {SWITCH}=0 to say so and silence this)", RuntimeWarning,
+                  stacklevel=3)
+
+
+class Layout(NamedTuple):
+    """How udo_requant reads an accumulator: channels x rows x cols elements, the channel and
+    row strides in elements (the columns contiguous)."""
+
+    channels: int
+    rows: int
+    cols: int
+    channel_stride: int
+    row_stride: int
+
+
+def requantize(lib: Library, acc: np.ndarray, layout: Layout, factor: np.ndarray,
+               offset: np.ndarray | None, clamp: tuple[float, float], zp: int, out: np.ndarray,
+               pair: tuple[np.ndarray, np.ndarray, bool] | None = None) -> None:
+    """udo_requant over acc read as `layout`, into out (contiguous, channels x rows x cols
+    elements); `factor` and `offset` float64, one per channel or one; `pair`: (table, other,
+    q_first) for the lookup after (other contiguous raw bytes, out's shape)."""
+    table, other, first = pair if pair is not None else (None, None, True)
+    status = lib.requant(
+        acc.ctypes.data, ACC_KINDS[acc.dtype], *layout,
+        factor.ctypes.data, int(factor.size > 1),
+        None if offset is None else offset.ctypes.data, int(offset is not None and offset.size > 1),
+        clamp[0], clamp[1], zp, out.ctypes.data,
+        OUT_KINDS[out.dtype] if pair is None else 0,
+        None if table is None else table.ctypes.data, 0 if table is None else table.itemsize,
+        None if other is None else other.ctypes.data, int(first))
+    if status != 0:  # pragma: no cover (the callers pass only the kinds it takes)
+        raise ValueError(f"udo_requant refused its arguments ({acc.dtype} -> {out.dtype})")
+
+
+def pair_lookup(lib: Library, a: np.ndarray, b: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """table[a << 8 | b] for contiguous raw bytes a and b of one shape."""
+    out = np.empty(a.shape, table.dtype)
+    if lib.pair_lookup(a.ctypes.data, b.ctypes.data, a.size, table.ctypes.data, table.itemsize,
+                       out.ctypes.data) != 0:  # pragma: no cover
+        raise ValueError(f"udo_pair_lookup takes 1- or 2-byte tables, not {table.dtype}")
+    return out
+
+
+def im2col(lib: Library, x: np.ndarray, zp: int, kernel: tuple[int, ...],
+           strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int] | tuple[int, ...],
+           outs: list[int] | tuple[int, ...]) -> np.ndarray:
+    """udo_im2col: the float32 columns (N, C, kh, kw, oh, ow) of x - zp for contiguous 1- or
+    2-byte integers x (N, C, H, W)."""
+    n, c, h, w = x.shape
+    cols = np.empty((n, c, *kernel, *outs), np.float32)
+    status = lib.im2col(x.ctypes.data, OUT_KINDS[x.dtype], n * c, h, w, *kernel, *strides,
+                        *dilations, *begin, *outs, float(zp), cols.ctypes.data)
+    if status != 0:  # pragma: no cover (the callers pass only the kinds it takes)
+        raise ValueError(f"udo_im2col refused its arguments ({x.dtype}, strides {strides})")
+    return cols
