@@ -1,6 +1,6 @@
 """The S3 transport's requests: which blobs a bucket lacks is asked with HEADs at once (S3 has
 no batched question), against moto and against a server that only answers once several are in
-flight; a small object is read whole and cut at the limit as a large one is."""
+flight; objects below, at and over one chunk and one batch read whole, and cut at the limit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from udo_build.store.remote.s3cache import HEADS, S3Cache
+from udo_build.store.remote.s3cache import BATCH, CHUNK, HEADS, S3Cache
 from udo_build.store.remote.transport import RemoteOptions
 
 from .moto_s3 import MotoS3, moto_installed
@@ -60,12 +60,15 @@ def test_missing_names_the_blobs_the_bucket_lacks_over_several_groups(aws: MotoS
         s3.close()
 
 
-def test_a_small_object_is_read_whole_and_cut_at_the_limit(aws: MotoS3) -> None:
-    aws.put(BUCKET, f"{PREFIX}/ac/{'ab' * 32}", b"0123456789")
+@pytest.mark.parametrize("size", [10, CHUNK, CHUNK + 1, BATCH + CHUNK + 7])
+def test_an_object_is_read_whole_and_cut_at_the_limit(aws: MotoS3, size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    aws.put(BUCKET, f"{PREFIX}/ac/{'ab' * 32}", data)
     s3 = S3Cache(URL)
     try:
-        assert s3.get("ac", "ab" * 32) == b"0123456789"
-        assert s3.get("ac", "ab" * 32, limit=3) == b"0123"  # limit + 1 bytes
+        assert s3.get("ac", "ab" * 32) == data
+        assert s3.get("ac", "ab" * 32, limit=size - 1) == data  # limit + 1 bytes
+        assert s3.get("ac", "ab" * 32, limit=3) == data[:4]
         assert s3.get("ac", "cd" * 32) is None
     finally:
         s3.close()

@@ -17,8 +17,10 @@ chunks to the calling thread in batches (each chunk counted for the watchdog as 
 the sink writes them there: downloads hash and store in parallel, never holding a blob whole.
 The first batch comes back with the answer, so a small object (an entry, most blobs) costs the
 calling thread one wait, not three (each wait is two thread switches and a wake-up of the
-loop: measured, 75 GETs of a fresh clone took 42 ms less CPU and ~120 ms less wall time, 8 at a
-time). S3 has no batched existence question: `missing` sends its HEADs HEADS at a time.
+loop), and a body of at most one CHUNK is read whole (one hand-over from the library, not a
+chunk and an end: the stream would not show its progress before its end either). Measured on
+the 75 GETs of a fresh clone, 8 at a time: 220 -> 170 ms of CPU. S3 has no batched existence
+question: `missing` sends its HEADs HEADS at a time.
 
 Answers: a missing object is None (a read) or False (a HEAD); throttling (429, 503 SlowDown),
 other 5xx answers and network errors fail the attempt (retried); a missing bucket, 403
@@ -289,6 +291,10 @@ async def _open(store: Any, path: str, transfer: Transfer, left: int) -> Opened 
         transfer.connected = True
         return None
     transfer.connected = True
+    if result.meta["size"] <= CHUNK:  # one chunk of the stream: no progress seen before it ends
+        data = await result.bytes_async()
+        transfer.moved(len(data))
+        return None, [data], True
     stream = result.stream(min_chunk_size=CHUNK)
     return (stream, *await _batch(stream, left, transfer))
 
