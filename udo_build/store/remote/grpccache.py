@@ -25,7 +25,9 @@ deadline is the transfer's, and the watchdog ends a stalled call through `transf
 Status codes: NOT_FOUND is a miss; UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL
 (and CANCELLED, UNKNOWN, ABORTED, DATA_LOSS) are failed attempts, retried; the others
 (PERMISSION_DENIED, UNAUTHENTICATED, INVALID_ARGUMENT, ...) are refusals. No generated stubs:
-generic calls (`channel.unary_unary`, ...) with the messages of `reapi`. Needs grpcio (the
+generic calls (`channel.unary_unary`, ...) on bytes: `reapi` writes the requests and reads the
+answers by their wire format, so a build against a gRPC cache imports no protobuf. An answer
+that does not parse fails its attempt (retried), as protobuf's parser would. Needs grpcio (the
 `grpc` extra).
 """
 
@@ -34,7 +36,6 @@ from __future__ import annotations
 import threading
 import time
 import urllib.parse
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -113,21 +114,16 @@ class GrpcCache(Breaker):
 
     def get(self, space: str, name: str, *, limit: int | None = None) -> bytes | None:
         if space == "ac":
-            request = R.GetActionResultRequest(instance_name=self.instance,
-                                               action_digest=R.action_digest(name),
-                                               inline_output_files=[ENTRY_PATH])
-            data = self._unary("read", "ActionCache/GetActionResult", request, None,
-                               limit or 0)
+            request = R.get_action_result(self.instance, name, [ENTRY_PATH])
+            data = self._unary("read", "ActionCache/GetActionResult", request, limit or 0)
             return None if data is None else bytes(data[:None if limit is None else limit + 1])
         size = _size(name, limit)
         if size > BATCH_LIMIT:
             sink = self.get_into(space, name, Buffer, limit=size)
             return None if sink is None else bytes(sink.data)
-        request = R.BatchReadBlobsRequest(instance_name=self.instance,
-                                          digests=[R.Digest(hash=name, size_bytes=size)])
-        return self._unary("read", "ContentAddressableStorage/BatchReadBlobs", request,
-                           R.BatchReadBlobsResponse, size,
-                           check=lambda response: self._batch_answer(response, name).data)
+        request = R.batch_read_blobs(self.instance, [(name, size)])
+        return self._unary("read", "ContentAddressableStorage/BatchReadBlobs", request, size,
+                           check=lambda answer: _batch_answer(answer, name, read=True).data)
 
     def get_into(self, space: str, name: str, open_sink: Callable[[], S], *,
                  limit: int | None = None) -> S | None:
@@ -151,18 +147,15 @@ class GrpcCache(Breaker):
 
     def put(self, space: str, name: str, data: bytes) -> None:
         if space == "ac":
-            request = R.UpdateActionResultRequest(
-                instance_name=self.instance, action_digest=R.action_digest(name),
-                action_result=R.ActionResult.FromString(data))
-            self._unary("write", "ActionCache/UpdateActionResult", request, None, len(data))
+            request = R.update_action_result(self.instance, name, data)
+            self._unary("write", "ActionCache/UpdateActionResult", request, len(data))
         elif len(data) <= BATCH_LIMIT:
-            request = R.BatchUpdateBlobsRequest(instance_name=self.instance, requests=[
-                R.BatchUpdateBlobsRequest.Request(
-                    digest=R.Digest(hash=name, size_bytes=len(data)), data=data)])
+            request = R.batch_update_blobs(self.instance, [(name, data)])
             self._unary("write", "ContentAddressableStorage/BatchUpdateBlobs", request,
-                        R.BatchUpdateBlobsResponse, len(data),
-                        check=lambda response: self._batch_answer(response, name))
+                        len(data), check=lambda answer: _batch_answer(answer, name, read=False))
         elif self._missing(name, len(data)):
+            import uuid  # only for uploads (a fresh checkout's reads need not import it)
+
             resource = f"{self.prefix}uploads/{uuid.uuid4()}/blobs/{name}/{len(data)}"
             self._run("write", f"Write {resource}", len(data),
                       lambda transfer: self._write_stream(resource, data, transfer))
@@ -184,28 +177,22 @@ class GrpcCache(Breaker):
 
     def _find_missing(self, side: str, blobs: dict[str, int]) -> set[str]:
         """FindMissingBlobs for these blobs (all of them when the server has no answer)."""
-        request = R.FindMissingBlobsRequest(instance_name=self.instance, blob_digests=[
-            R.Digest(hash=digest, size_bytes=size) for digest, size in blobs.items()])
-        response = self._unary(side, "ContentAddressableStorage/FindMissingBlobs", request,
-                               R.FindMissingBlobsResponse, 0)
-        if response is None:
-            return set(blobs)
-        return {d.hash for d in response.missing_blob_digests}
+        request = R.find_missing_blobs(self.instance, blobs.items())
+        answer = self._unary(side, "ContentAddressableStorage/FindMissingBlobs", request, 0,
+                             check=R.missing_blobs)
+        return set(blobs) if answer is None else answer
 
-    def _unary(self, side: str, method: str, request: Any, reply: Any, expected: int, *,
-               check: Callable[[Any], Any] | None = None) -> Any:
-        """One unary call (None: NOT_FOUND); `reply` None: the answer's raw bytes; `check`
-        makes the value of an answer (or raises what the attempt failed of)."""
+    def _unary(self, side: str, method: str, request: bytes, expected: int, *,
+               check: Callable[[bytes], Any] | None = None) -> Any:
+        """One unary call (None: NOT_FOUND): the answer's bytes, or what `check` makes of them
+        (it raises what the attempt failed of)."""
         key = f"{REAPI}{method}"
         if key not in self._methods:
-            self._methods[key] = self.channel.unary_unary(
-                key, request_serializer=_serialize,
-                response_deserializer=None if reply is None else reply.FromString)
+            self._methods[key] = self.channel.unary_unary(key)  # bytes in, bytes out
         call = self._methods[key]
-        data = request.SerializeToString()
 
         def attempt(transfer: Transfer) -> Any:
-            transfer.moved(len(data))
+            transfer.moved(len(request))
             future = call.future(request, timeout=self._timeout(transfer),
                                  metadata=self.metadata)
             self._cancel_with(transfer, future.cancel)
@@ -223,6 +210,9 @@ class GrpcCache(Breaker):
                 return attempt(transfer)
             except Missing:
                 return None
+            except R.Malformed as exc:
+                raise Failed(f"an answer that is not the REAPI message it should be ({exc})"
+                             ) from None
             except (self.grpc.RpcError, self.grpc.FutureCancelledError) as exc:
                 if transfer.reason is not None:
                     transfer.connected = transfer.connected or self._ready.is_set()
@@ -245,36 +235,20 @@ class GrpcCache(Breaker):
             return Failed(f"{name}: {details}".rstrip(": "))
         return Refused(name, details)
 
-    def _batch_answer(self, response: Any, digest: str) -> Any:
-        """The one answer of a batch call, its status raised as a call's would be."""
-        answers = [r for r in response.responses if r.digest.hash == digest]
-        if len(answers) != 1:
-            raise Failed(f"a batch answer without blob {digest[:12]}")
-        status = answers[0].status
-        name = _CODES.get(status.code, "UNKNOWN") if status.code else "OK"
-        if name == "NOT_FOUND":
-            raise Missing()
-        if name in FAILED:
-            raise Failed(f"{name}: {status.message}".rstrip(": "))
-        if name != "OK":
-            raise Refused(name, status.message)
-        return answers[0]
-
     def _read_stream(self, resource: str, size: int, open_sink: Callable[[], S],
                      transfer: Transfer) -> S:
-        method = self.channel.unary_stream("/google.bytestream.ByteStream/Read",
-                                           request_serializer=_serialize,
-                                           response_deserializer=R.ReadResponse.FromString)
-        call = method(R.ReadRequest(resource_name=resource),
-                      timeout=self._timeout(transfer), metadata=self.metadata)
+        method = self.channel.unary_stream("/google.bytestream.ByteStream/Read")
+        call = method(R.read_request(resource), timeout=self._timeout(transfer),
+                      metadata=self.metadata)
         self._cancel_with(transfer, call.cancel)
         sink: S | None = None
         try:
             for response in call:
                 transfer.connected = True
                 sink = sink if sink is not None else open_sink()
-                transfer.moved(len(response.data))
-                sink.write(memoryview(response.data))
+                data = R.read_data(response)
+                transfer.moved(len(data))
+                sink.write(memoryview(data))
                 if transfer.total > size + 1:
                     call.cancel()
                     break
@@ -285,23 +259,20 @@ class GrpcCache(Breaker):
             raise
 
     def _write_stream(self, resource: str, data: bytes, transfer: Transfer) -> None:
-        method = self.channel.stream_unary("/google.bytestream.ByteStream/Write",
-                                           request_serializer=_serialize,
-                                           response_deserializer=R.WriteResponse.FromString)
+        method = self.channel.stream_unary("/google.bytestream.ByteStream/Write")
 
-        def requests() -> Iterator[Any]:
+        def requests() -> Iterator[bytes]:
             view = memoryview(data)
             for offset in range(0, len(view), CHUNK):
                 piece = bytes(view[offset:offset + CHUNK])
-                yield R.WriteRequest(resource_name=resource if not offset else "",
-                                     write_offset=offset, data=piece,
-                                     finish_write=offset + CHUNK >= len(view))
+                yield R.write_request(resource if not offset else "", offset, piece,
+                                      offset + CHUNK >= len(view))
                 transfer.moved(len(piece))
 
         future = method.future(requests(), timeout=self._timeout(transfer),
                                metadata=self.metadata)
         self._cancel_with(transfer, future.cancel)
-        committed = future.result().committed_size
+        committed = R.committed_size(future.result())
         transfer.connected = True
         if committed not in (len(data), -1):
             raise Failed(f"the server committed {committed} of {len(data)} bytes")
@@ -317,8 +288,20 @@ class GrpcCache(Breaker):
             cancel()
 
 
-def _serialize(message: Any) -> bytes:
-    return bytes(message.SerializeToString())
+def _batch_answer(answer: bytes, digest: str, *, read: bool) -> R.BlobAnswer:
+    """The one answer of a batch call, its status raised as a call's would be."""
+    answers = [a for a in R.batch_answers(answer, read=read) if a.hash == digest]
+    if len(answers) != 1:
+        raise Failed(f"a batch answer without blob {digest[:12]}")
+    found = answers[0]
+    name = _CODES.get(found.code, "UNKNOWN") if found.code else "OK"
+    if name == "NOT_FOUND":
+        raise Missing()
+    if name in FAILED:
+        raise Failed(f"{name}: {found.message}".rstrip(": "))
+    if name != "OK":
+        raise Refused(name, found.message)
+    return found
 
 
 def _size(name: str, limit: int | None) -> int:

@@ -1,28 +1,52 @@
-"""The messages of the Remote Execution API (REAPI v2) that udo-build's remote cache uses, and
-the action-cache entry built from them.
+"""The messages of the Remote Execution API (REAPI v2) that udo-build's remote cache uses: the
+gRPC transport's requests and answers in plain Python, and the same messages as protobuf
+classes, declared as data (the oracle of the tests, and the benches' plain client).
 
-The message classes are made at import time from descriptors written below as data (the
-`protobuf` package's descriptor_pb2 and message_factory, in a private descriptor pool): no
-generated code, no .proto files. Only the fields udo-build reads or writes are declared, with
-the numbers and types of the public protos (build/bazel/remote/execution/v2/
-remote_execution.proto, google/bytestream/bytestream.proto, google/rpc/status.proto), so any
-REAPI server parses what we send; fields we do not declare are kept as unknown fields when a
-server sends them, and ignored.
+The transport (`grpccache`) writes its requests and reads its answers by their wire format
+(the varints and length-delimited fields of `entries`): a fresh checkout against a gRPC cache
+does not import protobuf (40 ms of imports at a light load, more than the rest of this
+transport but grpc itself), and grpcio needs no protobuf either. The bytes are those of
+protobuf's deterministic serialization (fields in number order, defaults left out:
+tests/store/test_reapi_wire.py compares every request with protobuf's, and reads answers that
+protobuf wrote), and reading follows protobuf's rules as `entries` does (fields in any order,
+unknown fields skipped, the last value of a scalar kept).
 
-Only the gRPC transport imports this module (protobuf costs a fresh checkout tens of
-milliseconds); the action-cache entry, an `ActionResult` naming the signed envelope, is written
-and read without protobuf by `entries`, whose names are re-exported here.
+The protobuf classes (`Digest`, `ActionResult`, `BatchReadBlobsResponse`, ...) are made on
+first use from descriptors written below as data (the `protobuf` package's descriptor_pb2 and
+message_factory, in a private descriptor pool): no generated code, no .proto files. Only the
+fields udo-build reads or writes are declared, with the numbers and types of the public protos
+(build/bazel/remote/execution/v2/remote_execution.proto, google/bytestream/bytestream.proto,
+google/rpc/status.proto). The action-cache entry, an `ActionResult` naming the signed envelope,
+is written and read by `entries`, whose names are re-exported here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from .entries import (  # the wire format's pieces with the entry's names
+    ENTRY_PATH,
+    LENGTH,
+    OUTPUTS_DIR,
+    SHA256,
+    VARINT,
+    Malformed,
+    Pointer,
+    _digest,
+    _field,
+    _read_digest,
+    _text,
+    _varint,
+    entry_bytes,
+    entry_envelope,
+    fields,
+)
 
-from .entries import ENTRY_PATH, OUTPUTS_DIR, SHA256, Pointer, entry_bytes, entry_envelope
-
-__all__ = ["ENTRY_PATH", "OUTPUTS_DIR", "SHA256", "Pointer", "entry_bytes", "entry_envelope"]
+__all__ = ["ENTRY_PATH", "OUTPUTS_DIR", "SHA256", "Malformed", "Pointer", "entry_bytes",
+           "entry_envelope"]
 
 REAPI = "build.bazel.remote.execution.v2"
 ACTION_SIZE = 1  # the size_bytes of an action digest (see `action_digest`)
@@ -74,33 +98,38 @@ FILES: tuple[tuple[str, str, tuple[str, ...], dict[str, Fields]], ...] = (
     }),
 )
 
-_F = descriptor_pb2.FieldDescriptorProto
-SCALARS = {"string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES, "int64": _F.TYPE_INT64,
-           "int32": _F.TYPE_INT32, "bool": _F.TYPE_BOOL}
+SCALARS = ("string", "bytes", "int64", "int32", "bool")
 
 
-def _file(name: str, package: str, deps: tuple[str, ...],
-          messages: dict[str, Fields]) -> descriptor_pb2.FileDescriptorProto:
+def _file(name: str, package: str, deps: tuple[str, ...], messages: dict[str, Fields]) -> Any:
+    """The FileDescriptorProto of one of FILES."""
+    from google.protobuf import descriptor_pb2
+
+    spec_type = descriptor_pb2.FieldDescriptorProto
+    types = {kind: getattr(spec_type, f"TYPE_{kind.upper()}") for kind in SCALARS}
     proto = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto3",
                                                dependency=list(deps))
     made: dict[str, Any] = {}
-    for full, fields in messages.items():
+    for full, declared in messages.items():
         outer, _, inner = full.rpartition(".")
         parent = made[outer].nested_type if outer else proto.message_type
         message = made[full] = parent.add(name=inner)
-        for field, number, kind in fields:
+        for field, number, kind in declared:
             repeated, kind = kind.startswith("*"), kind.lstrip("*")
-            spec = message.field.add(name=field, number=number, label=_F.LABEL_REPEATED
-                                     if repeated else _F.LABEL_OPTIONAL)
-            if kind in SCALARS:
-                spec.type = SCALARS[kind]
+            spec = message.field.add(name=field, number=number, label=spec_type.LABEL_REPEATED
+                                     if repeated else spec_type.LABEL_OPTIONAL)
+            if kind in types:
+                spec.type = types[kind]
             else:
-                spec.type = _F.TYPE_MESSAGE
+                spec.type = spec_type.TYPE_MESSAGE
                 spec.type_name = kind if kind.startswith(".") else f".{package}.{kind}"
     return proto
 
 
+@cache
 def _classes() -> dict[str, Any]:
+    from google.protobuf import descriptor_pool, message_factory
+
     pool = descriptor_pool.DescriptorPool()  # private: no clash with generated REAPI code
     for spec in FILES:
         pool.Add(_file(*spec))
@@ -109,30 +138,152 @@ def _classes() -> dict[str, Any]:
             for _, package, _, messages in FILES for message in messages}
 
 
-_MESSAGES = _classes()
-Status = _MESSAGES["google.rpc.Status"]
-ReadRequest = _MESSAGES["google.bytestream.ReadRequest"]
-ReadResponse = _MESSAGES["google.bytestream.ReadResponse"]
-WriteRequest = _MESSAGES["google.bytestream.WriteRequest"]
-WriteResponse = _MESSAGES["google.bytestream.WriteResponse"]
-Digest = _MESSAGES[f"{REAPI}.Digest"]
-OutputFile = _MESSAGES[f"{REAPI}.OutputFile"]
-ActionResult = _MESSAGES[f"{REAPI}.ActionResult"]
-GetActionResultRequest = _MESSAGES[f"{REAPI}.GetActionResultRequest"]
-UpdateActionResultRequest = _MESSAGES[f"{REAPI}.UpdateActionResultRequest"]
-FindMissingBlobsRequest = _MESSAGES[f"{REAPI}.FindMissingBlobsRequest"]
-FindMissingBlobsResponse = _MESSAGES[f"{REAPI}.FindMissingBlobsResponse"]
-BatchUpdateBlobsRequest = _MESSAGES[f"{REAPI}.BatchUpdateBlobsRequest"]
-BatchUpdateBlobsResponse = _MESSAGES[f"{REAPI}.BatchUpdateBlobsResponse"]
-BatchReadBlobsRequest = _MESSAGES[f"{REAPI}.BatchReadBlobsRequest"]
-BatchReadBlobsResponse = _MESSAGES[f"{REAPI}.BatchReadBlobsResponse"]
-GetCapabilitiesRequest = _MESSAGES[f"{REAPI}.GetCapabilitiesRequest"]
-ServerCapabilities = _MESSAGES[f"{REAPI}.ServerCapabilities"]
+def __getattr__(name: str) -> Any:
+    """A protobuf class by its message's name (`Digest`, `BatchReadBlobsResponse`, ...), made
+    on first use."""
+    for _, package, _, messages in FILES:
+        if name in messages:
+            return _classes()[f"{package}.{name}"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def action_digest(key: str) -> Any:
-    """The Digest an action cache is asked under for an action key. The key is the sha256 of
-    the action's canonical JSON, which no server ever sees; servers key the action cache on
-    hash and size and refuse a size of 0 with a hash that is not the empty blob's, so the size
-    is a fixed ACTION_SIZE."""
-    return Digest(hash=key, size_bytes=ACTION_SIZE)
+    """The Digest an action cache is asked under for an action key (a protobuf `Digest`; the
+    transport writes the same as `_action(key)`). The key is the sha256 of the action's
+    canonical JSON, which no server ever sees; servers key the action cache on hash and size
+    and refuse a size of 0 with a hash that is not the empty blob's, so the size is a fixed
+    ACTION_SIZE."""
+    return _classes()[f"{REAPI}.Digest"](hash=key, size_bytes=ACTION_SIZE)
+
+
+# -- the transport's requests, by their wire format ----------------------------------------------
+
+def _string(number: int, text: str) -> bytes:
+    return _field(number, text.encode()) if text else b""
+
+
+def _int(number: int, value: int) -> bytes:
+    return _varint(number << 3 | VARINT) + _varint(value) if value else b""
+
+
+def _action(key: str) -> bytes:
+    return _field(2, _digest(key, ACTION_SIZE))
+
+
+def get_action_result(instance: str, key: str, inline: Iterable[str] = ()) -> bytes:
+    """GetActionResultRequest: instance_name 1, action_digest 2, inline_output_files 5."""
+    return _string(1, instance) + _action(key) + b"".join(_field(5, p.encode()) for p in inline)
+
+
+def update_action_result(instance: str, key: str, result: bytes) -> bytes:
+    """UpdateActionResultRequest: instance_name 1, action_digest 2, action_result 3 (a
+    serialized ActionResult, as `entries` writes it)."""
+    return _string(1, instance) + _action(key) + _field(3, result)
+
+
+def find_missing_blobs(instance: str, blobs: Iterable[tuple[str, int]]) -> bytes:
+    """FindMissingBlobsRequest: instance_name 1, blob_digests 2 (hash, size each)."""
+    return _string(1, instance) + b"".join(_field(2, _digest(h, n)) for h, n in blobs)
+
+
+def batch_read_blobs(instance: str, blobs: Iterable[tuple[str, int]]) -> bytes:
+    """BatchReadBlobsRequest: instance_name 1, digests 2."""
+    return _string(1, instance) + b"".join(_field(2, _digest(h, n)) for h, n in blobs)
+
+
+def batch_update_blobs(instance: str, blobs: Iterable[tuple[str, bytes]]) -> bytes:
+    """BatchUpdateBlobsRequest: instance_name 1, requests 2 (digest 1, data 2 each)."""
+    return _string(1, instance) + b"".join(
+        _field(2, _field(1, _digest(h, len(data))) + (_field(2, data) if data else b""))
+        for h, data in blobs)
+
+
+def read_request(resource: str) -> bytes:
+    """ByteStream ReadRequest: resource_name 1 (from the start, to the end)."""
+    return _string(1, resource)
+
+
+def write_request(resource: str, offset: int, data: bytes, finish: bool) -> bytes:
+    """ByteStream WriteRequest: resource_name 1, write_offset 2, finish_write 3, data 10."""
+    return (_string(1, resource) + _int(2, offset) + _int(3, int(finish))
+            + (_field(10, data) if data else b""))
+
+
+# -- the answers ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BlobAnswer:
+    """One answer of a batch call: the blob's hash, its bytes (reads), its status."""
+
+    hash: str
+    data: bytes
+    code: int  # google.rpc.Code: 0 OK, 5 NOT_FOUND, ...
+    message: str
+
+
+def batch_answers(answer: bytes, *, read: bool) -> list[BlobAnswer]:
+    """The responses (1) of a BatchReadBlobsResponse (`read`: digest 1, data 2, status 3) or
+    a BatchUpdateBlobsResponse (digest 1, status 2)."""
+    status_at = 3 if read else 2
+    found = []
+    for number, wire, value in fields(answer):
+        if number != 1 or wire != LENGTH:
+            continue
+        assert isinstance(value, bytes)
+        digest, data, status = ("", 0), b"", (0, "")
+        for inner, inner_wire, item in fields(value):
+            if inner_wire != LENGTH:
+                continue
+            assert isinstance(item, bytes)
+            if inner == 1:
+                digest = _read_digest(item, digest)
+            elif inner == 2 and read:
+                data = item
+            elif inner == status_at:
+                status = _status(item, status)
+        found.append(BlobAnswer(digest[0], data, *status))
+    return found
+
+
+def _status(data: bytes, found: tuple[int, str]) -> tuple[int, str]:
+    """A google.rpc.Status (code 1: int32, message 2) merged into `found`."""
+    code, message = found
+    for number, wire, value in fields(data):
+        if number == 1 and wire == VARINT:
+            assert isinstance(value, int)
+            code = _signed(value) & 0xFFFFFFFF
+            code = code - (1 << 32) if code >= 1 << 31 else code  # int32
+        elif number == 2 and wire == LENGTH:
+            message = _text(value)
+    return code, message
+
+
+def missing_blobs(answer: bytes) -> set[str]:
+    """The hashes of a FindMissingBlobsResponse's missing_blob_digests (2)."""
+    return {_read_digest(value, ("", 0))[0] for number, wire, value in fields(answer)
+            if number == 2 and wire == LENGTH and isinstance(value, bytes)}
+
+
+def read_data(answer: bytes) -> bytes:
+    """The data (10) of a ByteStream ReadResponse."""
+    data = b""
+    for number, wire, value in fields(answer):
+        if number == 10 and wire == LENGTH:
+            assert isinstance(value, bytes)
+            data = value
+    return data
+
+
+def committed_size(answer: bytes) -> int:
+    """The committed_size (1, int64) of a ByteStream WriteResponse."""
+    size = 0
+    for number, wire, value in fields(answer):
+        if number == 1 and wire == VARINT:
+            assert isinstance(value, int)
+            size = _signed(value)
+    return size
+
+
+def _signed(value: int) -> int:
+    """A varint's 64 bits as an int64."""
+    return value - (1 << 64) if value >= 1 << 63 else value
