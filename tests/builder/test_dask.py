@@ -50,10 +50,18 @@ class Cluster:
         self.scheduler = self._spawn("scheduler", *LOOPBACK, "--port", "0",
                                      "--scheduler-file", str(self.file), *secure)
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
-        deadline = time.monotonic() + START_TIMEOUT
-        while not self.file.exists() and time.monotonic() < deadline:
+        self.address = self._address(time.monotonic() + START_TIMEOUT)
+
+    def _address(self, deadline: float) -> str:
+        """The scheduler's address, once its scheduler file is written whole (it is created
+        empty first, then written: read too early, it is empty or cut)."""
+        while True:
+            try:
+                return str(json.loads(self.file.read_text())["address"])
+            except (OSError, ValueError, KeyError):
+                if time.monotonic() >= deadline:
+                    raise
             time.sleep(0.05)
-        self.address = json.loads(self.file.read_text())["address"]
 
     def _spawn(self, *args: str, env: dict[str, str] | None = None,
                wrap: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
