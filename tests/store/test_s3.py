@@ -32,47 +32,10 @@ from udo_build.store.remote.trust import generate
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
-from .moto_s3 import KEYS, MotoS3, moto_installed
+from .moto_s3 import KEYS, MotoS3
 from .nginx import free_port
-from .remote_fixtures import ENV, Keys, build, chain_key, executed, out_files
-
-BUCKET = "udo-cache"
-PREFIX = "team/v1"
-URL = f"s3://{BUCKET}/{PREFIX}"
-AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
-       "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
-       "AWS_DEFAULT_PROFILE", "AWS_EC2_METADATA_DISABLED")
-
-
-def _isolate(env: pytest.MonkeyPatch, folder: Path) -> None:
-    """No udo-build remote settings, and no AWS settings but those a test gives."""
-    for name in (*ENV, *AWS):
-        env.delenv(name, raising=False)
-    env.setenv("XDG_CONFIG_HOME", str(folder / "xdg-config"))
-    env.setenv("AWS_CONFIG_FILE", str(folder / "no-aws-config"))
-    env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "no-aws-credentials"))
-
-
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
-    if not moto_installed():
-        pytest.skip("moto[server] and obstore are not installed (pip install "
-                    "'udo-build[test]'): the S3 tests run against moto's real S3 server")
-    server = MotoS3(tmp_path_factory.mktemp("moto") / "moto.log").start()
-    try:
-        server.create_bucket(BUCKET)
-        yield server
-    finally:
-        server.kill()
-
-
-@pytest.fixture
-def aws(moto: MotoS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> MotoS3:
-    """The environment of an S3 client of the moto server (keys, region, endpoint)."""
-    _isolate(monkeypatch, tmp_path)
-    for name, value in moto.env().items():
-        monkeypatch.setenv(name, value)
-    return moto
+from .remote_fixtures import Keys, build, chain_key, executed, out_files
+from .s3_fixtures import BUCKET, PREFIX, URL, isolate
 
 
 @dataclass
@@ -107,7 +70,7 @@ class Warm:
 def warm(moto: MotoS3, tmp_path_factory: pytest.TempPathFactory, keys: Keys) -> Iterator[Warm]:
     folder = tmp_path_factory.mktemp("warm-s3")
     with pytest.MonkeyPatch.context() as env, fake_kinds():
-        _isolate(env, folder)
+        isolate(env, folder)
         for name, value in moto.env().items():
             env.setenv(name, value)
         source = Project(folder / "a")
@@ -224,7 +187,7 @@ def _profile(folder: Path, endpoint: str) -> tuple[Path, Path]:
 
 def test_a_named_profile_gives_keys_region_and_endpoint(
         moto: MotoS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _isolate(monkeypatch, tmp_path)
+    isolate(monkeypatch, tmp_path)
     config, creds = _profile(tmp_path, moto.endpoint)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))

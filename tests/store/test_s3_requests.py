@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import http.server
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,31 +15,12 @@ import pytest
 from udo_build.store.remote.s3cache import BATCH, CHUNK, HEADS, S3Cache
 from udo_build.store.remote.transport import RemoteOptions
 
-from .moto_s3 import MotoS3, moto_installed
-from .test_s3 import BUCKET, PREFIX, URL, _isolate
+from .moto_s3 import MotoS3
+from .s3_fixtures import BUCKET, PREFIX, URL, isolate
 
 TOGETHER = 4  # HEADs the barrier server waits for before it answers any
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
-    if not moto_installed():
-        pytest.skip("moto[server] and obstore are not installed (pip install "
-                    "'udo-build[test]'): the S3 tests run against moto's real S3 server")
-    server = MotoS3(tmp_path_factory.mktemp("moto") / "moto.log").start()
-    try:
-        server.create_bucket(BUCKET)
-        yield server
-    finally:
-        server.kill()
-
-
-@pytest.fixture
-def aws(moto: MotoS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> MotoS3:
-    _isolate(monkeypatch, tmp_path)
-    for name, value in moto.env().items():
-        monkeypatch.setenv(name, value)
-    return moto
 
 
 def _digest(n: int) -> str:
@@ -98,7 +78,7 @@ class _Together(http.server.BaseHTTPRequestHandler):
 
 def test_the_heads_of_missing_are_in_flight_at_once(monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
-    _isolate(monkeypatch, tmp_path)
+    isolate(monkeypatch, tmp_path)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Together)
     server.barrier = threading.Barrier(TOGETHER, timeout=3)  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
