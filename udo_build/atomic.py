@@ -17,7 +17,7 @@ import contextlib
 import errno
 import os
 import stat
-import threading
+from _thread import RLock  # threading.RLock (the C lock), without importing threading
 
 from .errors import UserError, Vanished, with_path
 
@@ -212,7 +212,7 @@ class Confined:
         except OSError as exc:
             raise _named(exc, root) from None
         self._open: dict[str, int] = {"": top}
-        self._lock = threading.RLock()
+        self._lock = RLock()
 
     def at(self, rel: str) -> str:
         """The path of `rel` in the folder (as errors name it)."""

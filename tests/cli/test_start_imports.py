@@ -138,15 +138,15 @@ def test_a_replayed_no_op_imports_neither_the_parser_nor_the_session(
     assert [m for m in REPLAY_SKIPS if m in no_ops["full"]] == list(REPLAY_SKIPS)  # they exist
 
 
-# Nor, run without site (whose .pth files import both here), typing or pathlib (and the
-# urllib.parse and ipaddress that pathlib imports): about 5 and 8 ms of the 60 or so of CPU a
-# replayed no-op spends importing. The modules on its path name their types for type checkers
-# only (`TYPE_CHECKING = False`) and spell paths with os.path; outcome.py's values are
-# collections.namedtuple's.
-REPLAY_SKIPS_WITHOUT_SITE = ("typing", "pathlib", "urllib.parse", "ipaddress")
+# Nor, run without site (whose .pth files import some of them here), typing, pathlib (and the
+# urllib.parse and ipaddress that pathlib imports) or threading: about 5, 8 and 1.5 ms of the
+# 60 or so of CPU a replayed no-op spent importing. The modules on its path name their types
+# for type checkers only (`TYPE_CHECKING = False`) and spell paths with os.path; outcome.py's
+# values are collections.namedtuple's; its locks are _thread's.
+REPLAY_SKIPS_WITHOUT_SITE = ("typing", "pathlib", "urllib.parse", "ipaddress", "threading")
 
 
-def test_a_replayed_no_op_imports_neither_typing_nor_pathlib(
+def test_a_replayed_no_op_imports_neither_typing_pathlib_nor_threading(
         no_ops: dict[str, list[str]]) -> None:
     replayed, full = no_ops["replayed-without-site"], no_ops["full-without-site"]
     assert "udo_build.builder.uptodate" in replayed

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 import time
+from _thread import allocate_lock  # threading.Lock, without importing threading
 
 from ..atomic import write_atomic
 from ..errors import environment_problem
@@ -50,7 +50,7 @@ class Counters:
         for name in FIELDS:
             setattr(self, name, 0)
         self.rejected: dict[str, int] = {}
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()
 
     def add(self, **counts: int) -> None:
         with self.lock:
