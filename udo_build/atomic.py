@@ -17,23 +17,33 @@ import contextlib
 import errno
 import os
 import stat
-import threading
-from pathlib import Path
-from types import TracebackType
+from _thread import RLock  # threading.RLock (the C lock), without importing threading
 
 from .errors import UserError, Vanished, with_path
+
+TYPE_CHECKING = False  # typing's, without importing typing (see cli/__init__.py)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from types import TracebackType
+    from typing import TypeVar
+
+    PathT = TypeVar("PathT", str, os.PathLike[str])
 
 TMP_PREFIX = ".tmp-"
 READ_ONLY = 0o444
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def tmp_sibling(path: Path) -> Path:
-    return path.with_name(f"{TMP_PREFIX}{os.urandom(8).hex()}-{path.name}")
+def tmp_sibling(path: PathT) -> PathT:
+    """A temporary sibling of `path`, of its type (os.path: a replayed no-op imports no
+    pathlib, see cli/__init__.py)."""
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f"{TMP_PREFIX}{os.urandom(8).hex()}-{name}")
+    return tmp if isinstance(path, str) else type(path)(tmp)  # type: ignore[call-arg]
 
 
-def is_tmp(path: Path) -> bool:
-    return path.name.startswith(TMP_PREFIX)
+def is_tmp(path: str | os.PathLike[str]) -> bool:
+    return os.path.basename(path).startswith(TMP_PREFIX)
 
 
 class AtomicFile:
@@ -41,7 +51,8 @@ class AtomicFile:
     first when `durable`), with the permission bits `mode` (None: as created, 0644 less the
     umask). `abort` (or leaving a `with` block by an exception) leaves nothing behind."""
 
-    def __init__(self, path: Path, *, mode: int | None = READ_ONLY, durable: bool = True,
+    def __init__(self, path: str | os.PathLike[str], *, mode: int | None = READ_ONLY,
+                 durable: bool = True,
                  dir_fd: int | None = None) -> None:
         self.path = path
         self.mode = mode
@@ -52,14 +63,14 @@ class AtomicFile:
         create = 0o644 if mode is None else 0o644 & mode
         try:
             if dir_fd is None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             self._fd: int | None = os.open(self._here(self.tmp), _CREATE, create, dir_fd=dir_fd)
         except OSError as exc:
             raise _named(exc, path) from None
 
-    def _here(self, path: Path) -> Path | str:
+    def _here(self, path: str | os.PathLike[str]) -> str | os.PathLike[str]:
         """`path` as the system calls take it: its name in the open folder, when there is one."""
-        return path if self.dir_fd is None else path.name
+        return path if self.dir_fd is None else os.path.basename(path)
 
     def fileno(self) -> int:
         if self._fd is None:
@@ -113,8 +124,9 @@ class AtomicFile:
             self.commit()
 
 
-def write_atomic(path: Path, data: bytes, *, readonly: bool = True, durable: bool = True,
-                 mode: int | None = None, dir_fd: int | None = None) -> None:
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, readonly: bool = True,
+                 durable: bool = True, mode: int | None = None, dir_fd: int | None = None
+                 ) -> None:
     """Write `data` to `path` so that readers see all of it or none of it; read-only, or
     writable (`readonly=False`), or with the permission bits `mode`. With `dir_fd`, `path` is
     named by its last part in that open folder (see `Confined`)."""
@@ -123,13 +135,13 @@ def write_atomic(path: Path, data: bytes, *, readonly: bool = True, durable: boo
         out.write(data)
 
 
-def _named(exc: OSError, path: Path) -> OSError:
+def _named(exc: OSError, path: str | os.PathLike[str]) -> OSError:
     """`exc` naming `path` when it names a temporary sibling of it (or nothing); a missing
     folder or temporary file (made a moment before) is `Vanished`: removed by another
     process."""
     if isinstance(exc, FileNotFoundError):
-        return Vanished(exc.errno, exc.strerror, os.fspath(path.parent))
-    if exc.filename is not None and not is_tmp(Path(os.fsdecode(exc.filename))):
+        return Vanished(exc.errno, exc.strerror, os.path.dirname(os.fspath(path)) or ".")
+    if exc.filename is not None and not is_tmp(os.fsdecode(exc.filename)):
         return exc
     return with_path(OSError(exc.errno, exc.strerror), path)
 
@@ -187,20 +199,24 @@ class Confined:
     A real folder where a file goes, or a file where a folder goes, is refused in both cases:
     it may hold the user's work."""
 
-    def __init__(self, root: Path, *, heal: bool = False) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, heal: bool = False) -> None:
         self.path = root
         self.heal = heal
         self.replaced: list[tuple[str, str]] = []  # (entry, what it was) removed by `heal`
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            os.makedirs(root, exist_ok=True)
             top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except (FileExistsError, NotADirectoryError):
-            raise UserError("this is a file, not a folder", file=root,
+            raise UserError("this is a file, not a folder", file=os.fspath(root),
                             hint="give a folder here (it is created when missing)") from None
         except OSError as exc:
             raise _named(exc, root) from None
         self._open: dict[str, int] = {"": top}
-        self._lock = threading.RLock()
+        self._lock = RLock()
+
+    def at(self, rel: str) -> str:
+        """The path of `rel` in the folder (as errors name it)."""
+        return os.path.join(self.path, rel)
 
     def __enter__(self) -> Confined:
         return self
@@ -242,11 +258,11 @@ class Confined:
                     os.mkdir(name, 0o777, dir_fd=above)
             except OSError as exc:
                 if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
-                    raise _named(exc, self.path / rel) from None
+                    raise _named(exc, self.at(rel)) from None
                 if not self.foreign(above, rel, want="folder") and not create:
                     return None
         raise UserError("this folder keeps changing while udo-build writes in it",
-                        file=self.path / rel, hint="stop the other program writing there")
+                        file=self.at(rel), hint="stop the other program writing there")
 
     def foreign(self, above: int, rel: str, *, want: str) -> bool:
         """Check the entry `rel` (in the open folder `above`) before a `want` ("file" or
@@ -263,7 +279,7 @@ class Confined:
         what = kind_of(st.st_mode)
         if not self.heal or stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
             raise UserError(f"{what} is where udo-build writes a {want}; it is not followed "
-                            "or replaced", file=self.path / rel,
+                            "or replaced", file=self.at(rel),
                             hint="remove it, or choose another folder")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=above)
@@ -277,7 +293,7 @@ class Confined:
         `foreign`); the file is then named by `PurePath(rel).name` there."""
         parts = rel.split("/")
         if "" in parts or "." in parts or ".." in parts:
-            raise UserError("this is not a file's name inside the folder", file=self.path / rel,
+            raise UserError("this is not a file's name inside the folder", file=self.at(rel),
                             hint="name a file, not a folder")
         fd = self.folder(rel.rpartition("/")[0])
         assert fd is not None
@@ -287,7 +303,7 @@ class Confined:
     def write(self, rel: str, data: bytes, *, mode: int | None = None,
               durable: bool = False) -> None:
         """Write the file `rel` atomically (`mode`: its permission bits, None: as created)."""
-        write_atomic(self.path / rel, data, mode=mode, readonly=False, durable=durable,
+        write_atomic(self.at(rel), data, mode=mode, readonly=False, durable=durable,
                      dir_fd=self.place(rel))
 
     def lstat(self, rel: str) -> os.stat_result | None:

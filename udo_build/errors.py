@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
+
+# typing's, without importing typing or pathlib (a replayed no-op would spend milliseconds on
+# them: see cli/__init__.py)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 EXIT_OK = 0
 EXIT_STEP_FAILED = 1
@@ -24,14 +28,17 @@ EXIT_INTERNAL = 3
 
 
 def display_path(path: str | os.PathLike[str] | None) -> str:
-    """A path as a user would type it: relative to the working folder when below it."""
+    """A path as a user would type it: relative to the working folder when below it (both
+    resolved), else as given."""
     if path is None:
         return ""
-    p = Path(path)
+    given = os.fspath(path)
     try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
+        full, here = os.path.realpath(given), os.path.realpath(os.getcwd())
     except (ValueError, OSError):
-        return str(p)
+        return given
+    below = os.path.join(here, "")
+    return "." if full == here else full[len(below):] if full.startswith(below) else given
 
 
 FIELDS = ("message", "file", "line", "column", "field", "hint")
@@ -45,6 +52,7 @@ class _DataclassFields:
 
     def __get__(self, obj: object, owner: type) -> dict[str, Any]:
         import dataclasses
+        from typing import Any
 
         made = dataclasses.make_dataclass(owner.__name__, [
             "message", *((name, Any, dataclasses.field(default=None)) for name in FIELDS[1:])],

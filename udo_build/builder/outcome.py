@@ -1,15 +1,16 @@
-"""What a build returns: each action's outcome and the build's report. NamedTuples: immutable
-and typed like frozen dataclasses, and much cheaper to define; a replayed no-op imports this
-module and not the session (session.py, which re-exports them), nor the remote settings it
-imports (see builder/uptodate.py, cli/build.py).
+"""What a build returns: each action's outcome and the build's report. Named tuples: immutable
+like frozen dataclasses, and much cheaper to define; a replayed no-op imports this module and
+not the session (session.py, which re-exports them), nor the remote settings it imports (see
+builder/uptodate.py, cli/build.py).
 
-Without `from __future__ import annotations`: typing.NamedTuple checks each field's annotation,
-and a string one (as that import makes them all) is compiled (a ForwardRef), which a replayed
-no-op would pay for every field; the few names not defined here yet are quoted.
+collections.namedtuple, not typing.NamedTuple: a replayed no-op imports neither typing nor
+pathlib (about 5 and 8 ms; see cli/__init__.py). The fields' types are annotated in each
+class's body (for readers and type checkers; nothing checks them when it runs).
 """
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from __future__ import annotations
+
+from collections import namedtuple
 
 from ..errors import (
     EXIT_INTERNAL,
@@ -21,16 +22,25 @@ from ..errors import (
     display_path,
 )
 
+TYPE_CHECKING = False  # typing's, without importing typing
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
     from .engine import ActionState
     from .settings import RemoteSummary
 
 STATUSES = ("built", "cached", "failed", "skipped")
 
 
-class ActionOutcome(NamedTuple):
+class ActionOutcome(namedtuple("ActionOutcome", (
+        "id", "kind", "label", "status", "key", "seconds", "queued", "origin", "reason",
+        "description", "would_run", "shared", "available", "error", "params", "sizes"),
+        defaults=({}, {}))):
     """What became of one action in a build."""
 
+    __slots__ = ()
     id: str
     kind: str
     label: str
@@ -45,11 +55,11 @@ class ActionOutcome(NamedTuple):
     shared: bool  # another action of this build with its key ran (dry: would run)
     available: bool  # this udo-build implements its kind
     error: BaseException | None
-    params: dict[str, Any] = {}  # as planned (the build report page reads a target's)
-    sizes: dict[str, int] = {}  # its outputs' bytes by name, when it has a result
+    params: dict[str, Any]  # as planned (the build report page reads a target's); default {}
+    sizes: dict[str, int]  # its outputs' bytes by name, when it has a result; default {}
 
     @classmethod
-    def of(cls, state: "ActionState") -> "ActionOutcome":
+    def of(cls, state: ActionState) -> ActionOutcome:
         from .actions import get_kind
 
         action, result = state.action, state.result
@@ -104,9 +114,14 @@ class ActionOutcome(NamedTuple):
         return row
 
 
-class BuildReport(NamedTuple):
-    """A finished build: every action's outcome, the remote tier's part, where outputs went."""
+class BuildReport(namedtuple("BuildReport", (
+        "recipe", "file", "store", "out", "dry_run", "actions", "seconds", "remote", "shard",
+        "where", "page", "unpublished", "download"), defaults=(None, "", None, 0, None))):
+    """A finished build: every action's outcome, the remote tier's part, where outputs went.
+    Its paths are Paths, but in a no-op the CLI replays (`of_record`), which only prints them:
+    there they are the recorded text."""
 
+    __slots__ = ()
     recipe: str  # its name
     file: Path
     store: Path
@@ -114,12 +129,12 @@ class BuildReport(NamedTuple):
     dry_run: bool
     actions: tuple[ActionOutcome, ...]
     seconds: float
-    remote: "RemoteSummary | None"
-    shard: str | None = None  # "K/N" for a build of one shard (`--shard`)
-    where: str = ""  # where its actions ran: "inline", "N local workers", "Dask at ..."
-    page: Path | None = None  # its report page (not in a dry run), see report_page.py
-    unpublished: int = 0  # a shard's results it could not upload (unless --remote-optional)
-    download: dict[str, Any] | None = None  # what stayed in the remote (outputs.left_in_remote)
+    remote: RemoteSummary | None
+    shard: str | None  # "K/N" for a build of one shard (`--shard`); default None
+    where: str  # where its actions ran: "inline", "N local workers", "Dask at ..."; default ""
+    page: Path | None  # its report page (not in a dry run), see report_page.py; default None
+    unpublished: int  # a shard's results it could not upload (unless --remote-optional); 0
+    download: dict[str, Any] | None  # what stayed in the remote (outputs.left_in_remote); None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -175,12 +190,19 @@ class BuildReport(NamedTuple):
         }
 
     @classmethod
-    def of_record(cls, doc: dict[str, Any], seconds: float) -> "BuildReport":
-        """The report a no-op record keeps (`uptodate.Draft.save`), told in `seconds`."""
+    def of_record(cls, doc: dict[str, Any], seconds: float,
+                  path: Callable[[str], Any] | None = None) -> BuildReport:
+        """The report a no-op record keeps (`uptodate.Draft.save`), told in `seconds`, its
+        paths made by `path` (None: pathlib's Path; the CLI, which only prints them, keeps the
+        recorded text: `str`)."""
+        if path is None:
+            from pathlib import Path
+
+            path = Path
         actions = tuple(ActionOutcome(*row[:7], origin=row[7], reason=row[8],
                                       description=row[9], would_run=False, shared=row[10],
                                       available=True, error=None)
                         for row in doc["actions"])
-        return cls(doc["recipe"], Path(doc["file"]), Path(doc["store"]), Path(doc["out"]),
+        return cls(doc["recipe"], path(doc["file"]), path(doc["store"]), path(doc["out"]),
                    False, actions, seconds, None, where=doc["where"],
-                   page=None if doc["page"] is None else Path(doc["page"]))
+                   page=None if doc["page"] is None else path(doc["page"]))

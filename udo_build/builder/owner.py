@@ -15,12 +15,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
 
 from ..atomic import TMP_PREFIX, Confined
 from ..errors import UserError, environment_problem, with_path
+
+TYPE_CHECKING = False  # typing's, without importing typing (see store/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 try:
     import fcntl
@@ -64,7 +66,7 @@ class Owner:
 
 
 @contextmanager
-def owned(folder: Path, waiting: Callable[[str], None]) -> Iterator[Owner]:
+def owned(folder: str | os.PathLike[str], waiting: Callable[[str], None]) -> Iterator[Owner]:
     """Hold the folder's lock (after telling `waiting` when another build holds it); on the
     way in, remove the leftovers of an owner killed while writing. The folder stays open
     (`Owner.folder`) for the build's writes."""
@@ -114,12 +116,12 @@ def _open_lock(out: Confined) -> int:
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENXIO):  # planted meanwhile: again
                 continue
-            raise with_path(exc, out.path / LOCK) from None
+            raise with_path(exc, out.at(LOCK)) from None
         if stat.S_ISREG(os.fstat(fd).st_mode):
             return fd
         os.close(fd)
     raise UserError("the lock file keeps being replaced while udo-build opens it",
-                    file=out.path / LOCK, hint="stop the other program writing there")
+                    file=out.at(LOCK), hint="stop the other program writing there")
 
 
 def _is_link(name: str, dir_fd: int) -> bool:

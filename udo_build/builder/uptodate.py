@@ -41,24 +41,29 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
 
 from .. import __version__
 from ..errors import Problem, UserError
 
+# typing's, without importing typing or pathlib: a replayed no-op runs through here (see
+# cli/__init__.py); the recording build imports pathlib where it needs it
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+    from typing import Any
+
     from ..recipe import Recipe
     from ..store import Store
     from .engine import ActionState
     from .outcome import BuildReport
 
-# The session's values (this module is below it): a BuildRequest, a BuildReport, its Events.
-Request = Any
-Report = Any
-Events = Any
+    # The session's values (this module is below it): a BuildRequest, a BuildReport, its Events.
+    Request = Any
+    Report = Any
+    Events = Any
 
 SCHEMA = "udo-build/noop-record"
 VERSION = 2  # 2: a CLI build recorded under its words (`command_line`)
@@ -67,6 +72,7 @@ RACY_NS = 2_000_000_000  # the stat cache's RACY_SECONDS
 TOUCH_AFTER_NS = 86_400 * 10**9  # the action cache's TOUCH_AFTER
 ENV_NAMES = ("HOME", "XDG_CONFIG_HOME")
 ENV_PREFIX = "UDO_BUILD_"
+PACKAGE = os.path.dirname(os.path.dirname(__file__))  # udo-build's folder
 
 # A recorded path: [path, followed (stat, not lstat), what it is]: its identity, None (absent)
 # or True (present: a project marker, whatever it holds).
@@ -123,17 +129,17 @@ def command_line(words: Sequence[str]) -> dict[str, Any]:
 def _in_context(given: dict[str, Any]) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX) or k in ENV_NAMES}
     return {**given, "cwd": os.getcwd(), "env": env, "tool": __version__,
-            "package": str(Path(__file__).parent.parent), "python": sys.version,
+            "package": PACKAGE, "python": sys.version,
             "executable": sys.executable, "cores": os.cpu_count()}
 
 
-def record_path(store_root: Path, cmd: dict[str, Any]) -> Path:
+def record_path(store_root: str | Path, cmd: dict[str, Any]) -> str:
     try:  # the builtin sha256: hashlib would load OpenSSL (milliseconds a no-op need not spend)
         from _sha256 import sha256
     except ImportError:  # pragma: no cover - a Python built without it
         from hashlib import sha256
     name = sha256(json.dumps(cmd, sort_keys=True).encode()).hexdigest()[:32]
-    return store_root / FOLDER / f"{name}.json"
+    return os.path.join(store_root, FOLDER, f"{name}.json")
 
 
 # -- replay ---------------------------------------------------------------------------------------
@@ -155,7 +161,7 @@ def replayed_command_line(words: Sequence[str], store: str | None,
     from .outcome import BuildReport
 
     found = replay_command(command_line(words), store, events)
-    return None if found is None else BuildReport.of_record(*found)
+    return None if found is None else BuildReport.of_record(*found, path=str)  # printed only
 
 
 def replay_command(cmd: dict[str, Any], store: str | None, events: Events
@@ -166,11 +172,12 @@ def replay_command(cmd: dict[str, Any], store: str | None, events: Events
     kinds = sys.modules.get(f"{__package__}.actions")  # loaded: maybe changed in-process
     if kinds is not None and not kinds.pristine():
         return None
-    from ..store import default_store_path
+    from ..store import store_folder
 
-    root = default_store_path(store)
+    root = store_folder(store)
     try:
-        doc = json.loads(record_path(root, cmd).read_bytes())
+        with open(record_path(root, cmd), "rb") as f:
+            doc = json.loads(f.read())
         if doc["schema"] != SCHEMA or doc["version"] != VERSION or doc["command"] != cmd:
             return None
         if doc["fresh_until"] < time.time_ns() or not unchanged(doc["files"]):
@@ -180,14 +187,14 @@ def replay_command(cmd: dict[str, Any], store: str | None, events: Events
         return None  # no record, a damaged one, or a folder the build must tell about
 
 
-def _replay(doc: dict[str, Any], root: Path, events: Events,
+def _replay(doc: dict[str, Any], root: str, events: Events,
             started: float) -> tuple[dict[str, Any], float] | None:
     from ..store.locks import store_lock
     from .owner import owned
 
     report = _checked(doc["report"])
     warnings = [Problem(*row) for row in doc["warnings"]]
-    out = Path(report["out"])
+    out = report["out"]
     with store_lock(root, exclusive=False):  # gc cannot remove what is checked meanwhile
         if not unchanged(doc["store"]):
             return None
@@ -211,7 +218,7 @@ def _checked(report: Any) -> dict[str, Any]:
     return dict(report)
 
 
-def _count(root: Path, hits: int) -> None:
+def _count(root: str, hits: int) -> None:
     """Count the build and its hits in the store's counters, as a full no-op does."""
     from ..store.counters import Counters, save_counters
 
@@ -381,6 +388,8 @@ class Trust:
         """The stat cache's key of a source file (its resolved path), resolved once."""
         found = self._resolved_paths.get(path)
         if found is None:
+            from pathlib import Path
+
             found = self._resolved_paths[path] = str(Path(path).resolve())
         return found
 
@@ -428,6 +437,8 @@ class Trust:
 
 def _folders(out: Path) -> Iterator[Path]:
     """The output folder and every folder in it (a link where a folder was is not one)."""
+    from pathlib import Path
+
     for top, dirs, _ in os.walk(out):
         yield Path(top)
         for name in dirs:
@@ -445,6 +456,8 @@ def _project_files(recipe: Recipe) -> list[Path]:
     """The recipe, every path it names (a folder with the folders in it: the native check
     finds its sources there), and every config file a build looks for (each must stay as it
     is, or absent)."""
+    from pathlib import Path
+
     from .settings import PROJECT_FILES, USER_FILE
 
     files = [recipe.path]
@@ -491,7 +504,7 @@ def _code_files() -> list[str]:
     paths = sysconfig.get_paths()
     library = tuple(os.path.join(paths[k], "") for k in ("stdlib", "platstdlib"))
     installed = tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib"))
-    package = os.path.join(str(Path(__file__).parent.parent), "")
+    package = os.path.join(PACKAGE, "")
     files: set[str] = set(plugin_files())
     folders: set[str] = set()
     for module in list(sys.modules.values()):

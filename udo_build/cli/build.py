@@ -19,13 +19,12 @@ the parser's modules (argparse, cli/common.py) where the arguments are added and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..errors import UserError, display_path
 from .reporter import Reporter
 
 EXIT_STALE = 1  # --check: some action would run
 
+TYPE_CHECKING = False  # typing's, without importing typing (see cli/__init__.py)
 if TYPE_CHECKING:
     import argparse
 

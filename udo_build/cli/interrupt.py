@@ -21,7 +21,6 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-import threading
 import time
 from types import FrameType
 
@@ -47,14 +46,20 @@ def is_the_command() -> bool:
         getattr(spec, "name", "") == "udo_build.__main__"
 
 
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
+def _handled_by(handler: object) -> bool:
+    """Make `handler` SIGINT's; False (nothing changed) in any thread but the main one, whose
+    alone the handlers are (asked this way, not through threading: a replayed no-op does not
+    import threading, see cli/__init__.py)."""
+    try:
+        signal.signal(signal.SIGINT, handler)  # type: ignore[arg-type]
+    except ValueError:  # "signal only works in main thread of the main interpreter"
+        return False
+    return True
 
 
 def at_once() -> None:
     """From now on an interrupt exits at once; ignored from the interpreter's exit hooks on."""
-    if _main_thread():
-        signal.signal(signal.SIGINT, quit_now)
+    if _handled_by(quit_now):
         atexit.unregister(_ignore)
         atexit.register(_ignore)  # run first of the exit hooks (they run last-in, first-out)
 
@@ -71,8 +76,7 @@ def exits_at_once() -> bool:
 def raising() -> None:
     """From now on an interrupt raises KeyboardInterrupt (when `at_once` was in force: a host
     program's own handler is left alone)."""
-    if _main_thread() and exits_at_once():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if exits_at_once() and _handled_by(signal.default_int_handler):
         sys.unraisablehook = not_dropped
 
 
@@ -86,6 +90,8 @@ def not_dropped(unraisable: object) -> None:
     as if no Ctrl-C came. It is sent again a moment later, to land in the command's own code.
     Any other such exception is printed as Python prints it."""
     if issubclass(getattr(unraisable, "exc_type", type(None)), KeyboardInterrupt):
+        import threading
+
         again = threading.Timer(RETRY_SECONDS, os.kill, (os.getpid(), signal.SIGINT))
         again.daemon = True
         again.start()
@@ -109,6 +115,8 @@ def settle(timeout: float = 5.0) -> None:
     """Let the threads that are stopping (a local pool's, shut down without waiting for them)
     finish before the interpreter exits: CPython 3.11's process pool otherwise races its own
     exit hook ("Exception ignored in threading ... Bad file descriptor")."""
+    import threading
+
     deadline = time.monotonic() + timeout
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:

@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import IO, Any
 
 from ..errors import Problem
+
+TYPE_CHECKING = False  # typing's, without importing typing (see cli/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import IO, Any
 
 MODES = ("rich", "plain", "json")
 ANSI = {"bold": "1", "dim": "2", "bold yellow": "1;33", "bold red": "1;31"}  # SGR codes

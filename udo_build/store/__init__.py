@@ -27,19 +27,22 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import Problem, UserError, environment_problem
 from .locks import action_lock, store_lock
 
+# typing's, without importing typing or pathlib (milliseconds a replayed no-op, which imports
+# this package for its locks and counters, need not spend: see cli/__init__.py)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from concurrent.futures import Future
+    from pathlib import Path
+    from typing import Any, Protocol
 
     from .ac import ActionResult, Output
     from .cas import BlobRef
 
-__all__ = ["ActionResult", "BlobRef", "Output", "Store", "Tier", "default_store_path"]
+__all__ = ["ActionResult", "BlobRef", "Output", "Store", "default_store_path", "store_folder"]
 
 LAYOUT = "udo-build-store 1"
 ENV_VAR = "UDO_BUILD_STORE"
@@ -63,30 +66,40 @@ Fetched = tuple["ActionResult", "Future[bool] | None"]  # a verified result, its
 Linked = Callable[["ActionResult"], Collection[str]]  # a result -> the outputs a folder gets
 
 
-class Tier(Protocol):
-    """A remote tier as the store calls it (`remote.tier.Remote` is the one there is)."""
+if TYPE_CHECKING:  # for type checkers only: nothing checks a tier's type when it runs
+    class Tier(Protocol):
+        """A remote tier as the store calls it (`remote.tier.Remote` is the one there is)."""
 
-    def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None,
-                    download: str = "all", index: bool = False,
-                    found: ActionResult | None = None) -> Future[Fetched | None] | None: ...
+        def fetch_async(self, key: str, *, store: bool = True, linked: Linked | None = None,
+                        download: str = "all", index: bool = False,
+                        found: ActionResult | None = None) -> Future[Fetched | None] | None: ...
 
-    def publish(self, result: ActionResult, index: Iterable[str] = ()
-                ) -> Future[bool] | None: ...
+        def publish(self, result: ActionResult, index: Iterable[str] = ()
+                    ) -> Future[bool] | None: ...
 
-    def fetch_outputs(self, outputs: Iterable[Output]) -> bool: ...
+        def fetch_outputs(self, outputs: Iterable[Output]) -> bool: ...
 
-    def wait(self) -> None: ...
+        def wait(self) -> None: ...
 
-    def close(self) -> None: ...
+        def close(self) -> None: ...
+
+
+def store_folder(given: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The store's folder: `given`, else $UDO_BUILD_STORE, else `store`."""
+    env = os.environ if env is None else env
+    return given or env.get(ENV_VAR) or "store"
 
 
 def default_store_path(given: str | None = None, env: dict[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    return Path(given or env.get(ENV_VAR) or "store")
+    from pathlib import Path
+
+    return Path(store_folder(given, env))
 
 
 class Store:
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+        from pathlib import Path
+
         from .ac import ActionCache
         from .cas import Cas
         from .counters import Counters

@@ -11,14 +11,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from _thread import allocate_lock  # threading.Lock, without importing threading
 
 from ..atomic import write_atomic
 from ..errors import environment_problem
+
+TYPE_CHECKING = False  # typing's, without importing typing (see store/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+    from typing import Any
 
 SCHEMA = "udo-build/cache-stats"
 VERSION = 1
@@ -47,7 +50,7 @@ class Counters:
         for name in FIELDS:
             setattr(self, name, 0)
         self.rejected: dict[str, int] = {}
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()
 
     def add(self, **counts: int) -> None:
         with self.lock:
@@ -89,10 +92,10 @@ class Counters:
         return not any(getattr(self, name) for name in FIELDS) and not self.rejected
 
 
-def read_counters(root: Path) -> tuple[Counters, float | None]:
+def read_counters(root: str | Path) -> tuple[Counters, float | None]:
     """(the totals of a store, since when it counts); zeros when there is no readable file."""
     try:
-        doc = json.loads((root / FILE).read_bytes())
+        doc = json.loads(_read(os.path.join(root, FILE)))
     except (OSError, ValueError, UnicodeDecodeError):
         return Counters(), None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
@@ -101,7 +104,12 @@ def read_counters(root: Path) -> tuple[Counters, float | None]:
     return Counters.from_json(doc.get("counters")), since if isinstance(since, float) else None
 
 
-def save_counters(root: Path, counts: Counters) -> None:
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def save_counters(root: str | Path, counts: Counters) -> None:
     """Add a build's counts to the store's totals (best effort: errors are ignored, except a
     fault of the machine, a full or read-only store: that the caller tells)."""
     if counts.empty:
@@ -111,21 +119,21 @@ def save_counters(root: Path, counts: Counters) -> None:
             total, since = read_counters(root)
             doc = {"schema": SCHEMA, "version": VERSION, "since": since or time.time(),
                    "updated": time.time(), "counters": total.merged(counts).to_json()}
-            write_atomic(root / FILE, json.dumps(doc, indent=1).encode(), readonly=False,
-                         durable=False)
+            write_atomic(os.path.join(root, FILE), json.dumps(doc, indent=1).encode(),
+                         readonly=False, durable=False)
     except OSError as exc:
         if environment_problem(exc) is not None:
             raise
 
 
 @contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
+def _locked(root: str | Path) -> Iterator[None]:
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX: last writer wins
         yield
         return
-    fd = os.open(root / "stats.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(os.path.join(root, "stats.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

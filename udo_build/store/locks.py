@@ -18,8 +18,11 @@ import contextlib
 import errno
 import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing's, without importing typing (see store/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 try:
     import fcntl
@@ -49,12 +52,13 @@ def action_lock(root: Path, key: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def store_lock(root: Path, *, exclusive: bool, timeout: float | None = None) -> Iterator[bool]:
+def store_lock(root: str | os.PathLike[str], *, exclusive: bool, timeout: float | None = None
+               ) -> Iterator[bool]:
     """Shared for builds, exclusive for gc; yields False if `timeout` passed without the lock."""
     if fcntl is None:  # pragma: no cover
         yield True
         return
-    fd = _open_lock(root / "gc.lock")
+    fd = _open_lock(os.path.join(root, "gc.lock"))
     if fd is None:
         yield True
         return
@@ -78,11 +82,11 @@ def store_lock(root: Path, *, exclusive: bool, timeout: float | None = None) -> 
         os.close(fd)
 
 
-def _open_lock(path: Path) -> int | None:
+def _open_lock(path: str) -> int | None:
     """A descriptor of the lock file (made when missing); open for reading only on a store this
     process may not write; None when there is none and it cannot be made."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
