@@ -2,7 +2,8 @@
 (the local store never imports it; `Store.attach_remote` plugs a `tier.Remote` in).
 
     tier        the remote tier itself: fetch (entry, verify, download) and publish
-    entries     the action-cache entry in plain Python; reapi: the same as REAPI messages
+    entries     the action-cache entry in plain Python; reapi: the REAPI messages the gRPC
+                transport writes and reads by their wire format (and as protobuf classes)
     trust       ed25519 signatures of entries and the keys a reader trusts
     transport   the interface every transport implements, its options, errors and `Breaker`
     connect     the transport for a URL, by its scheme
