@@ -59,8 +59,7 @@ BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
 SENSITIVITY_GROUPS = 8  # mixed precision: the per-unit sensitivities in this many actions
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(NamedTuple):
     """A file of the project, keyed by its digest of kind `digest` (see
     udo_build.store.filecache): "content" (its bytes) or "python" (a module's normalized code:
     comments and docstrings do not count)."""
@@ -69,14 +68,15 @@ class Source:
     digest: str = "content"
 
 
-@dataclass(frozen=True)
-class Dep:
+class Dep(NamedTuple):
     """An output of another action."""
 
     action: str
     output: str
 
 
+# Source and Dep are NamedTuples (cheaper to define than frozen dataclasses, with the same equality
+# and hash): a Source never equals a Dep, its path is a Path where a Dep's action is a str
 Input = Source | Dep
 
 
