@@ -40,7 +40,7 @@ VTCM are the ones that count; a run's checks are its check's).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -99,12 +99,12 @@ class PlannedAction:
         return sorted({i.action for i in self.inputs.values() if isinstance(i, Dep)})
 
 
-@dataclass
 class Plan:
     """A recipe's actions, in dependency order."""
 
-    recipe: Recipe
-    actions: dict[str, PlannedAction] = field(default_factory=dict)  # in dependency order
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self.actions: dict[str, PlannedAction] = {}  # in dependency order
 
     def add(self, action: PlannedAction) -> None:
         missing = [d for d in action.deps if d not in self.actions]
