@@ -24,9 +24,8 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..atomic import write_atomic
 from ..canonical import canonical_json, sha256_hex
@@ -54,8 +53,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class ActionKind:
+class ActionKind(NamedTuple):
     """A registered action kind: its name, implementation version, the parameters that enter its
     key, and the function that runs it."""
 

@@ -40,7 +40,7 @@ VTCM are the ones that count; a run's checks are its check's).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -59,8 +59,7 @@ BUNDLE_EXTENSION = ".udb"  # the model bundle (see udo_build.ir.bundle)
 SENSITIVITY_GROUPS = 8  # mixed precision: the per-unit sensitivities in this many actions
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(NamedTuple):
     """A file of the project, keyed by its digest of kind `digest` (see
     udo_build.store.filecache): "content" (its bytes) or "python" (a module's normalized code:
     comments and docstrings do not count)."""
@@ -69,14 +68,15 @@ class Source:
     digest: str = "content"
 
 
-@dataclass(frozen=True)
-class Dep:
+class Dep(NamedTuple):
     """An output of another action."""
 
     action: str
     output: str
 
 
+# Source and Dep are NamedTuples (cheaper to define than frozen dataclasses, with the same equality
+# and hash): a Source never equals a Dep, its path is a Path where a Dep's action is a str
 Input = Source | Dep
 
 
@@ -99,12 +99,12 @@ class PlannedAction:
         return sorted({i.action for i in self.inputs.values() if isinstance(i, Dep)})
 
 
-@dataclass
 class Plan:
     """A recipe's actions, in dependency order."""
 
-    recipe: Recipe
-    actions: dict[str, PlannedAction] = field(default_factory=dict)  # in dependency order
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self.actions: dict[str, PlannedAction] = {}  # in dependency order
 
     def add(self, action: PlannedAction) -> None:
         missing = [d for d in action.deps if d not in self.actions]

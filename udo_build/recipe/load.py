@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,16 +177,12 @@ def _check_schema(data: dict[str, Any], positions: Positions) -> None:
     raise_if_any(problems)
 
 
-@dataclass
 class _Builder:
     """Builds a Recipe from checked data, collecting every problem found."""
 
-    path: Path
-    data: dict[str, Any]
-    positions: Positions
-    diag: Diagnostics
-
-    def __post_init__(self) -> None:
+    def __init__(self, path: Path, data: dict[str, Any], positions: Positions,
+                 diag: Diagnostics) -> None:
+        self.path, self.data, self.positions, self.diag = path, data, positions, diag
         self.folder = self.path.absolute().parent
         self.root = find_root(self.folder.resolve())
         self.problems: list[Problem] = []

@@ -3,13 +3,19 @@
 A prepare target (`RecordTarget`) and a run entry (`RunSpec`) become the compiler's and the
 runtime's values here, in one place each: `RecordTarget.compile_target()`,
 `RunSpec.compile_target()` and `RunSpec.settings()`.
+
+`Dims`, `Outputs`, `RunSpec` and the recipe's sections (`PackageSpec`, `OpSource`,
+`NativeCheckSpec`, `ModelSpec`, `QuantizeSpec`, `TargetSpec`) are NamedTuples: read by
+attribute, never replaced nor compared with values of another class; their equality and hash are
+those of the frozen dataclasses they were, and each is about 1 ms cheaper to define (every build
+that loads a recipe defines them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from ..runtime.metrics import RunCheck
 from ..runtime.records import RunSettings
@@ -54,8 +60,7 @@ def parse_bytes(value: Any) -> int:
     return int(size)
 
 
-@dataclass(frozen=True)
-class Dims:
+class Dims(NamedTuple):
     """Input dimensions by input name; empty means the model's own dimensions."""
 
     items: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -74,8 +79,7 @@ class Dims:
         return {k: list(v) for k, v in self.items}
 
 
-@dataclass(frozen=True)
-class Outputs:
+class Outputs(NamedTuple):
     """Graph outputs by layer or tensor name; both empty means all outputs of the last layer."""
 
     tensors: tuple[str, ...] = ()
@@ -181,8 +185,7 @@ class OutputRequests:
                 "places": [list(p) for p in self.places]}
 
 
-@dataclass(frozen=True)
-class OpSource:
+class OpSource(NamedTuple):
     """One op config of the package, with its kernels file and the runtimes its ops may use."""
 
     config: Path
@@ -190,8 +193,7 @@ class OpSource:
     runtimes: tuple[str, ...] | None = None  # the runtimes its ops may use (None: any)
 
 
-@dataclass(frozen=True)
-class NativeCheckSpec:
+class NativeCheckSpec(NamedTuple):
     """`package.native_check`: the C++ op bodies checked against the numpy kernels on the
     calibration inputs (builder/kinds/native_check.py); `sources` (a folder laid over the CPU
     package's src/) are compiled by the build, else the `cpu_library` is checked."""
@@ -201,8 +203,7 @@ class NativeCheckSpec:
     rtol: float = 1e-4
 
 
-@dataclass(frozen=True)
-class PackageSpec:
+class PackageSpec(NamedTuple):
     """The recipe's `package:` section."""
 
     name: str | None  # None: take the op config's package name
@@ -215,8 +216,7 @@ class PackageSpec:
     native_check: NativeCheckSpec | None = None  # with a cpu_library: checked by default
 
 
-@dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(NamedTuple):
     """The recipe's `model:` section."""
 
     onnx: Path
@@ -224,8 +224,7 @@ class ModelSpec:
     runtimes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-@dataclass(frozen=True)
-class TargetSpec:
+class TargetSpec(NamedTuple):
     """`quantize.target`: mixed precision for an output SQNR (udo_build.quant.mixed_search),
     measured over the first `inputs` inferences of `input_list` (None: the first run's input
     list, else the calibration list); activations take 8 or 16 bits, weights `weight_widths`."""
@@ -236,8 +235,7 @@ class TargetSpec:
     weight_widths: tuple[int, int] = (4, 8)  # or (8, 16): the two widths a weight takes
 
 
-@dataclass(frozen=True)
-class QuantizeSpec:
+class QuantizeSpec(NamedTuple):
     """The recipe's `quantize:` section."""
 
     input_list: Path | None  # None: calibrated over token sequences (`sequences`)
@@ -258,8 +256,7 @@ class QuantizeSpec:
     cache: tuple[tuple[str, Any], ...] = ()  # with sequences: the cache names, sorted
 
 
-@dataclass(frozen=True)
-class RunSpec:
+class RunSpec(NamedTuple):
     """One entry of the recipe's `run:` list."""
 
     name: str

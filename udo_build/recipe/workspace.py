@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import Problem, UserError, raise_if_any
 from ..source import MAX_YAML_BYTES, Positions, decode_text, find_root, load_yaml, read_limited
@@ -33,8 +32,7 @@ HEAD = re.compile(rb"^(?:\{\s*)?[\"']?workspace[\"']?\s*:", re.M)  # a top-level
 PATTERN = re.compile(r"[*?\[]")  # an entry with these is a shell pattern
 
 
-@dataclass(frozen=True)
-class Workspace:
+class Workspace(NamedTuple):
     """A loaded workspace file: its name and recipes."""
 
     path: Path  # the workspace file
@@ -42,8 +40,7 @@ class Workspace:
     recipes: tuple[Path, ...]  # in the order listed (a pattern's matches sorted)
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(NamedTuple):
     """The recipes a command line names: recipe files, or a workspace file's (at most one
     workspace file, which may be given recipes besides)."""
 

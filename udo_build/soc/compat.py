@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from typing import Any, NamedTuple
 
 from .target import CompileTarget
 
@@ -61,8 +61,7 @@ class Prepared:
                         target.outputs, name, target.precision, target.optimization_level)
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(NamedTuple):
     name: str
     arch: str
     vtcm_mb: float

@@ -8,15 +8,14 @@ SoCs the table lacks or override an entry.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 ARCHS: tuple[str, ...] = ("v65", "v66", "v68", "v69", "v73", "v75", "v79", "v81")
 
 
-@dataclass(frozen=True)
-class Soc:
+class Soc(NamedTuple):
     name: str
     arch: str
     vtcm_mb: float | None  # None: not public, must be stated by the recipe
