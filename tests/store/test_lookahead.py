@@ -47,18 +47,7 @@ def test_the_lookups_of_every_level_are_in_flight_together(
         shared: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Level after level, the root (opdef) would be looked up alone and the barrier broken:
     with chain keys, lookups of several levels wait at it together."""
-    barrier = threading.Barrier(3, timeout=10)
-    broken: list[str] = []
-    entry = Remote.entry
-
-    def entry_together(self: Remote, key: str, **options: Any) -> Any:
-        try:
-            barrier.wait()
-        except threading.BrokenBarrierError:
-            broken.append(key)
-        return entry(self, key, **options)
-
-    monkeypatch.setattr(Remote, "entry", entry_together)
+    broken = _entries_together(monkeypatch, 3)
     summary, _ = build(clone(tmp_path), *shared.read)
     assert broken == [] and executed(summary) == [] and summary["remote"]["hits"] == 9
 
@@ -175,7 +164,16 @@ def test_the_lookups_of_the_whole_plan_go_out_in_one_round(
     downloads last."""
     lookups = len(shared.summary["actions"])
     assert lookups == 9
-    barrier = threading.Barrier(lookups, timeout=10)
+    broken = _entries_together(monkeypatch, lookups)
+    summary, _ = build(clone(tmp_path), *shared.read)
+    assert broken == [] and executed(summary) == [] and summary["remote"]["hits"] == 9
+
+
+def _entries_together(monkeypatch: pytest.MonkeyPatch, parties: int) -> list[str]:
+    """Make every entry lookup wait at one barrier of `parties` before it goes out; the keys
+    whose lookup found the barrier broken (fewer were in flight together) are listed in the
+    list returned."""
+    barrier = threading.Barrier(parties, timeout=10)
     broken: list[str] = []
     entry = Remote.entry
 
@@ -187,5 +185,4 @@ def test_the_lookups_of_the_whole_plan_go_out_in_one_round(
         return entry(self, key, **options)
 
     monkeypatch.setattr(Remote, "entry", entry_together)
-    summary, _ = build(clone(tmp_path), *shared.read)
-    assert broken == [] and executed(summary) == [] and summary["remote"]["hits"] == 9
+    return broken
