@@ -163,29 +163,41 @@ def bench_model(name: str, args: argparse.Namespace, blas: Blas, import_onnx) ->
 
 @dataclass
 class Calls:
-    """The convolutions' BLAS GEMM calls, timed where the kernels make them (thread CPU)."""
+    """The convolutions' kernel calls, timed where the kernels make them (thread CPU): the
+    compiled convolution of each image (`conv._native`) and BLAS GEMM calls (`conv.gemm`, the
+    numpy path's)."""
 
     spent: float = 0.0
     flops: int = 0
-    kept: list[tuple] | None = None  # (a, b, out, beta) of each call, to replay them
+    kept: list[tuple] | None = None  # (fn, args, flops) of each call, to replay them
 
-    def wrap(self, gemm: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def _timed(self, fn: Callable[..., object], args: tuple, flops: int) -> None:
+        start = time.thread_time()
+        fn(*args)
+        self.spent += time.thread_time() - start
+        self.flops += flops
+        if self.kept is not None:
+            self.kept.append((fn, args, flops))
+
+    def wrap_gemm(self, gemm: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
         def timed(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0):  # type: ignore[no-untyped-def]
-            start = time.thread_time()
-            gemm(a, b, out, beta)
-            self.spent += time.thread_time() - start
-            self.flops += 2 * a.shape[0] * a.shape[1] * b.shape[1]
-            if self.kept is not None:
-                self.kept.append((a, b, out, beta))
+            self._timed(gemm, (a, b, out, beta), 2 * a.shape[0] * a.shape[1] * b.shape[1])
             return out
+        return timed
+
+    def wrap_native(self, native: Callable[..., None]) -> Callable[..., None]:
+        def timed(lib, x, weights, b, z, g, y, relu):  # type: ignore[no-untyped-def]
+            flops = 2 * y.size * weights.weights[0].size
+            self._timed(native, (lib, x, weights, b, z, g, y, relu), flops)
         return timed
 
 
 def profile(name: str, args: argparse.Namespace, blas: Blas, import_onnx) -> None:  # type: ignore[no-untyped-def]
     """Where the thread CPU time of one emulator run goes (BLAS on 1 thread, against
     onnxruntime on 1 thread in the same rounds): the whole run, its plan steps by kind, the
-    GEMM calls inside them (timed in place), the rest; then the same GEMM calls replayed alone,
-    in the model's order (weights cold, as in a run) and each right after itself (warm)."""
+    convolutions' kernel calls inside them (timed in place), the rest; then the same kernel
+    calls replayed alone, in the model's order (weights cold, as in a run) and each right after
+    itself (warm)."""
     from udo_build.kernels.default import conv
     from udo_build.runtime.float_session import Session
 
@@ -196,11 +208,11 @@ def profile(name: str, args: argparse.Namespace, blas: Blas, import_onnx) -> Non
     names = [t.name for t in session.graph.outputs]
     blas.set_threads(1)
     plan = session.plan(tuple(names))
-    calls, gemm = Calls(), conv.gemm
+    calls, gemm, native = Calls(), conv.gemm, conv._native
     rounds: list[dict[str, float]] = []
     steps: dict[int, list[tuple[float, float, int]]] = {}
     kinds: dict[int, str] = {}
-    conv.gemm = calls.wrap(gemm)
+    conv.gemm, conv._native = calls.wrap_gemm(gemm), calls.wrap_native(native)
     try:
         for round_ in range(args.warmup + args.repeats):
             times = {"emu": _cpu_wall(lambda: session.run(feeds)),
@@ -210,8 +222,8 @@ def profile(name: str, args: argparse.Namespace, blas: Blas, import_onnx) -> Non
             if round_ >= args.warmup:
                 rounds.append({f"{k}-{i}": v[i] for k, v in times.items() for i in (0, 1)})
     finally:
-        conv.gemm = gemm
-    _print_breakdown(name, rounds, steps, kinds, _replay(calls.kept or [], gemm))
+        conv.gemm, conv._native = gemm, native
+    _print_breakdown(name, rounds, steps, kinds, _replay(calls.kept or []))
 
 
 def _cpu_wall(fn: Callable[[], object]) -> tuple[float, float]:
@@ -238,19 +250,19 @@ def _profile_steps(plan, feeds, calls: Calls, steps: dict, kinds: dict) -> None:
             del env[dead]
 
 
-def _replay(kept: list[tuple], gemm: Callable[..., np.ndarray]) -> tuple[float, float, int]:
-    """(CPU of the GEMM calls in order, CPU of each repeated right after itself, flops)."""
+def _replay(kept: list[tuple]) -> tuple[float, float, int]:
+    """(CPU of the kernel calls in order, CPU of each repeated right after itself, flops)."""
     cold = warm = 0.0
-    flops = sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b, _, _ in kept)
+    flops = sum(f for _, _, f in kept)
     for _ in range(3):
         start = time.thread_time()
-        for a, b, out, beta in kept:
-            gemm(a, b, out, beta)
+        for fn, args, _ in kept:
+            fn(*args)
         cold += (time.thread_time() - start) / 3
-    for a, b, out, beta in kept:
-        gemm(a, b, out, beta)
+    for fn, args, _ in kept:
+        fn(*args)
         start = time.thread_time()
-        gemm(a, b, out, beta)
+        fn(*args)
         warm += time.thread_time() - start
     return cold, warm, flops
 
@@ -269,12 +281,12 @@ def _print_breakdown(name: str, rounds: list[dict[str, float]], steps: dict, kin
     print(f"  whole run: emulator {ms['emu-0']:.1f} ms (wall {ms['emu-1']:.1f}), onnxruntime "
           f"{ms['ort-0']:.1f} ms (wall {ms['ort-1']:.1f}): {ms['emu-0'] / ms['ort-0']:.2f}x")
     print(f"  plan steps {total:.1f} ms (the runner's own dispatch: {ms['emu-0'] - total:.1f} ms);"
-          f" GEMM calls inside them {in_gemm:.1f} ms ({flops / 2e9:.2f} GMAC, "
+          f" kernel calls inside them {in_gemm:.1f} ms ({flops / 2e9:.2f} GMAC, "
           f"{flops / in_gemm / 1e6:.0f} GFLOP/s), everything else {total - in_gemm:.1f} ms")
-    print(f"  the same GEMM calls replayed alone: in the model's order {cold * 1e3:.1f} ms "
+    print(f"  the same kernel calls replayed alone: in the model's order {cold * 1e3:.1f} ms "
           f"({replayed / cold / 1e9:.0f} GFLOP/s), each right after itself (operands warm) "
           f"{warm * 1e3:.1f} ms ({replayed / warm / 1e9:.0f} GFLOP/s)")
-    print(f"  {'step kind':<26} {'count':>5} {'ms':>8} {'GEMM ms':>8} {'rest ms':>8} "
+    print(f"  {'step kind':<26} {'count':>5} {'ms':>8} {'kern ms':>8} {'rest ms':>8} "
           f"{'GFLOP/s':>8}")
     by_kind: dict[str, list[float]] = {}
     for i, (spent, gemm_spent, gemm_flops) in per_step.items():

@@ -7,6 +7,8 @@ contiguous rows of the padded input, with a GEMM per tap from TAP_GEMM_CHANNELS 
 and one GEMM over copied rows below; everything else (strided, 1-d, 3-d, narrow 2-d) takes the
 classic im2col; groups a batched matmul.
 Each case also says which path it takes, so that no path goes untested when the rules move.
+These are the numpy paths, the compiled kernel's fallback (UDO_BUILD_NATIVE_KERNELS=0 here):
+the compiled kernel has its own tests (test_compiled_conv.py).
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from udo_build.kernels import blas
+from udo_build.kernels import blas, compiled
 from udo_build.kernels.default import conv as conv_module
 from udo_build.kernels.default._common import pad_spatial, window_pads
 from udo_build.kernels.default.conv import TAP_GEMM_CHANNELS, Geometry, fused_conv, wide_pays
+
+
+@pytest.fixture(autouse=True)
+def numpy_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(compiled.SWITCH, "0")
 
 
 def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from udo_build.kernels.default._common import window_pads
 from udo_build.kernels.default.pool import average_pool, max_pool
 
 
@@ -33,3 +34,63 @@ def test_pools_match_their_windows_and_own_their_result(kernel: list[int],
     np.testing.assert_allclose(mean, windows.mean(axis=(-2, -1)), rtol=1e-6, atol=1e-7)
     for result in (y, mean):
         assert result.flags.writeable and not np.shares_memory(result, x)
+
+
+def _geometries(count: int) -> list[dict]:
+    rng = np.random.default_rng(1)
+    found: list[dict] = []
+    while len(found) < count:
+        h, w = (int(v) for v in rng.integers(1, 20, 2))
+        kh, kw = (int(v) for v in rng.integers(1, 5, 2))
+        dh, dw = (int(v) for v in rng.integers(1, 3, 2))
+        pads = [min(int(p), k - 1) for p, k in zip(rng.integers(0, 3, 4), [kh, kw, kh, kw],
+                                                      strict=True)]
+        if h + pads[0] + pads[2] < (kh - 1) * dh + 1 or w + pads[1] + pads[3] < (kw - 1) * dw + 1:
+            continue
+        auto_pad = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")[int(rng.integers(0, 4))]
+        case = {"kernel_shape": [kh, kw], "strides": [int(v) for v in rng.integers(1, 4, 2)],
+                "dilations": [dh, dw], "ceil_mode": int(rng.integers(0, 2)),
+                "auto_pad": auto_pad, **({"pads": pads} if auto_pad == "NOTSET" else {})}
+        try:  # a window VALID padding cannot hold is refused by both paths
+            window_pads(auto_pad, case.get("pads"), (h, w), (kh, kw), case["strides"],
+                        (dh, dw), case["ceil_mode"])
+        except ValueError:
+            continue
+        found.append({"shape": (int(rng.integers(1, 3)), int(rng.integers(1, 5)), h, w), **case})
+    return found
+
+
+def test_the_compiled_max_pool_gives_the_numpy_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """c/pool.c against the numpy windows on random geometries (pads, ceil_mode, auto_pad,
+    dilations, strides past the kernel) and NaNs: the same values, NaN where numpy has one;
+    and it really ran. Under UDO_BUILD_NO_SKIP=1 (CI) a host without a C compiler fails here."""
+    from udo_build.kernels import compiled
+
+    monkeypatch.delenv(compiled.SWITCH, raising=False)
+    lib = compiled.library()
+    if lib is None:
+        pytest.skip("no C compiler (or it failed): the compiled MaxPool cannot run here")
+    ran: list[int] = []
+
+    class Spy:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(lib, name)
+
+        def maxpool(self, *args):  # type: ignore[no-untyped-def]
+            ran.append(1)
+            return lib.maxpool(*args)
+
+    rng = np.random.default_rng(2)
+    for case in _geometries(150):
+        x = rng.standard_normal(case.pop("shape")).astype(np.float32)
+        if rng.random() < 0.3:
+            x.flat[int(rng.integers(0, x.size))] = np.nan
+        with monkeypatch.context() as m:
+            m.setenv(compiled.SWITCH, "0")
+            expected = max_pool(x, **case)
+        with monkeypatch.context() as m:
+            m.setattr(compiled, "library", Spy)
+            got = max_pool(x, **case)
+        assert got.shape == expected.shape and got.dtype == np.float32
+        np.testing.assert_array_equal(got, expected)
+    assert len(ran) == 150

@@ -64,13 +64,13 @@ def test_latency_targets_fail_a_full_run_and_not_a_smoke_run(
 
 
 def test_emulator_bench_profile_splits_the_run(capsys: pytest.CaptureFixture[str]) -> None:
-    """--profile: the run against onnxruntime, steps split into their GEMM calls and the rest,
-    the GEMM calls replayed; every convolution kind makes GEMM calls, MaxPool none."""
+    """--profile: the run against onnxruntime, steps split into their kernel calls and the rest,
+    the kernel calls replayed; every convolution kind makes kernel calls, MaxPool none."""
     bench = _script("emulator")
     assert bench.main(["--models", "squeezenet", "--no-timing", "--profile", "squeezenet",
                        "--repeats", "1", "--warmup", "0"]) == 0
     out = capsys.readouterr().out.split("profile of squeezenet")[1]
-    assert "onnxruntime" in out and "GEMM calls inside them" in out and "replayed alone" in out
+    assert "onnxruntime" in out and "kernel calls inside them" in out and "replayed alone" in out
     rows = {line[:28].strip(): line[28:].split() for line in out.splitlines()
             if line.startswith("  ") and line[28:].split()[:1] and line[28:].split()[0].isdigit()}
     assert float(rows["FusedConv 3x3"][2]) > 0 and float(rows["FusedConv 1x1"][2]) > 0

@@ -46,9 +46,9 @@ import numpy as np
 
 from ..atomic import tmp_sibling
 
-SOURCE = Path(__file__).parent / "c" / "passes.c"
+SOURCES = tuple(Path(__file__).parent / "c" / name for name in ("passes.c", "conv.c", "pool.c"))
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared",
-         "-fvisibility=hidden", "-std=c99")
+         "-fvisibility=hidden", "-std=c11")
 SWITCH = "UDO_BUILD_NATIVE_KERNELS"  # "0": the numpy passes
 CACHE = "UDO_BUILD_KERNEL_CACHE"  # the folder of compiled libraries
 ACC_KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
@@ -67,6 +67,11 @@ class Library:
     requant: ctypes._CFuncPtr  # type: ignore[name-defined]
     pair_lookup: ctypes._CFuncPtr  # type: ignore[name-defined]
     im2col: ctypes._CFuncPtr  # type: ignore[name-defined]
+    conv: ctypes._CFuncPtr  # type: ignore[name-defined]
+    conv_pack: ctypes._CFuncPtr  # type: ignore[name-defined]
+    conv_packed_size: ctypes._CFuncPtr  # type: ignore[name-defined]
+    conv_cols: ctypes._CFuncPtr  # type: ignore[name-defined]
+    maxpool: ctypes._CFuncPtr  # type: ignore[name-defined]
 
 
 _LOCK = threading.Lock()
@@ -109,7 +114,7 @@ def compiler() -> list[str] | None:
 def library_path(cc: list[str], identity: str) -> Path:
     """The cache file of the library this compiler (`cc`: its command, `identity`: its
     --version) makes."""
-    key = json.dumps({"source": hashlib.sha256(SOURCE.read_bytes()).hexdigest(),
+    key = json.dumps({"sources": [hashlib.sha256(s.read_bytes()).hexdigest() for s in SOURCES],
                       "compiler": [cc, identity], "flags": FLAGS, "machine": machine()},
                      sort_keys=True)
     return cache_folder() / f"passes-{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
@@ -162,7 +167,7 @@ def _compile(cc: list[str], path: Path) -> str | None:
             return None
         tmp = tmp_sibling(path)
         try:
-            done = subprocess.run([*cc, *FLAGS, str(SOURCE), "-o", str(tmp), "-lm"],
+            done = subprocess.run([*cc, *FLAGS, *map(str, SOURCES), "-o", str(tmp), "-lm"],
                                   capture_output=True, text=True, check=False,
                                   env={**os.environ, "LC_ALL": "C"})
             if done.returncode != 0:
@@ -185,7 +190,18 @@ def _open(path: Path) -> Library:
     im2col = lib.udo_im2col
     im2col.restype = ctypes.c_int
     im2col.argtypes = [_P, ctypes.c_int, *[_N] * 13, ctypes.c_float, _P]
-    return Library(path, requant, lookup, im2col)
+    conv, pack, size, cols = (lib.udo_conv, lib.udo_conv_pack, lib.udo_conv_packed_size,
+                              lib.udo_conv_cols)
+    conv.restype = pack.restype = cols.restype = ctypes.c_int
+    conv.argtypes = [_P, *[_N] * 14, _P, _P, _P, ctypes.c_int, _P]
+    pack.argtypes = [_P, _N, _N, ctypes.c_int, _P]
+    size.restype = _N
+    size.argtypes = [_N, _N, ctypes.c_int]
+    cols.argtypes = [_N]
+    maxpool = lib.udo_maxpool
+    maxpool.restype = ctypes.c_int
+    maxpool.argtypes = [_P, *[_N] * 13, _P]
+    return Library(path, requant, lookup, im2col, conv, pack, size, cols, maxpool)
 
 
 def _warn(why: str) -> None:

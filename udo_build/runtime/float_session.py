@@ -18,8 +18,11 @@ constants fold into the convolution that feeds them (or into a batch norm); a re
 Relu that follow a convolution run in place on its output (one FusedConv step); nodes that no
 requested tensor needs are dropped. A tensor a caller requests is never fused away: each
 distinct set of requested outputs gets its own plan (cached). The Model is never changed.
-Convolutions stay NCHW: their GEMMs (`udo_build.kernels.default.conv`) give NCHW results,
-and weights in OIHW are already the GEMM's (M, K) operand, so there is nothing to pre-pack.
+Convolutions stay NCHW. One whose weights are a constant has them packed for the compiled
+kernel once, on its first run (`udo_build.kernels.default.conv.ConvWeights`), and writes its
+output into a dead tensor of its shape where one waits (`udo_build.runtime.buffers`: fresh
+pages cost a tenth of a ResNet-50 run; a session holds at most its own dead tensors between
+runs, never one a caller can still see).
 
 A plan frees every intermediate tensor right after its last reader (reference counts computed
 when the plan is built; requested outputs and weights are kept), so the peak memory is that of
@@ -46,6 +49,7 @@ exists.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,9 +62,11 @@ from ..errors import StepFailed, UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
 from ..ir.weights import release, streams
 from ..kernels.default import DEFAULT
+from ..kernels.default.conv import ConvWeights, fused_conv
 from ..kernels.oppkg import Flags, Impl, OpPackage, OpPackageError
 from ..rewrite.graph import UNKNOWN, TType
-from .fusion import fold_constants, fuse
+from .buffers import Buffers
+from .fusion import CONVS, fold_constants, fuse
 
 
 class KernelError(RuntimeError):
@@ -158,6 +164,7 @@ class Session(LoadedModel[Plan]):
         super().__init__(model, packages)
         self.model = model
         self._impls = {node.name: self._select(node) for node in self.graph.nodes}
+        self._buffers = Buffers()
         self.plan(tuple(t.name for t in self.graph.outputs))
 
     def _build(self, outputs: tuple[str, ...]) -> Plan:
@@ -179,6 +186,9 @@ class Session(LoadedModel[Plan]):
             steps.append(self._step(node, tuple(n for n in dead if n not in keep)))
         feeds = frozenset(name for name in self._inputs if name in needed)
         constants = {name: _read_only(value) for name, value in constants.items()}
+        if not self._streams:
+            steps = [_with_packed(step, node, constants, self._buffers, self._infos)
+                     for step, node in zip(steps, nodes, strict=True)]
         return Plan(tuple(steps), constants, outputs, feeds, tuple(rules))
 
     def _evaluate(self, node: Node, inputs: list[np.ndarray | None]) -> tuple | None:
@@ -212,10 +222,11 @@ class Session(LoadedModel[Plan]):
         plan = self.plan(tuple(outputs) if outputs is not None
                          else tuple(t.name for t in self.graph.outputs))
         env = self._start(plan, feeds)
+        buffers = self._buffers
         for step in plan.steps:
             self._run_step(plan, step, env)
             for name in step.frees:
-                del env[name]
+                buffers.give(env.pop(name))
         return {name: _detached(env[name]) for name in plan.outputs}
 
     def stream(self, feeds: Mapping[str, np.ndarray],
@@ -237,7 +248,7 @@ class Session(LoadedModel[Plan]):
                 if name in wanted:
                     yield name, _read_only(env[name])
             for name in dead:
-                del env[name]
+                self._buffers.give(env.pop(name))
 
     def _start(self, plan: Plan, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
         env: dict[str, Any] = dict(plan.constants)
@@ -296,6 +307,23 @@ class Session(LoadedModel[Plan]):
 
     def _check_user_output(self, step: Step, name: str, value: Any) -> np.ndarray:
         return check_user_output(step, name, value, self._infos)
+
+
+def _with_packed(step: Step, node: Node, constants: Mapping[str, np.ndarray],
+                 buffers: Buffers, infos: Mapping[str, TensorInfo]) -> Step:
+    """A default-package convolution whose weights are a constant keeps their packings for the
+    compiled kernel (`ConvWeights`, made on first use) from one run to the next, and takes its
+    output from the session's dead tensors where one of its shape waits (a static shape): its
+    step calls FusedConv's kernel (a Conv is one without addend or activation) with them."""
+    if (node.package != DEFAULT_PACKAGE or node.op not in CONVS or len(node.inputs) < 2
+            or node.inputs[1] not in constants):
+        return step
+    packed = ConvWeights(constants[node.inputs[1]], buffers)
+    info = infos.get(node.outputs[0])
+    shape = info.static_shape if info is not None else None
+    if shape is not None and info.dtype:
+        buffers.want(shape, info.dtype)
+    return dataclasses.replace(step, fn=fused_conv, kwargs={**step.kwargs, "packed": packed})
 
 
 def streamed_frees(steps: Sequence[Any], outputs: Sequence[str],

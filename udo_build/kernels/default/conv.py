@@ -1,9 +1,20 @@
 """Convolutions: Conv, and FusedConv (Conv + residual addend + activation, made by the runtime).
 
-A convolution is BLAS GEMMs of the weights, seen as (M, C * taps), by columns of the input,
-called through numpy's own BLAS (`udo_build.kernels.blas`) into an output pre-filled with the
-bias and the residual addend (the GEMM adds into it: no pass of its own for either). The
-columns, by shape (never by timing: results do not depend on the machine's speed):
+A 2-d float32 convolution of one group runs the compiled kernel (`c/conv.c`, built on first
+use by `udo_build.kernels.compiled`): one implicit GEMM per image over the input's phases (the
+zero-padded input split by the strides), with the bias, the addend and Relu applied as each tile
+of the output is stored. Its weights are packed for it once (`ConvWeights`: the float session
+keeps one per convolution whose weights are a constant; a caller that passes none gets them
+packed for the call). Each output value is one chain of fused multiply-adds over the taps in
+order, the same bits on every x86 vector width; results differ from the numpy path below by
+float32 rounding only.
+
+The numpy path is the reference and the fallback (UDO_BUILD_NATIVE_KERNELS=0, no C compiler,
+another dtype, 1-d and 3-d convolutions, groups): BLAS GEMMs of the weights, seen as
+(M, C * taps), by columns of the input, called through numpy's own BLAS
+(`udo_build.kernels.blas`) into an output pre-filled with the bias and the residual addend (the
+GEMM adds into it: no pass of its own for either). The columns, by shape (never by timing:
+results do not depend on the machine's speed):
 
 - a 1x1 convolution without padding multiplies the input itself (strided first if it has
   strides);
@@ -22,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,13 +59,25 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
                z: np.ndarray | None = None, *, activation: str = "", auto_pad: str = "NOTSET",
                dilations: Sequence[int] | None = None, group: int = 1,
                kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
-               strides: Sequence[int] | None = None) -> np.ndarray:
-    """activation(conv(x, w) + b + z): the output is pre-filled with b + z and the GEMM adds
-    into it; the activation runs in place."""
+               strides: Sequence[int] | None = None,
+               packed: ConvWeights | None = None) -> np.ndarray:
+    """activation(conv(x, w) + b + z). `packed`: the weights' packings for the compiled
+    kernel, kept by the caller from one run to the next (else made for this call)."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"FusedConv activation {activation!r} is not one of {ACTIVATIONS}")
     geometry = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
-    y = np.empty((x.shape[0], w.shape[0], *geometry.outs), dtype=np.result_type(w, x))
+    shape, dtype = (x.shape[0], w.shape[0], *geometry.outs), np.result_type(w, x)
+    lib = _compiled(x, w, b, z, group, geometry, shape)
+    if lib is not None:
+        weights = packed if packed is not None else ConvWeights(w)
+        y = weights.buffers.take(shape, dtype) if weights.buffers is not None else None
+        if y is None:
+            y = np.empty(shape, dtype)
+        for i in range(x.shape[0]):
+            _native(lib, x[i], weights, b, None if z is None else z[i], geometry, y[i],
+                    activation == "Relu")
+        return y
+    y = np.empty(shape, dtype)
     if group > 1:
         _grouped(x, w, group, geometry, y, b, z)
     elif wide_pays(x.shape[2:], geometry):
@@ -69,6 +93,74 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
     if activation == "Relu":
         relu_into(y, y)
     return y
+
+
+# -- the compiled kernel: an implicit GEMM over the input's phases (c/conv.c) ---------------------
+
+
+class ConvWeights:
+    """A convolution's weights and their packings for the compiled kernel, each made on first
+    use and kept: the float runtime's plan holds one per convolution whose weights are a
+    constant, so a model's weights are packed once, not at every run. `buffers`, where given,
+    lends output arrays (`take(shape, dtype)`: one, or None), the float session's pool of dead
+    tensors (udo_build.runtime.buffers)."""
+
+    __slots__ = ("weights", "buffers", "_packings")
+
+    def __init__(self, weights: np.ndarray, buffers: Any = None) -> None:
+        self.weights = weights
+        self.buffers = buffers
+        self._packings: dict[int, np.ndarray] = {}
+
+    def packing(self, lib: Any, cols: int) -> np.ndarray:
+        """The weights as (M, K) packed for the orientation `cols` (see c/conv.c)."""
+        found = self._packings.get(cols)
+        if found is None:
+            m, k = self.weights.shape[0], self.weights[0].size
+            found = _aligned(int(lib.conv_packed_size(m, k, cols)))
+            lib.conv_pack(np.ascontiguousarray(self.weights, np.float32).ctypes.data, m, k,
+                          cols, found.ctypes.data)
+            found.flags.writeable = False
+            self._packings[cols] = found
+        return found
+
+
+def _aligned(size: int) -> np.ndarray:
+    """An empty float32 array of `size` elements starting on a 64-byte boundary."""
+    raw = np.empty(size + 16, np.float32)
+    start = (-raw.ctypes.data % 64) // 4
+    return raw[start:start + size]
+
+
+def _compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None,
+              group: int, g: Geometry, shape: tuple[int, ...]) -> Any:
+    """The compiled library when it runs this convolution (2-d, one group, float32 tensors,
+    something to compute), else None."""
+    f32 = np.float32
+    if (group != 1 or len(g.kernel) != 2 or x.dtype != f32 or w.dtype != f32
+            or 0 in shape or x.shape[1] == 0 or (b is not None and b.dtype != f32)
+            or (z is not None and (z.dtype != f32 or z.shape != shape))):
+        return None
+    from ..compiled import library
+
+    return library()
+
+
+def _native(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | None,
+            z: np.ndarray | None, g: Geometry, y: np.ndarray, relu: bool) -> None:
+    """One image (C, H, W) into y (M, Ho, Wo) by the compiled kernel."""
+    x = np.ascontiguousarray(x)
+    if b is not None:
+        b = np.ascontiguousarray(b.reshape(-1))
+    if z is not None:
+        z = np.ascontiguousarray(z)
+    cols = int(lib.conv_cols(g.outs[0] * g.outs[1]))
+    status = lib.conv(x.ctypes.data, *x.shape, *g.kernel, *g.strides, *g.dilations, *g.begin,
+                      *g.outs, y.shape[0], weights.packing(lib, cols).ctypes.data,
+                      None if b is None else b.ctypes.data, None if z is None else z.ctypes.data,
+                      int(relu), y.ctypes.data)
+    if status != 0:
+        raise MemoryError("the compiled convolution could not allocate its panels")
 
 
 @dataclass(frozen=True)

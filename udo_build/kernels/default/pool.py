@@ -1,9 +1,10 @@
 """Pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, and LRN.
 
 Windows are strided views of the padded input, reduced with in-place maximum or sum one spatial
-axis at a time: no Python loop over pixels. With `ceil_mode` the end padding grows so that the
-last window fits; such extra padding never counts in an average, and neither does the declared
-padding unless `count_include_pad`.
+axis at a time: no Python loop over pixels. A 2-d float32 MaxPool (without Indices) runs
+compiled (`c/pool.c`, the same values: a maximum is exact), where the library is there. With
+`ceil_mode` the end padding grows so that the last window fits; such extra padding never
+counts in an average, and neither does the declared padding unless `count_include_pad`.
 """
 
 from __future__ import annotations
@@ -55,13 +56,40 @@ def max_pool(x: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
              pads: Sequence[int] | None = None, storage_order: int = 0,
              strides: Sequence[int] | None = None,
              num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """The maximum of each window; with a second output, also where it is (Indices)."""
+    """The maximum of each window; with a second output, also where it is (Indices). A 2-d
+    float32 one without Indices runs compiled (c/pool.c) where the library is there."""
+    if num_outputs < 2 and x.dtype == np.float32 and x.ndim == 4 and x.size:
+        y = _compiled_max(x, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides)
+        if y is not None:
+            return y
     lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     y, geometry = _pool(x, np.maximum, lowest, auto_pad, ceil_mode, dilations, kernel_shape,
                         pads, strides)
     if num_outputs < 2:
         return y
     return y, _argmax(x, lowest, geometry, storage_order)
+
+
+def _compiled_max(x: np.ndarray, auto_pad: str, ceil_mode: int,
+                  dilations: Sequence[int] | None, kernel_shape: Sequence[int],
+                  pads: Sequence[int] | None, strides: Sequence[int] | None) -> np.ndarray | None:
+    """MaxPool by the compiled library (None where it is not there): positions outside the
+    input, its padding and ceil_mode's, are -inf, as the numpy path pads them."""
+    from ..compiled import library
+
+    lib = library()
+    if lib is None:
+        return None
+    kernel = tuple(int(k) for k in kernel_shape)
+    strides_, dilations_ = spatial(strides, 2, 1), spatial(dilations, 2, 1)
+    begin, _, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_,
+                                 ceil_mode)
+    x = np.ascontiguousarray(x)
+    y = np.empty((*x.shape[:2], *outs), np.float32)
+    if y.size and lib.maxpool(x.ctypes.data, x.shape[0] * x.shape[1], *x.shape[2:], *kernel,
+                              *strides_, *dilations_, *begin, *outs, y.ctypes.data) != 0:
+        raise MemoryError("the compiled MaxPool could not allocate its row")
+    return y
 
 
 def _argmax(x: np.ndarray, lowest: float, geometry, storage_order: int) -> np.ndarray:

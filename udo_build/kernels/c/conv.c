@@ -1,0 +1,442 @@
+/* The float runtime's 2-d convolution (group 1, float32) as one implicit GEMM per image, for
+   udo_build/kernels/default/conv.py:
+
+     y[m][n] = act(sum_k w[m][k] * X[k][n] + b[m] + z[m][n]),   n = oy * wo + ox
+
+   with k = (c, ky, kx) in the weights' OIHW order. The input is read as "phases" (udo_conv
+   makes them): the zero-padded input split by the strides, so that every tap reads its phase
+   with stride 1, in planes of rows of wq >= wo pixels. Over the "wide" grid of ho x wq pixels
+   (q = oy * wq + ox; the columns past wo are junk, computed and dropped), tap k of pixel q is
+   xq[base[k] + q]: the taps of a tile of pixels are runs read in place, and the 3x3 taps of a
+   channel share their cache lines. A 1x1 convolution without strides or pads reads the input
+   itself (dense: wq == wo), packed tile by tile, since its taps are whole planes apart.
+
+   The product runs in register tiles of MR x NR accumulators (NR = NV vectors of VL floats):
+   every k adds a[k][0..MR) broadcast times b[k][0..NR) loaded, so each output value is one
+   chain of fused multiply-adds over k in order, whatever the vector width: an AVX-512 and an
+   AVX2 machine give the same bits. The k range is cut into blocks whose loaded operand stays
+   in the L1 cache. Two orientations, by the image's size:
+
+   - rows: the weights broadcast (packed once per model as [M/MR][K][MR]), the pixels loaded;
+     the partial sums wait in y, and each vector of a tile is stored with lane masks, one per
+     output row it spans (no junk column is written); the epilogue runs in the registers;
+   - cols (small images, fewer than COLS_BELOW output pixels): the pixels broadcast, the
+     weights loaded (packed once as [M/NR][K][NR]): a 7x7 image wastes no lanes; the tiles wait
+     in a scratch and are transposed as they are stored.
+
+   The epilogue adds the bias, then the addend, then clamps at zero (Relu: a NaN stays NaN), in
+   the order the unfused graph rounds them. Scratch memory is the calling thread's, kept and
+   grown (1 when it cannot be had, for the caller's MemoryError). */
+#define _POSIX_C_SOURCE 200112L /* posix_memalign */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define VL 16
+#define NV 4
+typedef __m512 vf;
+static inline vf vload(const float *p) { return _mm512_loadu_ps(p); }
+static inline void vstore(float *p, vf v) { _mm512_storeu_ps(p, v); }
+static inline vf vset1(float x) { return _mm512_set1_ps(x); }
+static inline vf vzero(void) { return _mm512_setzero_ps(); }
+static inline vf vfma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf vadd(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf vrelu(vf a) { return _mm512_max_ps(_mm512_setzero_ps(), a); }
+/* lanes whose bit is set: loaded over a (the others kept), or stored */
+static inline vf vload_lanes(vf a, unsigned bits, const float *p) {
+  return _mm512_mask_loadu_ps(a, (__mmask16)bits, p);
+}
+static inline void vstore_lanes(float *p, unsigned bits, vf v) {
+  _mm512_mask_storeu_ps(p, (__mmask16)bits, v);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define VL 8
+#define NV 2
+typedef __m256 vf;
+static inline vf vload(const float *p) { return _mm256_loadu_ps(p); }
+static inline void vstore(float *p, vf v) { _mm256_storeu_ps(p, v); }
+static inline vf vset1(float x) { return _mm256_set1_ps(x); }
+static inline vf vzero(void) { return _mm256_setzero_ps(); }
+static inline vf vfma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf vadd(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf vrelu(vf a) { return _mm256_max_ps(_mm256_setzero_ps(), a); }
+static inline __m256i lanes_of(unsigned bits) {
+  __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), lane), lane);
+}
+static inline vf vload_lanes(vf a, unsigned bits, const float *p) {
+  __m256i m = lanes_of(bits);
+  return _mm256_blendv_ps(a, _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+static inline void vstore_lanes(float *p, unsigned bits, vf v) {
+  _mm256_maskstore_ps(p, lanes_of(bits), v);
+}
+#else
+#define VL 4
+#define NV 2
+typedef float vf __attribute__((vector_size(16)));
+static inline vf vload(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+static inline vf vset1(float x) { return (vf){x, x, x, x}; }
+static inline vf vzero(void) { return (vf){0, 0, 0, 0}; }
+static inline vf vfma(vf a, vf b, vf c) { return a * b + c; }
+static inline vf vadd(vf a, vf b) { return a + b; }
+static inline vf vrelu(vf a) {
+  for (int i = 0; i < VL; i++) a[i] = a[i] < 0.0f ? 0.0f : a[i];
+  return a;
+}
+static inline vf vload_lanes(vf a, unsigned bits, const float *p) {
+  for (int i = 0; i < VL; i++)
+    if (bits >> i & 1) a[i] = p[i];
+  return a;
+}
+static inline void vstore_lanes(float *p, unsigned bits, vf v) {
+  for (int i = 0; i < VL; i++)
+    if (bits >> i & 1) p[i] = v[i];
+}
+#endif
+
+#define MR 6
+#define NR (NV * VL)
+#define COLS_BELOW 256          /* output pixels under which the cols orientation runs */
+#define BLOCK_FLOATS (1L << 18) /* a rows call packs K x block pixels at most (1 MiB) */
+#ifndef KC_BYTES
+#define KC_BYTES 32768 /* a k block of the loaded operand's panel: the L1 cache */
+#endif
+
+typedef ptrdiff_t idx;
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT int udo_conv_tile(int which) { return which == 0 ? MR : which == 1 ? NR : COLS_BELOW; }
+
+/* acc[i][0..NR) += sum over k < kn of a_k[i] * b_k[0..NR): an operand is packed as [k][width]
+   (its base NULL), or read in place, tap k at from + base[k]; a read in place, its MR values
+   at aoff[i] from there */
+static inline __attribute__((always_inline)) void accumulate(vf acc[MR][NV], idx kn,
+                                                             const float *a, const idx *abase,
+                                                             const idx *aoff, const float *b,
+                                                             const idx *bbase) {
+  for (idx k = 0; k < kn; k++) {
+    const float *ak = abase ? a + abase[k] : a + k * MR;
+    const float *bk = bbase ? b + bbase[k] : b + k * NR;
+    vf bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) bv[v] = vload(bk + v * VL);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      vf av = vset1(abase ? ak[aoff[i]] : ak[i]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; v++) acc[i][v] = vfma(av, bv[v], acc[i][v]);
+    }
+  }
+}
+
+/* w (m x k, rows contiguous) as [ceil(m / width)][k][width] panels, zeros past row m */
+EXPORT void udo_conv_pack(const float *w, idx m, idx kn, int cols, float *out) {
+  int width = cols ? NR : MR;
+  for (idx p = 0; p < m; p += width)
+    for (idx k = 0; k < kn; k++)
+      for (int i = 0; i < width; i++) *out++ = p + i < m ? w[(p + i) * kn + k] : 0.0f;
+}
+
+EXPORT idx udo_conv_packed_size(idx m, idx kn, int cols) {
+  idx width = cols ? NR : MR;
+  return (m + width - 1) / width * width * kn;
+}
+
+EXPORT int udo_conv_cols(idx n) { return n < COLS_BELOW; }
+
+/* The image: its taps (xq, base: tap k of wide pixel q = oy * wq + ox at xq[base[k] + q]; when
+   `dense`, wq == wo and xq is the caller's input, never read past its end), the output and what
+   the epilogue adds. */
+typedef struct {
+  const float *xq;
+  const idx *base;
+  int dense;
+  idx kn, m, ho, wq, wo;
+  const float *bias, *z;
+  int relu;
+  float *y;
+} Conv;
+
+/* wide pixels [q0, q0 + width) of every tap as [k][width], zeros past the image */
+static void gather(const Conv *cv, idx q0, int width, float *out) {
+  idx valid = cv->ho * cv->wq - q0;
+  if (valid > width) valid = width;
+  for (idx k = 0; k < cv->kn; k++, out += width) {
+    const float *src = cv->xq + cv->base[k] + q0;
+    if (valid == NR && width == NR) {
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; v++) vstore(out + v * VL, vload(src + v * VL));
+      continue;
+    }
+    for (idx i = 0; i < width; i++) out[i] = i < valid ? src[i] : 0.0f;
+  }
+}
+
+/* Where the lanes of a rows tile go: vector v's lanes in segment s are stored at
+   off[v][s] + lane of an output row (the lanes of one output row; the junk columns and the
+   pixels past the image in none). */
+typedef struct {
+  int segs[NV];
+  idx off[NV][VL];
+  unsigned bits[NV][VL];
+} Lanes;
+
+static void lanes_of_tile(const Conv *cv, idx q0, Lanes *ln) {
+  if (cv->wq == cv->wo) { /* dense: a vector is one run of the output */
+    idx n = cv->ho * cv->wo;
+    for (int v = 0; v < NV; v++) {
+      idx start = q0 + v * VL, count = n - start < VL ? n - start : VL;
+      ln->segs[v] = count > 0;
+      ln->off[v][0] = start;
+      ln->bits[v][0] = count >= 32 ? ~0u : (1u << (count > 0 ? count : 0)) - 1u;
+    }
+    return;
+  }
+  for (int v = 0; v < NV; v++) {
+    int segs = 0;
+    for (idx l = 0; l < VL;) {
+      idx q = q0 + v * VL + l, oy = q / cv->wq, ox = q % cv->wq;
+      idx run = cv->wq - ox < VL - l ? cv->wq - ox : VL - l;
+      if (oy < cv->ho && ox < cv->wo) {
+        idx count = cv->wo - ox < run ? cv->wo - ox : run;
+        ln->off[v][segs] = oy * cv->wo + ox - l;
+        ln->bits[v][segs++] = ((1u << count) - 1u) << l;
+      }
+      l += run;
+    }
+    ln->segs[v] = segs;
+  }
+}
+
+/* y rows m0.. of a rows tile (q0: its first wide pixel) get the sums of k in [k0, k0 + kb):
+   started from zero (k0 == 0) or from what they hold, the epilogue after the last block */
+static inline __attribute__((always_inline)) void rows_tile(const Conv *cv, const Lanes *ln,
+                                                            idx m0, idx k0, idx kb,
+                                                            const float *a, const float *b,
+                                                            const idx *bbase) {
+  vf acc[MR][NV];
+  idx n = cv->ho * cv->wo, rows = cv->m - m0 < MR ? cv->m - m0 : MR;
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) {
+      acc[i][v] = vzero();
+      if (k0 > 0 && i < rows)
+        for (int s = 0; s < ln->segs[v]; s++)
+          acc[i][v] = vload_lanes(acc[i][v], ln->bits[v][s], cv->y + (m0 + i) * n + ln->off[v][s]);
+    }
+  accumulate(acc, kb, a, NULL, NULL, b, bbase);
+  int last = k0 + kb == cv->kn;
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) {
+    if (i >= rows) break;
+    float *y = cv->y + (m0 + i) * n;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) {
+      vf out = acc[i][v];
+      if (last) {
+        if (cv->bias) out = vadd(out, vset1(cv->bias[m0 + i]));
+        if (cv->z) {
+          vf z = vzero();
+          for (int s = 0; s < ln->segs[v]; s++)
+            z = vload_lanes(z, ln->bits[v][s], cv->z + (m0 + i) * n + ln->off[v][s]);
+          out = vadd(out, z);
+        }
+        if (cv->relu) out = vrelu(out);
+      }
+      for (int s = 0; s < ln->segs[v]; s++) vstore_lanes(y + ln->off[v][s], ln->bits[v][s], out);
+    }
+  }
+}
+
+/* the scratch of the calling thread, by use (the phases, the panels): kept, grown as needed */
+static _Thread_local float *scratch[2];
+static _Thread_local size_t scratch_floats[2];
+
+static float *workspace(int slot, size_t floats) {
+  if (floats > scratch_floats[slot]) {
+    free(scratch[slot]);
+    scratch_floats[slot] = 0;
+    if (posix_memalign((void **)&scratch[slot], 64, floats * sizeof(float)) != 0)
+      return scratch[slot] = NULL;
+    scratch_floats[slot] = floats;
+  }
+  return scratch[slot];
+}
+
+/* k blocks: the fewest of at most KC_BYTES of the loaded operand, of equal size */
+static idx k_block(idx kn) {
+  idx most = KC_BYTES / (NR * (idx)sizeof(float)), blocks = (kn + most - 1) / most;
+  return (kn + blocks - 1) / blocks;
+}
+
+/* rows: each tile of NR wide pixels, k block by k block, passes every row tile of the weights
+   over the taps it reads in place (a dense image's last tile, which would read past the end
+   of the caller's input, is packed first) */
+static int rows(const Conv *cv, const float *packed) {
+  idx kn = cv->kn, kc = k_block(kn), q_end = cv->ho * cv->wq;
+  float *panel = NULL;
+  if (cv->dense && q_end % NR && !(panel = workspace(1, (size_t)(kn * NR)))) return 1;
+  Lanes ln;
+  for (idx q0 = 0; q0 < q_end; q0 += NR) {
+    int packed_panel = cv->dense && q0 + NR > q_end;
+    if (packed_panel) gather(cv, q0, NR, panel);
+    lanes_of_tile(cv, q0, &ln);
+    for (idx k0 = 0; k0 < kn; k0 += kc) {
+      idx kb = kn - k0 < kc ? kn - k0 : kc;
+      for (idx m0 = 0; m0 < cv->m; m0 += MR) {
+        const float *a = packed + m0 * kn + k0 * MR;
+        if (packed_panel)
+          rows_tile(cv, &ln, m0, k0, kb, a, panel + k0 * NR, NULL);
+        else
+          rows_tile(cv, &ln, m0, k0, kb, a, cv->xq + q0, cv->base + k0);
+      }
+    }
+  }
+  return 0;
+}
+
+/* cols: panels of MR output pixels, read in place at their offsets in the planes (the last
+   panel repeats its last pixel), pass over each panel of NR channels of the weights, k block
+   by k block; the tiles wait in c[M/NR][panels][MR][NR] and are stored transposed */
+static int cols(const Conv *cv, const float *packed) {
+  idx kn = cv->kn, kc = k_block(kn), n = cv->ho * cv->wo, count = (n + MR - 1) / MR;
+  idx chunks = (cv->m + NR - 1) / NR;
+  size_t offsets = (size_t)(count * MR);
+  float *room = workspace(1, offsets * 2 + (size_t)(chunks * count * MR * NR));
+  if (!room) return 1;
+  idx *off = (idx *)room;
+  float *c = room + offsets * 2;
+  for (idx t = 0; t < count * MR; t++) {
+    idx pixel = t < n ? t : n - 1;
+    off[t] = pixel / cv->wo * cv->wq + pixel % cv->wo;
+  }
+  for (idx k0 = 0; k0 < kn; k0 += kc) {
+    idx kb = kn - k0 < kc ? kn - k0 : kc;
+    for (idx j = 0; j < chunks; j++) {
+      const float *b = packed + j * NR * kn + k0 * NR;
+      for (idx p = 0; p < count; p++) {
+        float *tile = c + (j * count + p) * MR * NR;
+        vf acc[MR][NV];
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; v++) acc[i][v] = k0 ? vload(tile + i * NR + v * VL) : vzero();
+        accumulate(acc, kb, cv->xq, cv->base + k0, off + p * MR, b, NULL);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; v++) vstore(tile + i * NR + v * VL, acc[i][v]);
+      }
+    }
+  }
+  for (idx j = 0; j < chunks; j++) {
+    idx m0 = j * NR, chans = cv->m - m0 < NR ? cv->m - m0 : NR;
+    const float *tiles = c + j * count * MR * NR;
+    for (idx ch = 0; ch < chans; ch++) {
+      float *y = cv->y + (m0 + ch) * n;
+      const float *z = cv->z ? cv->z + (m0 + ch) * n : NULL;
+      const float *column = tiles + ch;
+      float bias = cv->bias ? cv->bias[m0 + ch] : 0.0f;
+      for (idx t = 0; t < n; t++) {
+        float v = column[t * NR];
+        if (cv->bias) v += bias;
+        if (z) v += z[t];
+        y[t] = cv->relu && v < 0.0f ? 0.0f : v;
+      }
+    }
+  }
+  return 0;
+}
+
+/* map[i] for i < stride: the number of i among the phases kernel taps of this dilation start
+   on (-1: none does); returns how many there are */
+static idx phase_map(idx *map, idx taps, idx dilation, idx stride) {
+  idx used = 0;
+  if (!map) return 0;
+  for (idx i = 0; i < stride; i++) map[i] = -1;
+  for (idx t = 0; t < taps; t++) map[t * dilation % stride] = 0;
+  for (idx i = 0; i < stride; i++)
+    if (map[i] == 0) map[i] = used++;
+  return used;
+}
+
+/* phase plane row r of channel ch: padded pixels (r * sh + py, q * sw + px), q < wq */
+static void phase_row(float *row, const float *x, idx h, idx w, idx ch, idx r, idx py, idx px,
+                      idx sh, idx sw, idx ph, idx pw, idx wq) {
+  idx iy = r * sh + py - ph;
+  if (iy < 0 || iy >= h) {
+    memset(row, 0, sizeof(float) * (size_t)wq);
+    return;
+  }
+  const float *src = x + (ch * h + iy) * w;
+  /* columns q read x[q * sw + px - pw]: inside for q in [lo, hi) */
+  idx lo = pw - px > 0 ? (pw - px + sw - 1) / sw : 0, hi = (w + pw - px + sw - 1) / sw;
+  if (hi > wq) hi = wq;
+  if (lo > hi) lo = hi;
+  for (idx q = 0; q < lo; q++) row[q] = 0.0f;
+  if (sw == 1)
+    memcpy(row + lo, src + lo + px - pw, sizeof(float) * (size_t)(hi - lo));
+  else
+    for (idx q = lo; q < hi; q++) row[q] = src[q * sw + px - pw];
+  for (idx q = hi; q < wq; q++) row[q] = 0.0f;
+}
+
+/* One image x (c, h, w) into y (m, ho, wo): the kernel kh x kw, strides sh x sw, dilations
+   dh x dw, pads ph, pw before the first row and column (negative: cropped); packed the weights
+   as udo_conv_pack made them for this size (udo_conv_cols says which); bias (m) and z
+   (m, ho, wo) may be NULL. 0, or 1 when memory ran out.
+
+   The phases: phase (py, px) holds the zero-padded input's pixels (r * sh + py, q * sw + px)
+   for r < hq, q < wq; tap (c, ky, kx) reads phase ((ky * dh) % sh, (kx * dw) % sw) from row
+   (ky * dh) / sh, column (kx * dw) / sw on. Only the phases some tap reads are made, with
+   zeros after them (a tile's runs may reach past the last plane); a 1x1 convolution without
+   strides or pads reads x itself. */
+EXPORT int udo_conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx sw, idx dh,
+                    idx dw, idx ph, idx pw, idx ho, idx wo, idx m, const float *packed,
+                    const float *bias, const float *z, int relu, float *y) {
+  idx hq = ho + (kh - 1) * dh / sh, wq = wo + (kw - 1) * dw / sw, kn = c * kh * kw;
+  int dense = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && ho == h &&
+              wo == w;
+  if (dense) hq = h, wq = w;
+  idx plane = hq * wq, head = sh + sw + kn, slack = NR + MR;
+  /* the phases the taps read: rows py and columns px of the strides some tap starts on */
+  float *room = workspace(0, (size_t)head * 2);
+  idx rows_used = phase_map((idx *)room, kh, dh, sh);
+  idx cols_used = phase_map(room ? (idx *)room + sh : NULL, kw, dw, sw);
+  idx phases = dense ? 0 : rows_used * cols_used * c * plane + slack;
+  room = room ? workspace(0, (size_t)head * 2 + (size_t)phases) : NULL;
+  if (!room) return 1;
+  idx *rowmap = (idx *)room, *colmap = rowmap + sh, *base = colmap + sw;
+  phase_map(rowmap, kh, dh, sh);
+  phase_map(colmap, kw, dw, sw);
+  const float *xq = x;
+  if (!dense) {
+    float *q = room + (size_t)head * 2;
+    for (idx py = 0; py < sh; py++)
+      for (idx px = 0; px < sw; px++) {
+        if (rowmap[py] < 0 || colmap[px] < 0) continue;
+        idx at = rowmap[py] * cols_used + colmap[px];
+        for (idx ch = 0; ch < c; ch++)
+          for (idx r = 0; r < hq; r++)
+            phase_row(q + ((at * c + ch) * hq + r) * wq, x, h, w, ch, r, py, px, sh, sw, ph, pw,
+                      wq);
+      }
+    memset(q + phases - slack, 0, sizeof(float) * (size_t)slack);
+    xq = q;
+  }
+  idx k = 0;
+  for (idx ch = 0; ch < c; ch++)
+    for (idx ky = 0; ky < kh; ky++)
+      for (idx kx = 0; kx < kw; kx++) {
+        idx at = dense ? 0 : rowmap[ky * dh % sh] * cols_used + colmap[kx * dw % sw];
+        base[k++] = (at * c + ch) * plane + ky * dh / sh * wq + kx * dw / sw;
+      }
+  Conv cv = {xq, base, dense, kn, m, ho, wq, wo, bias, z, relu, y};
+  return ho * wo < COLS_BELOW ? cols(&cv, packed) : rows(&cv, packed);
+}
