@@ -40,7 +40,7 @@ def test_the_no_op_path_imports_neither_dataclasses_nor_inspect() -> None:
 # stored raw), the html package (the page escapes by itself), tracebacks (no action failed),
 # and the emulator (its compiler, sessions, kernels, rewrite engine).
 HEAVY = ("onnx", "lxml", "numpy", "ml_dtypes", "jsonschema", "difflib", "yaml", "jinja2", "rich",
-         "urllib3", "grpc", "obstore", "cryptography", "zstandard", "html", "traceback",
+         "http.client", "grpc", "obstore", "cryptography", "zstandard", "html", "traceback",
          "udo_build.schema_problems", "udo_build.compiler",
          "udo_build.runtime.float_session", "udo_build.runtime.integer", "udo_build.kernels",
          "udo_build.rewrite", "udo_build.ir.bundle", "udo_build.opdef.xml")

@@ -29,8 +29,9 @@ from cryptography.x509.oid import NameOID
 
 from udo_build.builder.settings import settings
 from udo_build.errors import UserError
+from udo_build.store.remote import httpcache, httpclient
 from udo_build.store.remote.httpcache import HttpCache
-from udo_build.store.remote.transport import Refused, RemoteError, RemoteOptions
+from udo_build.store.remote.transport import Buffer, Refused, RemoteError, RemoteOptions
 
 from ..builder.fakes import fake_kinds
 from ..builder.test_engine import Project
@@ -51,6 +52,11 @@ class Cache(http.server.ThreadingHTTPServer):
     def __init__(self, tls: ssl.SSLContext | None = None, password: str | None = None) -> None:
         super().__init__(("127.0.0.1", 0), CacheHandler)
         self.tls, self.password = tls, password  # password: "user:secret" basic auth required
+        # how bodies are answered: "" plainly; "chunked"; "chunked-cut" (half, then closed);
+        # "short" (half of the Content-Length, then closed); "close" (whole, then the
+        # connection closed without saying so)
+        self.mode = ""
+        self.closed = threading.Semaphore(0)  # released as each connection is closed
         self.blobs: dict[str, bytes] = {}
         self.requests: list[tuple[str, str, dict[str, str], int, str | None]] = []
         threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
@@ -74,6 +80,10 @@ class Cache(http.server.ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # refused handshakes: what some tests want
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        self.closed.release()
 
     def close(self) -> None:
         self.shutdown()
@@ -101,11 +111,23 @@ class CacheHandler(http.server.BaseHTTPRequestHandler):
         return True
 
     def _answer(self, status: int, body: bytes, head: bool = False) -> None:
+        mode = self.server.mode
         self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
+        if mode.startswith("chunked") and not head:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            pieces = [body[i:i + 3000] for i in range(0, len(body), 3000)]
+            for piece in pieces[:len(pieces) // 2] if mode == "chunked-cut" else pieces:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            if mode == "chunked":
+                self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body[:len(body) // 2] if mode == "short" else body)
+        if mode in ("chunked-cut", "short", "close"):
+            self.close_connection = True
 
     def do_GET(self) -> None:
         if self._record():
@@ -127,14 +149,22 @@ class Proxy(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(("127.0.0.1", 0), ProxyHandler)
+        self.tls = tls  # the proxy's own TLS (an https:// proxy)
+        self.refuse = False  # answer each CONNECT with a 407
         self.seen: list[tuple[str, dict[str, str]]] = []
         threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.server_address[1]}"
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, address = super().get_request()
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True)
+        return sock, address
 
     def close(self) -> None:
         self.shutdown()
@@ -146,30 +176,42 @@ class ProxyHandler(socketserver.StreamRequestHandler):
     rbufsize = 0  # unbuffered: nothing past the request's head is read before the tunnel
 
     def handle(self) -> None:
-        line = self.rfile.readline().decode()
-        head: dict[str, str] = {}
-        while (raw := self.rfile.readline()) not in (b"\r\n", b""):
-            name, _, value = raw.decode().partition(":")
-            head[name.strip()] = value.strip()
-        method, target = line.split()[:2]
-        self.server.seen.append((f"{method} {target}", head))
-        if method == "CONNECT":
-            host, _, port = target.rpartition(":")
-            upstream = socket.create_connection((host, int(port)))
-            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            self.wfile.flush()
-        else:
-            host_port = target.split("/")[2]
-            upstream = socket.create_connection((host_port.split(":")[0],
-                                                 int(host_port.split(":")[1])))
-            path = "/" + target.split("/", 3)[3]
-            lines = [f"{method} {path} HTTP/1.1"] + [
-                f"{k}: {v}" for k, v in head.items()
-                if not k.lower().startswith("proxy-") and k.lower() != "connection"]
-            body = self.rfile.read(int(head.get("Content-Length", 0)))
+        """Each request of the connection in turn: a tunnel (the connection's last), or one
+        forwarded on a connection of its own and its whole answer relayed (the client may
+        send its next request on the same connection: a kept-alive proxy)."""
+        while line := self.rfile.readline().decode():
+            head: dict[str, str] = {}
+            while (raw := self.rfile.readline()) not in (b"\r\n", b""):
+                name, _, value = raw.decode().partition(":")
+                head[name.strip()] = value.strip()
+            method, target = line.split()[:2]
+            self.server.seen.append((f"{method} {target}", head))
+            if method == "CONNECT" and self.server.refuse:
+                self.wfile.write(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                                 b"Content-Length: 0\r\n\r\n")
+                return
+            if method == "CONNECT":
+                host, _, port = target.rpartition(":")
+                upstream = socket.create_connection((host, int(port)))
+                self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                self.wfile.flush()
+                _pipe(self.connection, upstream)
+                return
+            self._forward(method, target, head)
+
+    def _forward(self, method: str, target: str, head: dict[str, str]) -> None:
+        host, _, port = target.split("/")[2].partition(":")
+        lines = [f"{method} /{target.split('/', 3)[3]} HTTP/1.1"] + [
+            f"{k}: {v}" for k, v in head.items()
+            if not k.lower().startswith("proxy-") and k.lower() != "connection"]
+        length, body = int(head.get("Content-Length", 0)), b""
+        while len(body) < length and (piece := self.rfile.read(length - len(body))):
+            body += piece  # unbuffered: a read at a time
+        with socket.create_connection((host, int(port))) as upstream:
             upstream.sendall(("\r\n".join([*lines, "Connection: close", "", ""])).encode()
                              + body)
-        _pipe(self.connection, upstream)
+            while data := upstream.recv(65536):  # the answer, to its end
+                self.connection.sendall(data)
 
 
 def _pipe(client: socket.socket, upstream: socket.socket) -> None:
@@ -292,6 +334,60 @@ def test_threads_share_keep_alive_connections(cache: Cache) -> None:
     assert len(cache.requests) == 41 and 1 <= len(ports) <= 4  # at most one per thread
 
 
+def _ports(cache: Cache, method: str = "GET") -> list[int]:
+    return [port for m, _, _, port, _ in cache.requests if m == method]
+
+
+def test_an_idle_connection_the_server_closed_is_replaced_for_free(
+        cache: Cache, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = HttpCache(cache.url, RemoteOptions(retries=0), env=no_env())
+    client.put("cas", NAME, BODY)
+    cache.mode = "close"  # each connection closed after its answer, without saying so
+    monkeypatch.setattr(httpcache, "STALE", ())  # the pool must see it: no free second try
+    for _ in range(2):
+        assert client.get("cas", NAME) == BODY
+        assert cache.closed.acquire(timeout=10)  # closed before the next request
+    put, first, second = _ports(cache, "PUT") + _ports(cache)
+    assert put == first != second and client.errors == 0
+    # closed as the request goes out (the pool saw nothing): sent on the dead connection, it
+    # fails and is tried again once on a new one, not counted as a failure
+    monkeypatch.undo()
+    monkeypatch.setattr(httpclient, "_dropped", lambda sock: False)
+    assert client.get("cas", NAME) == BODY
+    assert len(set(_ports(cache))) == 3 and client.errors == 0
+    assert client.failures == {"link": 0, "read": 0, "write": 0}
+
+
+def test_chunked_answers_are_read_whole_and_the_connection_kept(cache: Cache) -> None:
+    client = HttpCache(cache.url, RemoteOptions(retries=0), env=no_env())
+    client.put("cas", NAME, BODY)
+    cache.mode = "chunked"
+    assert client.get("cas", NAME) == BODY and client.get("cas", "ab" * 32) is None
+    streamed = client.get_into("cas", NAME, Buffer)
+    assert streamed is not None and bytes(streamed.data) == BODY
+    assert client.get("cas", NAME, limit=99) == BODY[:100]  # cut: its connection closed
+    assert client.get("cas", NAME) == BODY
+    ports = _ports(cache)
+    assert ports[:4] == [_ports(cache, "PUT")[0]] * 4 and ports[4] != ports[3]
+
+
+@pytest.mark.parametrize("mode", ["chunked-cut", "short"])
+def test_an_answer_cut_short_is_a_failed_attempt(cache: Cache, mode: str) -> None:
+    client = HttpCache(cache.url, RemoteOptions(retries=0), env=no_env())
+    client.put("cas", NAME, BODY)
+    cache.mode = mode
+    with pytest.raises(RemoteError, match="the server closed the connection " + (
+                       "before the answer's last chunk" if mode == "chunked-cut" else
+                       "10000 bytes short of the answer's Content-Length")):
+        client.get("cas", NAME)
+    sink = Buffer()
+    with pytest.raises(RemoteError):
+        client.get_into("cas", NAME, lambda: sink)
+    assert client.errors == 2 and sink.data == bytearray()  # the failed attempt's sink aborted
+    cache.mode = ""
+    assert client.get("cas", NAME) == BODY
+
+
 # -- proxies --------------------------------------------------------------------------------------
 
 def test_http_proxy_is_used_and_no_proxy_bypasses_it(cache: Cache, proxy: Proxy,
@@ -327,6 +423,34 @@ def test_https_goes_through_a_connect_tunnel(pki: Pki, proxy: Proxy) -> None:
         server.close()
     assert proxy.seen[0][0] == f"CONNECT 127.0.0.1:{server.server_address[1]}"
     assert [r[:2] for r in server.requests] == [("PUT", f"/cas/{NAME}"), ("GET", f"/cas/{NAME}")]
+
+
+def test_a_refused_tunnel_names_the_proxy_and_its_answer(pki: Pki, proxy: Proxy) -> None:
+    proxy.refuse = True
+    client = HttpCache("https://127.0.0.1:1", RemoteOptions(ca_bundle=str(pki.ca), retries=0),
+                       env=no_env(https_proxy=proxy.url))
+    with pytest.raises(RemoteError, match=r"the proxy \(\$https_proxy\) refused the tunnel to "
+                       "127.0.0.1:1: HTTP 407 Proxy Authentication Required"):
+        client.get("cas", NAME)
+    assert proxy.seen[0][0] == "CONNECT 127.0.0.1:1" and client.failures["link"] == 1
+
+
+def test_an_https_proxy_is_reached_over_tls(pki: Pki, cache: Cache) -> None:
+    proxy = Proxy(server_tls(pki))
+    try:
+        client = HttpCache(cache.url, RemoteOptions(ca_bundle=str(pki.ca)),
+                           env=no_env(http_proxy=proxy.url.replace("//", "//me:pw@")))
+        client.put("cas", NAME, BODY)
+        assert client.get("cas", NAME) == BODY
+        with pytest.raises(ValueError, match=r"\$https_proxy: an https remote through an https "
+                           "proxy is not supported"):
+            HttpCache("https://127.0.0.1:1", env=no_env(https_proxy=proxy.url))
+    finally:
+        proxy.close()
+    assert [line for line, _ in proxy.seen] == [f"PUT {cache.url}/cas/{NAME}",
+                                                f"GET {cache.url}/cas/{NAME}"]
+    assert proxy.seen[0][1]["Proxy-Authorization"] == "Basic " + base64.b64encode(
+        b"me:pw").decode()
 
 
 def test_a_socks_or_unknown_proxy_is_a_clear_error(cache: Cache) -> None:

@@ -32,8 +32,9 @@ BUDGET = 1.0  # seconds of failed requests a build spends before it drops the re
 
 class Faulty(socketserver.ThreadingTCPServer):
     """An HTTP server that misbehaves as `mode` says, serving the files under `root`:
-    hang (never answers), trickle (a byte every 0.2 s), die (half of each blob, then closes),
-    no-put (GET as it should, every PUT an HTTP 500)."""
+    hang (never answers), trickle (a byte every 0.2 s), trickle-close (the same, its answer
+    saying the connection closes after it), die (half of each blob, then closes), no-put (GET
+    as it should, every PUT an HTTP 500)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -94,10 +95,14 @@ class Handler(socketserver.BaseRequestHandler):
     def hang(self, method: str, path: str) -> None:
         self.server.stop.wait(30)
 
-    def trickle(self, method: str, path: str) -> None:
-        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+    def trickle(self, method: str, path: str, close: bool = False) -> None:
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n"
+                             + (b"Connection: close\r\n" if close else b"") + b"\r\n")
         while not self.server.stop.wait(0.2):  # each byte well within the read timeout
             self.request.sendall(b"{")
+
+    def trickle_close(self, method: str, path: str) -> None:
+        self.trickle(method, path, close=True)
 
     def die(self, method: str, path: str) -> None:
         self.serve(method, path, cut=True)
@@ -160,8 +165,12 @@ def test_a_hanging_or_trickling_remote_is_dropped_with_one_warning(
     assert seconds - local_seconds < BUDGET + 2 * WINDOW + 1.0, (seconds, local_seconds)
 
 
-def test_a_trickled_request_ends_at_its_deadline_and_is_not_retried(filled: Filled) -> None:
-    server = Faulty("trickle", filled.files)
+@pytest.mark.parametrize("mode", ["trickle", "trickle-close"])
+def test_a_trickled_request_ends_at_its_deadline_and_is_not_retried(filled: Filled,
+                                                                     mode: str) -> None:
+    # trickle-close: the client's connection lets go of its socket as the answer's head says it
+    # closes; the watchdog still ends the read
+    server = Faulty(mode, filled.files)
     http = HttpCache(server.url, RemoteOptions(read_timeout=WINDOW, budget=60.0))
     try:
         started = time.perf_counter()

@@ -7,7 +7,7 @@
     trust       ed25519 signatures of entries and the keys a reader trusts
     transport   the interface every transport implements, its options, errors and `Breaker`
     connect     the transport for a URL, by its scheme
-    httpcache   the Bazel HTTP cache protocol (httpclient: its urllib3 connections)
+    httpcache   the Bazel HTTP cache protocol (httpclient: its http.client connections)
     grpccache   REAPI caches over gRPC
     s3cache     S3-compatible buckets (s3config: their credentials, region and endpoint)
     deadlines   the watchdog that drops a transfer that stalls or trickles

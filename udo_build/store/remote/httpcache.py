@@ -12,21 +12,17 @@ writer hashes and stores it), so a download is never held in memory whole. A bod
 the reader's limit is cut there (its sink then fails its own check); one shorter than its
 Content-Length is a failed attempt.
 
-Connections are urllib3's (see `httpclient`: pools shared by the threads, proxies, .netrc,
-headers, TLS); urllib3's errors are turned into the plain ones the breaker knows here.
+Connections are the standard library's `http.client` ones (see `httpclient`: a pool shared by
+the threads, proxies, .netrc, headers, TLS); a TLS error is phrased with what to do about it.
 """
 
 from __future__ import annotations
 
 import http.client
 import os
-import ssl
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
-
-import urllib3
-from urllib3 import exceptions as u3
 
 from ... import __version__
 from . import httpclient
@@ -35,7 +31,7 @@ from .transport import Breaker, Buffer, Failed, Refused, RemoteOptions, S, Sink,
 
 OK_PUT = (200, 201, 204)
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
-CHUNK = 256 << 10  # bytes sent or read at a time
+CHUNK = httpclient.CHUNK  # bytes sent or read at a time
 
 
 class HttpCache(Breaker):
@@ -52,7 +48,6 @@ class HttpCache(Breaker):
         super().__init__(urllib.parse.urlunsplit((parts.scheme, netloc, self.base, "", "")),
                          options)
         env = os.environ if env is None else env
-        self.origin = f"{parts.scheme}://{netloc}"
         self.headers = {"User-Agent": f"udo-build/{__version__}", **dict(self.options.headers)}
         auth = next((k for k in self.headers if k.lower() == "authorization"), None)
         if parts.username is not None:
@@ -62,8 +57,7 @@ class HttpCache(Breaker):
             found = httpclient.netrc_auth(parts.hostname, env)
             if found is not None:
                 self.headers["Authorization"] = found
-        self.pool = httpclient.pool_manager(url, self.options, env)
-        self.proxy = getattr(self.pool, "proxy_from", None)  # the variable naming the proxy
+        self.pool = httpclient.Pool(url, self.options, env)
 
     # -- the protocol -----------------------------------------------------------------------------
 
@@ -122,7 +116,7 @@ class HttpCache(Breaker):
         for again in (True, False):
             httpclient.watching(transfer)
             try:
-                response = self._send(method, path, body, transfer)
+                conn, response = self._send(method, path, body, transfer)
             except BaseException as exc:
                 error = self._plain(exc, transfer)
                 if again and httpclient.reused() and isinstance(error, STALE) \
@@ -132,34 +126,31 @@ class HttpCache(Breaker):
                 _reraise(error, exc)
             finally:
                 httpclient.watching(None)
+            # the watchdog now ends the read through the socket the connection opened (a
+            # connection the server closes has let go of it, the answer reads on)
+            transfer.conn, transfer.cancel = None, conn.shutdown
             try:
-                return response.status, self._receive(method, response, limit, open_sink,
+                return response.status, self._receive(method, conn, response, limit, open_sink,
                                                       transfer)
             except BaseException as exc:
-                response.close()
-                response.release_conn()
+                conn.close()
                 _reraise(self._plain(exc, transfer), exc)
         raise AssertionError("unreachable")
 
-    def _send(self, method: str, path: str, body: bytes | None,
-              transfer: Transfer) -> urllib3.BaseHTTPResponse:
+    def _send(self, method: str, path: str, body: bytes | None, transfer: Transfer
+              ) -> tuple[httpclient.Connection, http.client.HTTPResponse]:
         """Send the request (a body in pieces, each counted) and read the answer's head."""
-        headers = dict(self.headers)
+        headers = self.headers
         if body is not None:
-            headers["Content-Type"] = "application/octet-stream"
-            headers["Content-Length"] = str(len(body))
-        return self.pool.urlopen(
-            method, self.origin + path, body=None if body is None else _pieces(body, transfer),
-            headers=headers, retries=False, redirect=False, preload_content=False,
-            decode_content=False)
+            headers = {**headers, "Content-Type": "application/octet-stream",
+                       "Content-Length": str(len(body))}
+        return self.pool.request(method, path, headers, body, transfer.moved)
 
-    def _receive(self, method: str, response: urllib3.BaseHTTPResponse, limit: int | None,
+    def _receive(self, method: str, conn: httpclient.Connection,
+                 response: http.client.HTTPResponse, limit: int | None,
                  open_sink: Callable[[], Sink] | None, transfer: Transfer) -> Any:
         """The answer's body (bytes, the sink, or None for a HEAD); the connection goes back
         to the pool when the body was read whole, else it is closed."""
-        # the watchdog now ends the read through the response: the connection goes back to
-        # the pool (and to another thread) as the body's last bytes are read
-        transfer.conn, transfer.cancel = None, _canceller(response)
         data: Any = None
         if method == "HEAD":
             response.read()
@@ -167,30 +158,22 @@ class HttpCache(Breaker):
             data = _stream(response, open_sink(), limit, transfer)
         else:
             data = bytes(_stream(response, Buffer(), limit, transfer).data)
+        transfer.finish()  # the watchdog leaves the socket alone from here: it may be reused
         if transfer.reason is not None:  # dropped as it ended: its bytes may be cut
             raise Stalled(transfer.reason)
-        if not response.closed:  # cut at the limit
-            response.close()
-        response.release_conn()
+        if response.isclosed():
+            self.pool.give(conn)
+        else:  # cut at the limit
+            conn.close()
         return data
 
     def _plain(self, exc: BaseException, transfer: Transfer) -> BaseException:
-        """urllib3's error of an attempt as the plain one the breaker knows (Stalled when the
-        watchdog dropped it)."""
-        if transfer.reason is not None and isinstance(exc, (OSError, u3.HTTPError,
+        """An attempt's error as the plain one the breaker knows: Stalled when the watchdog
+        dropped it, a TLS error saying what to do."""
+        if transfer.reason is not None and isinstance(exc, (OSError,
                                                             http.client.HTTPException)):
             return Stalled(transfer.reason)
-        return plain_error(exc, self.proxy)
-
-
-def _canceller(response: urllib3.BaseHTTPResponse) -> Callable[[], None]:
-    def cancel() -> None:
-        try:
-            response.shutdown()  # ends a blocked read at once
-        except (RuntimeError, ValueError, OSError):
-            pass  # its connection went back to the pool: the transfer is over
-
-    return cancel
+        return httpclient.tls_error(exc) if self.pool.tls is not None else exc
 
 
 def _reraise(error: BaseException, exc: BaseException) -> None:
@@ -199,59 +182,11 @@ def _reraise(error: BaseException, exc: BaseException) -> None:
     raise error from exc
 
 
-def plain_error(exc: BaseException, proxy: str | None = None) -> BaseException:
-    """The OSError (or http.client error) under a urllib3 error; others as they are."""
-    if isinstance(exc, u3.ProxyError):
-        inner = plain_error(exc.original_error)
-        return OSError(f"the proxy (${proxy or 'https_proxy'}): {_phrase(inner)}")
-    if isinstance(exc, u3.SSLError):
-        return OSError(f"the TLS handshake failed: {_tls_phrase(exc)}")
-    if isinstance(exc, u3.NewConnectionError):
-        cause = exc.__cause__
-        return cause if isinstance(cause, OSError) else OSError(str(exc))
-    if isinstance(exc, u3.TimeoutError):
-        return TimeoutError("timed out")
-    if isinstance(exc, u3.ProtocolError):
-        inner = exc.args[1] if len(exc.args) > 1 else None
-        if isinstance(inner, (OSError, http.client.HTTPException)):
-            return plain_error(inner, proxy)
-        return OSError(str(exc.args[0]) if exc.args else "connection broken")
-    if isinstance(exc, u3.HTTPError):
-        return OSError(str(exc))
-    return exc
-
-
-def _phrase(exc: BaseException) -> str:
-    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-
-
-def _tls_phrase(exc: u3.SSLError) -> str:
-    inner = exc.args[0] if exc.args else exc
-    if isinstance(inner, ssl.SSLCertVerificationError):
-        return (f"certificate verify failed ({inner.verify_message}): the server's certificate "
-                "is not signed by a CA this machine trusts, or is not for this host; set "
-                "[remote] ca_bundle to the PEM file of its CA")
-    text = str(getattr(inner, "reason", None) or inner).replace("_", " ").lower()
-    if "certificate required" in text:
-        return f"{text}: the server requires a client certificate; set [remote] client_cert"
-    if isinstance(inner, ssl.SSLEOFError):
-        return f"{text} (does the server require a client certificate, [remote] client_cert?)"
-    return text
-
-
-def _pieces(body: bytes, transfer: Transfer) -> Iterator[memoryview]:
-    """The body in pieces, each counted for the watchdog once it is sent."""
-    view = memoryview(body)
-    for start in range(0, len(view), CHUNK):
-        piece = view[start:start + CHUNK]
-        yield piece
-        transfer.moved(len(piece))
-
-
-def _stream(response: urllib3.BaseHTTPResponse, sink: S, limit: int | None,
+def _stream(response: http.client.HTTPResponse, sink: S, limit: int | None,
             transfer: Transfer) -> S:
     """Read the body into `sink` as it comes (each piece counted for the watchdog); at most
-    `limit` + 1 bytes. urllib3 checks that it is as long as its Content-Length."""
+    `limit` + 1 bytes. A body that ends before its Content-Length (or its last chunk) is a
+    ConnectionError."""
     left = -1 if limit is None else limit + 1
     try:
         while left:
@@ -261,6 +196,15 @@ def _stream(response: urllib3.BaseHTTPResponse, sink: S, limit: int | None,
             transfer.moved(len(chunk))
             sink.write(memoryview(chunk))
             left -= len(chunk) if left > 0 else 0
+        if left:  # the body ended (else it was cut at the limit: its connection is closed)
+            if response.length:
+                raise ConnectionError(f"the server closed the connection {response.length} "
+                                      "bytes short of the answer's Content-Length")
+            response.read()  # nothing left: read1 leaves the answer open, this ends it
+    except http.client.IncompleteRead:  # a chunked answer cut short
+        sink.abort()
+        raise ConnectionError("the server closed the connection before the answer's last "
+                              "chunk") from None
     except BaseException:
         sink.abort()
         raise
