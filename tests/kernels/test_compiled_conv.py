@@ -9,6 +9,7 @@ without a C compiler fails here."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Iterator
@@ -42,7 +43,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, ...]]]:
             return getattr(lib, name)
 
         def conv(self, *args: Any) -> int:
-            seen.append(tuple(args[1:8]) + tuple(args[13:16]))
+            numbers = list((ctypes.c_int64 * 14).from_address(args[1]))
+            seen.append(tuple(numbers[0:7]) + tuple(numbers[11:14]))
             return lib.conv(*args)
 
     monkeypatch.setattr(compiled, "library", lambda: Spy() if compiled.enabled() else None)
@@ -269,14 +271,14 @@ def test_avx2_and_avx512_builds_give_the_same_bits(tmp_path: Path,
     monkeypatch.setenv("CC", str(wrapper))
     monkeypatch.setenv(compiled.CACHE, str(tmp_path / "cache"))
     monkeypatch.setattr(compiled, "_LOADED", {})
-    monkeypatch.setattr(conv_module, "_compiled", _narrow_compiled)
+    monkeypatch.setattr(conv_module, "_library", _narrow_library)
     narrow = [fused_conv(x, w, activation="Relu", pads=p, strides=s) for x, w, p, s in inputs]
     assert os.listdir(tmp_path / "cache")  # the narrow build was made and used
     for a, b in zip(native, narrow, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
-def _narrow_compiled(*args: Any) -> Any:
-    """conv_module._compiled, loading the library through compiled._build_and_load (the
+def _narrow_library() -> Any:
+    """conv_module._library, loading the library through compiled._build_and_load (the
     test's CC and cache) instead of the spy."""
     return compiled._build_and_load()

@@ -88,6 +88,9 @@ def library() -> Library | None:
     numpy passes run; see the module docstring)."""
     if not enabled():
         return None
+    found = _LOADED.get("library", _LOCK)
+    if found is not _LOCK:
+        return found
     with _LOCK:
         if "library" not in _LOADED:
             _LOADED["library"] = _build_and_load()
@@ -193,7 +196,7 @@ def _open(path: Path) -> Library:
     conv, pack, size, cols = (lib.udo_conv, lib.udo_conv_pack, lib.udo_conv_packed_size,
                               lib.udo_conv_cols)
     conv.restype = pack.restype = cols.restype = ctypes.c_int
-    conv.argtypes = [_P, *[_N] * 14, _P, _P, _P, ctypes.c_int, _P]
+    conv.argtypes = [_P, _P, _P, _P, _P, ctypes.c_int, _P]
     pack.argtypes = [_P, _N, _N, ctypes.c_int, _P]
     size.restype = _N
     size.argtypes = [_N, _N, ctypes.c_int]

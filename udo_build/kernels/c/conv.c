@@ -103,8 +103,11 @@ static inline void vstore_lanes(float *p, unsigned bits, vf v) {
 #define NR (NV * VL)
 #define COLS_BELOW 256          /* output pixels under which the cols orientation runs */
 #define BLOCK_FLOATS (1L << 18) /* a rows call packs K x block pixels at most (1 MiB) */
-#ifndef KC_BYTES
-#define KC_BYTES 32768 /* a k block of the loaded operand's panel: the L1 cache */
+#ifndef KC_ROWS
+#define KC_ROWS 32768 /* bytes of a k block of the loaded operand: in the L1 cache */
+#endif
+#ifndef KC_COLS
+#define KC_COLS 32768
 #endif
 
 typedef ptrdiff_t idx;
@@ -270,8 +273,8 @@ static float *workspace(int slot, size_t floats) {
 }
 
 /* k blocks: the fewest of at most KC_BYTES of the loaded operand, of equal size */
-static idx k_block(idx kn) {
-  idx most = KC_BYTES / (NR * (idx)sizeof(float)), blocks = (kn + most - 1) / most;
+static idx k_block(idx kn, idx bytes) {
+  idx most = bytes / (NR * (idx)sizeof(float)), blocks = (kn + most - 1) / most;
   return (kn + blocks - 1) / blocks;
 }
 
@@ -279,7 +282,7 @@ static idx k_block(idx kn) {
    over the taps it reads in place (a dense image's last tile, which would read past the end
    of the caller's input, is packed first) */
 static int rows(const Conv *cv, const float *packed) {
-  idx kn = cv->kn, kc = k_block(kn), q_end = cv->ho * cv->wq;
+  idx kn = cv->kn, kc = k_block(kn, KC_ROWS), q_end = cv->ho * cv->wq;
   float *panel = NULL;
   if (cv->dense && q_end % NR && !(panel = workspace(1, (size_t)(kn * NR)))) return 1;
   Lanes ln;
@@ -289,6 +292,10 @@ static int rows(const Conv *cv, const float *packed) {
     lanes_of_tile(cv, q0, &ln);
     for (idx k0 = 0; k0 < kn; k0 += kc) {
       idx kb = kn - k0 < kc ? kn - k0 : kc;
+      if (!packed_panel && q0 + 2 * NR <= q_end) /* the next tile's runs of these taps */
+        for (idx k = k0; k < k0 + kb; k++)
+          for (int line = 0; line < NR * (int)sizeof(float); line += 64)
+            __builtin_prefetch((const char *)(cv->xq + cv->base[k] + q0 + NR) + line, 0, 3);
       for (idx m0 = 0; m0 < cv->m; m0 += MR) {
         const float *a = packed + m0 * kn + k0 * MR;
         if (packed_panel)
@@ -305,7 +312,7 @@ static int rows(const Conv *cv, const float *packed) {
    panel repeats its last pixel), pass over each panel of NR channels of the weights, k block
    by k block; the tiles wait in c[M/NR][panels][MR][NR] and are stored transposed */
 static int cols(const Conv *cv, const float *packed) {
-  idx kn = cv->kn, kc = k_block(kn), n = cv->ho * cv->wo, count = (n + MR - 1) / MR;
+  idx kn = cv->kn, kc = k_block(kn, KC_COLS), n = cv->ho * cv->wo, count = (n + MR - 1) / MR;
   idx chunks = (cv->m + NR - 1) / NR;
   size_t offsets = (size_t)(count * MR);
   float *room = workspace(1, offsets * 2 + (size_t)(chunks * count * MR * NR));
@@ -320,8 +327,15 @@ static int cols(const Conv *cv, const float *packed) {
     idx kb = kn - k0 < kc ? kn - k0 : kc;
     for (idx j = 0; j < chunks; j++) {
       const float *b = packed + j * NR * kn + k0 * NR;
+      /* the weights' next block, fetched a slice per panel while this one is in use */
+      const char *next = (const char *)(j + 1 < chunks ? b + NR * kn
+                                        : k0 + kb < kn ? packed + (k0 + kb) * NR : NULL);
+      idx lines = kb * NR * (idx)sizeof(float) / 64, per = (lines + count - 1) / count;
       for (idx p = 0; p < count; p++) {
         float *tile = c + (j * count + p) * MR * NR;
+        if (next)
+          for (idx l = p * per; l < (p + 1) * per && l < lines; l++)
+            __builtin_prefetch(next + l * 64, 0, 3);
         vf acc[MR][NV];
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++)
@@ -388,7 +402,8 @@ static void phase_row(float *row, const float *x, idx h, idx w, idx ch, idx r, i
 }
 
 /* One image x (c, h, w) into y (m, ho, wo): the kernel kh x kw, strides sh x sw, dilations
-   dh x dw, pads ph, pw before the first row and column (negative: cropped); packed the weights
+   dh x dw, pads ph, pw before the first row and column (negative: cropped), these 14 numbers
+   in `geometry` (c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo, m); packed the weights
    as udo_conv_pack made them for this size (udo_conv_cols says which); bias (m) and z
    (m, ho, wo) may be NULL. 0, or 1 when memory ran out.
 
@@ -397,9 +412,9 @@ static void phase_row(float *row, const float *x, idx h, idx w, idx ch, idx r, i
    (ky * dh) / sh, column (kx * dw) / sw on. Only the phases some tap reads are made, with
    zeros after them (a tile's runs may reach past the last plane); a 1x1 convolution without
    strides or pads reads x itself. */
-EXPORT int udo_conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx sw, idx dh,
-                    idx dw, idx ph, idx pw, idx ho, idx wo, idx m, const float *packed,
-                    const float *bias, const float *z, int relu, float *y) {
+static int conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx sw, idx dh,
+                idx dw, idx ph, idx pw, idx ho, idx wo, idx m, const float *packed,
+                const float *bias, const float *z, int relu, float *y) {
   idx hq = ho + (kh - 1) * dh / sh, wq = wo + (kw - 1) * dw / sw, kn = c * kh * kw;
   int dense = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && ho == h &&
               wo == w;
@@ -439,4 +454,11 @@ EXPORT int udo_conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh,
       }
   Conv cv = {xq, base, dense, kn, m, ho, wq, wo, bias, z, relu, y};
   return ho * wo < COLS_BELOW ? cols(&cv, packed) : rows(&cv, packed);
+}
+
+EXPORT int udo_conv(const float *x, const idx *geometry, const float *packed, const float *bias,
+                    const float *z, int relu, float *y) {
+  const idx *g = geometry;
+  return conv(x, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12],
+              g[13], packed, bias, z, relu, y);
 }

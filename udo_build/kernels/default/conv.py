@@ -65,11 +65,18 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
     kernel, kept by the caller from one run to the next (else made for this call)."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"FusedConv activation {activation!r} is not one of {ACTIVATIONS}")
-    geometry = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
-    shape, dtype = (x.shape[0], w.shape[0], *geometry.outs), np.result_type(w, x)
-    lib = _compiled(x, w, b, z, group, geometry, shape)
+    weights = packed if packed is not None else ConvWeights(w)
+    key = (x.shape, x.dtype, None if b is None else b.dtype, None if z is None else z.shape,
+           None if z is None else z.dtype)
+    call = weights.calls.get(key)
+    if call is None:
+        geometry = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
+        shape = (x.shape[0], w.shape[0], *geometry.outs)
+        call = weights.calls[key] = (geometry, shape, np.result_type(w, x),
+                                     _takes(x, w, b, z, group, geometry, shape))
+    geometry, shape, dtype, takes = call
+    lib = _library() if takes else None
     if lib is not None:
-        weights = packed if packed is not None else ConvWeights(w)
         y = weights.buffers.take(shape, dtype) if weights.buffers is not None else None
         if y is None:
             y = np.empty(shape, dtype)
@@ -101,16 +108,31 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
 class ConvWeights:
     """A convolution's weights and their packings for the compiled kernel, each made on first
     use and kept: the float runtime's plan holds one per convolution whose weights are a
-    constant, so a model's weights are packed once, not at every run. `buffers`, where given,
-    lends output arrays (`take(shape, dtype)`: one, or None), the float session's pool of dead
-    tensors (udo_build.runtime.buffers)."""
+    constant, so a model's weights are packed once, not at every run. One belongs to one
+    convolution (its attributes): its geometry is found once per input shape. `buffers`, where
+    given, lends output arrays (`take(shape, dtype)`: one, or None), the float session's pool
+    of dead tensors (udo_build.runtime.buffers)."""
 
-    __slots__ = ("weights", "buffers", "_packings")
+    __slots__ = ("weights", "buffers", "calls", "_packings", "_natives")
 
     def __init__(self, weights: np.ndarray, buffers: Any = None) -> None:
         self.weights = weights
         self.buffers = buffers
+        self.calls: dict[tuple, tuple] = {}  # by input shape and dtypes: what fused_conv found
         self._packings: dict[int, np.ndarray] = {}
+        self._natives: dict[tuple, tuple[np.ndarray, int, int]] = {}
+
+    def native(self, lib: Any, image: tuple[int, ...], g: Geometry, m: int) -> tuple[int, int]:
+        """(the address of the geometry's 14 numbers as udo_conv reads them, the address of
+        the weights' packing for its orientation) of an image of this shape (C, H, W)."""
+        key = (image, g.kernel, g.strides, g.dilations, tuple(g.begin), tuple(g.outs), m)
+        found = self._natives.get(key)
+        if found is None:
+            numbers = np.array([*image, *g.kernel, *g.strides, *g.dilations, *g.begin, *g.outs,
+                                m], np.int64)
+            packing = self.packing(lib, int(lib.conv_cols(g.outs[0] * g.outs[1])))
+            found = self._natives[key] = (numbers, numbers.ctypes.data, packing.ctypes.data)
+        return found[1], found[2]
 
     def packing(self, lib: Any, cols: int) -> np.ndarray:
         """The weights as (M, K) packed for the orientation `cols` (see c/conv.c)."""
@@ -132,15 +154,17 @@ def _aligned(size: int) -> np.ndarray:
     return raw[start:start + size]
 
 
-def _compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None,
-              group: int, g: Geometry, shape: tuple[int, ...]) -> Any:
-    """The compiled library when it runs this convolution (2-d, one group, float32 tensors,
-    something to compute), else None."""
+def _takes(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None,
+           group: int, g: Geometry, shape: tuple[int, ...]) -> bool:
+    """Whether the compiled kernel runs this convolution (2-d, one group, float32 tensors,
+    something to compute), where its library is there."""
     f32 = np.float32
-    if (group != 1 or len(g.kernel) != 2 or x.dtype != f32 or w.dtype != f32
-            or 0 in shape or x.shape[1] == 0 or (b is not None and b.dtype != f32)
-            or (z is not None and (z.dtype != f32 or z.shape != shape))):
-        return None
+    return not (group != 1 or len(g.kernel) != 2 or x.dtype != f32 or w.dtype != f32
+                or 0 in shape or x.shape[1] == 0 or (b is not None and b.dtype != f32)
+                or (z is not None and (z.dtype != f32 or z.shape != shape)))
+
+
+def _library() -> Any:
     from ..compiled import library
 
     return library()
@@ -149,16 +173,15 @@ def _compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray 
 def _native(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | None,
             z: np.ndarray | None, g: Geometry, y: np.ndarray, relu: bool) -> None:
     """One image (C, H, W) into y (M, Ho, Wo) by the compiled kernel."""
-    x = np.ascontiguousarray(x)
-    if b is not None:
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    if b is not None and not (b.ndim == 1 and b.flags.c_contiguous):
         b = np.ascontiguousarray(b.reshape(-1))
-    if z is not None:
+    if z is not None and not z.flags.c_contiguous:
         z = np.ascontiguousarray(z)
-    cols = int(lib.conv_cols(g.outs[0] * g.outs[1]))
-    status = lib.conv(x.ctypes.data, *x.shape, *g.kernel, *g.strides, *g.dilations, *g.begin,
-                      *g.outs, y.shape[0], weights.packing(lib, cols).ctypes.data,
-                      None if b is None else b.ctypes.data, None if z is None else z.ctypes.data,
-                      int(relu), y.ctypes.data)
+    numbers, packing = weights.native(lib, x.shape, g, y.shape[0])
+    status = lib.conv(x.ctypes.data, numbers, packing, None if b is None else b.ctypes.data,
+                      None if z is None else z.ctypes.data, int(relu), y.ctypes.data)
     if status != 0:
         raise MemoryError("the compiled convolution could not allocate its panels")
 
