@@ -1,29 +1,33 @@
 """The emulator's own hot passes as C, compiled on first use with the host's C compiler and called
-through ctypes (`c/passes.c`: the int8 path's requantization, fused with a residual Add's pair
-lookup, the pair lookup alone, and a 2-d convolution's im2col of a centered integer input). The
-numpy code they stand in for stays the reference and the fallback: `library()` is None when
-UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or when the compile failed (one
-RuntimeWarning then, with the compiler's first error line), and the callers run their numpy
-passes.
+through ctypes: `c/passes.c` (the int8 path's requantization, fused with a residual Add's pair
+lookup, the pair lookup alone, and a 2-d convolution's im2col of a centered integer input),
+`c/conv.c` (the float path's 2-d convolution, see `udo_build.kernels.default.conv`) and
+`c/pool.c` (its MaxPool). The numpy code they stand in for stays the reference and the
+fallback: `library()` is None when UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or
+when the compile failed (one RuntimeWarning then, with the compiler's first error line), and
+the callers run their numpy passes.
 
 Where the library lives: a per-user cache folder (UDO_BUILD_KERNEL_CACHE, else
 $XDG_CACHE_HOME/udo-build, else ~/.cache/udo-build), as `passes-<key>.so`, the key the sha256 of
-the source, the compiler's identity (`cc --version`), the flags and the machine (its
+the sources, the compiler's identity (`cc --version`), the flags and the machine (its
 architecture and, since the flags name -march=native, the CPU's model and feature flags from
 /proc/cpuinfo: a home folder shared by two kinds of CPU holds one library for each). It is
 compiled into a temporary sibling and renamed into place under a file lock, so processes that
 start at once (the worker pool, parallel builds) compile it once and never load a partial file;
 a process loads it once, lazily: neither the CLI's start nor a no-op build imports this module.
 
-The same numbers on every CPU: the passes are integer arithmetic and IEEE operations that are
-exact (a float32 or float64 integer to float64, an integer sum and a product below 2^53, a
-multiplication by a power of two, comparisons) but one, the rounding, which rint does half to
-even in the default rounding mode, as numpy's. `-O3 -march=native` lets the compiler vectorize
-them with the host's widest instructions: exact operations give the same result in any width,
-and without -ffast-math nothing is reassociated, with -ffp-contract=off no product is fused
-into an addition (an FMA would round once where the numpy code rounds twice); -fno-math-errno
-only lets rint be an instruction (it sets no errno anyway). The tests run both paths on the
-same inputs and compare bits.
+The int8 passes give the same numbers on every CPU: they are integer arithmetic and IEEE
+operations that are exact (a float32 or float64 integer to float64, an integer sum and a
+product below 2^53, a multiplication by a power of two, comparisons) but one, the rounding,
+which rint does half to even in the default rounding mode, as numpy's. `-O3 -march=native` lets
+the compiler vectorize them with the host's widest instructions: exact operations give the same
+result in any width, and without -ffast-math nothing is reassociated, with -ffp-contract=off no
+product is fused into an addition (an FMA would round once where the numpy code rounds twice);
+-fno-math-errno only lets rint be an instruction (it sets no errno anyway). The tests run both
+paths on the same inputs and compare bits. The float convolution asks for its fused
+multiply-adds by name (intrinsics): it differs from its numpy path by float32 rounding, and
+gives the same bits on AVX-512 and AVX2 hosts (its tests compare the two builds); MaxPool is
+exact.
 """
 
 from __future__ import annotations
