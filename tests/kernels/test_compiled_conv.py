@@ -119,12 +119,13 @@ def test_random_geometries_match_a_float64_sum(big: bool, epilogue: str,
 NAMED = {
     "1x1 in place, rows": ((1, 64, 20, 20), (70, 64, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0]),
     "1x1 in place, cols": ((1, 300, 7, 7), (130, 300, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0]),
-    "3x3 rows, k blocks": ((1, 70, 24, 23), (13, 70, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
+    "3x3 rows, k blocks": ((1, 70, 40, 33), (13, 70, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
+    "3x3 cols, 28x28": ((1, 20, 28, 28), (70, 20, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
     "3x3 cols, k blocks": ((1, 70, 7, 7), (65, 70, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
     "7x7 stride 2": ((1, 3, 64, 64), (64, 3, 7, 7), [2, 2], [1, 1], [3, 3, 3, 3]),
     "1x1 stride 2": ((1, 40, 30, 30), (20, 40, 1, 1), [2, 2], [1, 1], [0, 0, 0, 0]),
     "3x3 stride 2": ((2, 33, 29, 31), (17, 33, 3, 3), [2, 2], [1, 1], [1, 1, 1, 1]),
-    "narrow rows": ((1, 5, 300, 3), (7, 5, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
+    "narrow rows": ((1, 5, 500, 3), (7, 5, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
     "one pixel": ((1, 9, 1, 1), (4, 9, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0]),
     "cropping pads": ((1, 6, 20, 19), (5, 6, 3, 2), [1, 2], [2, 1], [-1, 2, 0, -1]),
     "stride past kernel": ((1, 4, 25, 25), (3, 4, 2, 2), [5, 3], [1, 1], [0, 1, 2, 0]),
@@ -188,7 +189,7 @@ def test_weights_are_packed_once_per_orientation(calls: list[tuple[int, ...]],
     rng = np.random.default_rng(6)
     w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
     weights = ConvWeights(w)
-    large = rng.standard_normal((1, 8, 30, 30)).astype(np.float32)
+    large = rng.standard_normal((1, 8, 40, 40)).astype(np.float32)
     small = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
     for x in (large, large, small, small, large):
         fused_conv(x, w, pads=[1, 1, 1, 1], packed=weights)

@@ -204,7 +204,7 @@ def _open(path: Path) -> Library:
     pack.argtypes = [_P, _N, _N, ctypes.c_int, _P]
     size.restype = _N
     size.argtypes = [_N, _N, ctypes.c_int]
-    cols.argtypes = [_N]
+    cols.argtypes = [_P]
     maxpool = lib.udo_maxpool
     maxpool.restype = ctypes.c_int
     maxpool.argtypes = [_P, *[_N] * 13, _P]

@@ -20,9 +20,10 @@
    - rows: the weights broadcast (packed once per model as [M/MR][K][MR]), the pixels loaded;
      the partial sums wait in y, and each vector of a tile is stored with lane masks, one per
      output row it spans (no junk column is written); the epilogue runs in the registers;
-   - cols (small images, fewer than COLS_BELOW output pixels): the pixels broadcast, the
-     weights loaded (packed once as [M/NR][K][NR]): a 7x7 image wastes no lanes; the tiles wait
-     in a scratch and are transposed as they are stored.
+   - cols (small images: fewer than COLS_BELOW output pixels, COLS_TAPS_BELOW when read
+     through phases): the pixels broadcast, the weights loaded (packed once as [M/NR][K][NR]):
+     a 7x7 image wastes no lanes, a 28x28 one no junk columns; the tiles wait in a scratch and
+     are transposed as they are stored.
 
    The epilogue adds the bias, then the addend, then clamps at zero (Relu: a NaN stays NaN), in
    the order the unfused graph rounds them. Scratch memory is the calling thread's, kept and
@@ -102,6 +103,7 @@ static inline void vstore_lanes(float *p, unsigned bits, vf v) {
 #define MR 6
 #define NR (NV * VL)
 #define COLS_BELOW 256          /* output pixels under which the cols orientation runs */
+#define COLS_TAPS_BELOW 1024    /* the same for convolutions read through their phases */
 #define BLOCK_FLOATS (1L << 18) /* a rows call packs K x block pixels at most (1 MiB) */
 #ifndef KC_ROWS
 #define KC_ROWS 32768 /* bytes of a k block of the loaded operand: in the L1 cache */
@@ -112,8 +114,6 @@ static inline void vstore_lanes(float *p, unsigned bits, vf v) {
 
 typedef ptrdiff_t idx;
 #define EXPORT __attribute__((visibility("default")))
-
-EXPORT int udo_conv_tile(int which) { return which == 0 ? MR : which == 1 ? NR : COLS_BELOW; }
 
 /* acc[i][0..NR) += sum over k < kn of a_k[i] * b_k[0..NR): an operand is packed as [k][width]
    (its base NULL), or read in place, tap k at from + base[k]; a read in place, its MR values
@@ -150,7 +150,18 @@ EXPORT idx udo_conv_packed_size(idx m, idx kn, int cols) {
   return (m + width - 1) / width * width * kn;
 }
 
-EXPORT int udo_conv_cols(idx n) { return n < COLS_BELOW; }
+static int dense_of(const idx *g) { /* a 1x1 convolution without strides or pads */
+  return g[3] == 1 && g[4] == 1 && g[5] == 1 && g[6] == 1 && g[9] == 0 && g[10] == 0 &&
+         g[11] == g[1] && g[12] == g[2];
+}
+
+static int cols_of(idx n, int dense) {
+  return n < COLS_BELOW || (!dense && n < COLS_TAPS_BELOW);
+}
+
+/* whether udo_conv runs this geometry (its 14 numbers) in the cols orientation: how its weights
+   are packed */
+EXPORT int udo_conv_cols(const idx *g) { return cols_of(g[11] * g[12], dense_of(g)); }
 
 /* The image: its taps (xq, base: tap k of wide pixel q = oy * wq + ox at xq[base[k] + q]; when
    `dense`, wq == wo and xq is the caller's input, never read past its end), the output and what
@@ -279,15 +290,16 @@ static idx k_block(idx kn, idx bytes) {
 }
 
 /* rows: each tile of NR wide pixels, k block by k block, passes every row tile of the weights
-   over the taps it reads in place (a dense image's last tile, which would read past the end
-   of the caller's input, is packed first) */
+   over the taps it reads: in place from the phases; a dense image's tile packed first, since
+   its taps are whole planes apart (a copy keeps many reads in flight where the product would
+   wait on each plane's line, and never reads past the end of the caller's input) */
 static int rows(const Conv *cv, const float *packed) {
   idx kn = cv->kn, kc = k_block(kn, KC_ROWS), q_end = cv->ho * cv->wq;
   float *panel = NULL;
-  if (cv->dense && q_end % NR && !(panel = workspace(1, (size_t)(kn * NR)))) return 1;
+  if (cv->dense && !(panel = workspace(1, (size_t)(kn * NR)))) return 1;
   Lanes ln;
   for (idx q0 = 0; q0 < q_end; q0 += NR) {
-    int packed_panel = cv->dense && q0 + NR > q_end;
+    int packed_panel = cv->dense;
     if (packed_panel) gather(cv, q0, NR, panel);
     lanes_of_tile(cv, q0, &ln);
     for (idx k0 = 0; k0 < kn; k0 += kc) {
@@ -416,8 +428,8 @@ static int conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx
                 idx dw, idx ph, idx pw, idx ho, idx wo, idx m, const float *packed,
                 const float *bias, const float *z, int relu, float *y) {
   idx hq = ho + (kh - 1) * dh / sh, wq = wo + (kw - 1) * dw / sw, kn = c * kh * kw;
-  int dense = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && ho == h &&
-              wo == w;
+  idx numbers[14] = {c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo, m};
+  int dense = dense_of(numbers);
   if (dense) hq = h, wq = w;
   idx plane = hq * wq, head = sh + sw + kn, slack = NR + MR;
   /* the phases the taps read: rows py and columns px of the strides some tap starts on */
@@ -453,7 +465,7 @@ static int conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx
         base[k++] = (at * c + ch) * plane + ky * dh / sh * wq + kx * dw / sw;
       }
   Conv cv = {xq, base, dense, kn, m, ho, wq, wo, bias, z, relu, y};
-  return ho * wo < COLS_BELOW ? cols(&cv, packed) : rows(&cv, packed);
+  return cols_of(ho * wo, dense) ? cols(&cv, packed) : rows(&cv, packed);
 }
 
 EXPORT int udo_conv(const float *x, const idx *geometry, const float *packed, const float *bias,

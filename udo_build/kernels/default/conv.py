@@ -130,7 +130,7 @@ class ConvWeights:
         if found is None:
             numbers = np.array([*image, *g.kernel, *g.strides, *g.dilations, *g.begin, *g.outs,
                                 m], np.int64)
-            packing = self.packing(lib, int(lib.conv_cols(g.outs[0] * g.outs[1])))
+            packing = self.packing(lib, int(lib.conv_cols(numbers.ctypes.data)))
             found = self._natives[key] = (numbers, numbers.ctypes.data, packing.ctypes.data)
         return found[1], found[2]
 
