@@ -1,7 +1,7 @@
 """Benchmark: ResNet-50's convolutions one layer at a time, the emulator's compiled float kernel
 against its numpy path and onnxruntime, in one process.
 
-    python bench/conv_layers.py [--repeats 9] [--smoke]
+    python bench/conv_layers.py [--repeats 9] [--smoke] [--chain]
 
 What it answers (issue 27 part 1): how far the emulator's float convolution is from
 onnxruntime's (CPU provider, one Conv per session, intra_op_num_threads 1) layer by layer.
@@ -16,6 +16,12 @@ the calling thread's CPU time (a loaded machine's waits do not count; onnxruntim
 computes on the calling thread), medians and the fastest round. Onnxruntime's single-Conv
 sessions also pay a reorder into and out of its NCHWc layout that its whole-model run
 (bench/emulator.py) does not: its per-layer sum is above its whole model's time.
+
+--chain measures what a layer costs inside a model instead (with --smoke: one small shape):
+per shape, a model of DEPTH equal convolutions (each followed by Relu) run as a float session
+(the compiled kernel, weights packed once, dead tensors reused) and as one onnxruntime session
+(its NCHWc layout kept from one convolution to the next, no reorder between them); the time
+per convolution, interleaved.
 
 Targets: both paths agree with onnxruntime within 1e-4 (max abs difference over max abs
 reference). Timings are reported, not held (bench/emulator.py holds the whole model's).
@@ -111,17 +117,88 @@ def bench_layer(layer: tuple[int, ...], repeats: int,
             | {f"{name} best": min(t) * 1e3 for name, t in times.items()})
 
 
+DEPTH = 8
+CHAIN = ((64, 56, 3), (256, 56, 1), (128, 28, 3), (512, 28, 1), (256, 14, 3), (1024, 14, 1),
+         (512, 7, 3), (2048, 7, 1))  # (channels in and out, size, kernel): ResNet-50's stages
+
+
+def chain_model(c: int, h: int, k: int):  # type: ignore[no-untyped-def]
+    """DEPTH convolutions c -> c (k x k, same padding, bias) each followed by Relu."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, weights, current = [], [], "x"
+    for i in range(DEPTH):
+        w = (rng.standard_normal((c, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+        weights += [numpy_helper.from_array(w, f"w{i}"),
+                    numpy_helper.from_array((rng.standard_normal(c) * 0.1).astype(np.float32),
+                                            f"b{i}")]
+        nodes += [helper.make_node("Conv", [current, f"w{i}", f"b{i}"], [f"c{i}"],
+                                   pads=[k // 2] * 4),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        current = f"r{i}"
+    shape = (1, c, h, h)
+    graph = helper.make_graph(nodes, "chain",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(current, TensorProto.FLOAT, shape)],
+                              weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def chain(shapes: tuple[tuple[int, int, int], ...], repeats: int) -> int:
+    import onnxruntime as ort
+
+    from udo_build.model.onnx_import import import_onnx
+    from udo_build.runtime.float_session import Session
+
+    print(f"{'chain of ' + str(DEPTH):28} {'compiled':>8} {'ORT':>8}   comp/ORT  (ms per "
+          "convolution, medians)")
+    totals, worst = [0.0, 0.0], 0.0
+    for c, h, k in shapes:
+        model = chain_model(c, h, k)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        theirs = ort.InferenceSession(model.SerializeToString(), options,
+                                      providers=["CPUExecutionProvider"])
+        ours = Session(import_onnx(model))
+        x = np.random.default_rng(1).standard_normal((1, c, h, h)).astype(np.float32)
+        ref = theirs.run(None, {"x": x})[0]
+        worst = max(worst, error(next(iter(ours.run({"x": x}).values())), ref))
+        times: list[list[float]] = [[], []]
+        feeds = {"x": x}
+        for _ in range(repeats):
+            for i, (run, args) in enumerate(((ours.run, (feeds,)), (theirs.run, (None, feeds)))):
+                start = time.thread_time()
+                run(*args)
+                times[i].append(time.thread_time() - start)
+        ms = [float(np.median(t)) * 1e3 / DEPTH for t in times]
+        totals = [a + b for a, b in zip(totals, ms, strict=True)]
+        print(f"{f'{c}->{c} @{h} {k}x{k}':28} {ms[0]:8.2f} {ms[1]:8.2f}   {ms[0] / ms[1]:8.2f}")
+    print(f"sum of one convolution per shape: compiled {totals[0]:.2f} ms, onnxruntime "
+          f"{totals[1]:.2f} ms ({totals[0] / totals[1]:.2f}x)")
+    ok = worst <= TOLERANCE
+    print(f"  {'PASS' if ok else 'FAIL'}  chains against onnxruntime: worst max abs diff / max "
+          f"abs ref = {worst:.2e} (<= {TOLERANCE})")
+    print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=9, help="timed rounds (default 9)")
     parser.add_argument("--smoke", action="store_true", help="the CI size: two small layers, "
                         "2 rounds")
+    parser.add_argument("--chain", action="store_true", help="per convolution inside a model: "
+                        f"chains of {DEPTH} equal convolutions, a session each")
     args = parser.parse_args()
     layers, repeats = (SMOKE, 2) if args.smoke else (LAYERS, args.repeats)
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if compiled.library() is None:
         print("  FAIL  the compiled kernel: no C compiler (cc, gcc or $CC), or it failed")
         return 1
+    if args.chain:
+        with blas.blas_threads(1):
+            return chain(((64, 14, 3),) if args.smoke else CHAIN, repeats)
     rng = np.random.default_rng(0)
     totals = {f"{p}{s}": 0.0 for p in PATHS for s in ("", " best")}
     worst = {"compiled error": 0.0, "numpy error": 0.0}

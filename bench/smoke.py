@@ -45,6 +45,7 @@ SMOKES = (
     # a real check at this size: t(32k) / t(8k) <= 8 (linear gives about 4, quadratic 16)
     Smoke("cores", ("cores.py", "--smoke"), 180),
     Smoke("conv_layers", ("conv_layers.py", "--smoke"), 120),
+    Smoke("conv_chain", ("conv_layers.py", "--smoke", "--chain"), 120),
     Smoke("convert", ("convert.py", "--sizes", "8000,32000", "--repeats", "3",
                       "--max-ratio", "8"), 300),
     Smoke("deploy", ("deploy.py", "--socs", "sm8550", "--levels", "2", "--calibration", "1"),
