@@ -406,10 +406,14 @@ static void phase_row(float *row, const float *x, idx h, idx w, idx ch, idx r, i
   if (hi > wq) hi = wq;
   if (lo > hi) lo = hi;
   for (idx q = 0; q < lo; q++) row[q] = 0.0f;
-  if (sw == 1)
+  if (sw == 1) {
     memcpy(row + lo, src + lo + px - pw, sizeof(float) * (size_t)(hi - lo));
-  else
+  } else if (sw == 2) { /* a constant stride: the compiler splits vectors into lanes */
+    const float *from = src + px - pw;
+    for (idx q = lo; q < hi; q++) row[q] = from[2 * q];
+  } else {
     for (idx q = lo; q < hi; q++) row[q] = src[q * sw + px - pw];
+  }
   for (idx q = hi; q < wq; q++) row[q] = 0.0f;
 }
 
