@@ -20,9 +20,8 @@
    - rows: the weights broadcast (packed once per model as [M/MR][K][MR]), the pixels loaded;
      the partial sums wait in y, and each vector of a tile is stored with lane masks, one per
      output row it spans (no junk column is written); the epilogue runs in the registers;
-   - cols (small images: fewer than COLS_BELOW output pixels, COLS_TAPS_BELOW when read
-     through phases): the pixels broadcast, the weights loaded (packed once as [M/NR][K][NR]):
-     a 7x7 image wastes no lanes, a 28x28 one no junk columns; the tiles wait in a scratch and
+   - cols (small images, see COLS_BELOW): the pixels broadcast, the weights loaded (packed
+     once as [M/NR][K][NR]): a 7x7 image wastes no lanes, a 28x28 one no junk columns; the tiles wait in a scratch and
      are transposed as they are stored.
 
    The epilogue adds the bias, then the addend, then clamps at zero (Relu: a NaN stays NaN), in
@@ -102,8 +101,13 @@ static inline void vstore_lanes(float *p, unsigned bits, vf v) {
 
 #define MR 6
 #define NR (NV * VL)
-#define COLS_BELOW 256          /* output pixels under which the cols orientation runs */
-#define COLS_TAPS_BELOW 1024    /* the same for convolutions read through their phases */
+/* output pixels under which the cols orientation runs: a dense image below COLS_BELOW, or
+   below COLS_DEEP_BELOW when it has more than DEEP taps (its transposed stores weigh less than
+   a tile's lanes past the image); one read through its phases below COLS_TAPS_BELOW */
+#define COLS_BELOW 128
+#define COLS_DEEP_BELOW 256
+#define DEEP 512
+#define COLS_TAPS_BELOW 1024
 #define BLOCK_FLOATS (1L << 18) /* a rows call packs K x block pixels at most (1 MiB) */
 #ifndef KC_ROWS
 #define KC_ROWS 32768 /* bytes of a k block of the loaded operand: in the L1 cache */
@@ -117,7 +121,7 @@ typedef ptrdiff_t idx;
 
 /* acc[i][0..NR) += sum over k < kn of a_k[i] * b_k[0..NR): an operand is packed as [k][width]
    (its base NULL), or read in place, tap k at from + base[k]; a read in place, its MR values
-   at aoff[i] from there */
+   at aoff[i] from there (consecutive where aoff is NULL) */
 static inline __attribute__((always_inline)) void accumulate(vf acc[MR][NV], idx kn,
                                                              const float *a, const idx *abase,
                                                              const idx *aoff, const float *b,
@@ -130,7 +134,7 @@ static inline __attribute__((always_inline)) void accumulate(vf acc[MR][NV], idx
     for (int v = 0; v < NV; v++) bv[v] = vload(bk + v * VL);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
-      vf av = vset1(abase ? ak[aoff[i]] : ak[i]);
+      vf av = vset1(aoff ? ak[aoff[i]] : ak[i]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; v++) acc[i][v] = vfma(av, bv[v], acc[i][v]);
     }
@@ -155,13 +159,15 @@ static int dense_of(const idx *g) { /* a 1x1 convolution without strides or pads
          g[11] == g[1] && g[12] == g[2];
 }
 
-static int cols_of(idx n, int dense) {
-  return n < COLS_BELOW || (!dense && n < COLS_TAPS_BELOW);
+static int cols_of(idx n, int dense, idx kn) {
+  return dense ? n < COLS_BELOW || (n < COLS_DEEP_BELOW && kn > DEEP) : n < COLS_TAPS_BELOW;
 }
 
 /* whether udo_conv runs this geometry (its 14 numbers) in the cols orientation: how its weights
    are packed */
-EXPORT int udo_conv_cols(const idx *g) { return cols_of(g[11] * g[12], dense_of(g)); }
+EXPORT int udo_conv_cols(const idx *g) {
+  return cols_of(g[11] * g[12], dense_of(g), g[0] * g[3] * g[4]);
+}
 
 /* The image: its taps (xq, base: tap k of wide pixel q = oy * wq + ox at xq[base[k] + q]; when
    `dense`, wq == wo and xq is the caller's input, never read past its end), the output and what
@@ -353,7 +359,13 @@ static int cols(const Conv *cv, const float *packed) {
         for (int i = 0; i < MR; i++)
 #pragma GCC unroll 8
           for (int v = 0; v < NV; v++) acc[i][v] = k0 ? vload(tile + i * NR + v * VL) : vzero();
-        accumulate(acc, kb, cv->xq, cv->base + k0, off + p * MR, b, NULL);
+        const idx *at = off + p * MR;
+        int run = 1; /* one run of the plane: no offset to look up */
+        for (int i = 1; i < MR; i++) run &= at[i] == at[0] + i;
+        if (run)
+          accumulate(acc, kb, cv->xq + at[0], cv->base + k0, NULL, b, NULL);
+        else
+          accumulate(acc, kb, cv->xq, cv->base + k0, at, b, NULL);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++)
 #pragma GCC unroll 8
@@ -469,7 +481,7 @@ static int conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx
         base[k++] = (at * c + ch) * plane + ky * dh / sh * wq + kx * dw / sw;
       }
   Conv cv = {xq, base, dense, kn, m, ho, wq, wo, bias, z, relu, y};
-  return cols_of(ho * wo, dense) ? cols(&cv, packed) : rows(&cv, packed);
+  return cols_of(ho * wo, dense, kn) ? cols(&cv, packed) : rows(&cv, packed);
 }
 
 EXPORT int udo_conv(const float *x, const idx *geometry, const float *packed, const float *bias,
