@@ -5,7 +5,8 @@
    for every plane p (batch x channels); positions outside the input are -inf (the padding,
    and what ceil_mode adds past it). An output row is the maximum over ky of the input rows it
    reads (whole rows: contiguous, vectorized), then over kx of that row's strided columns. The
-   maximum keeps a NaN (of either side), as numpy's does: the same values as the numpy path.
+   maximum keeps a NaN (of either side), as numpy's does: the same values as the numpy path; a
+   plane without a NaN (one pass finds out) takes the plain maximum, one instruction.
    The row scratch is the calling thread's (1 when it cannot be had). */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
 #include <math.h>
@@ -16,6 +17,66 @@ typedef ptrdiff_t idx;
 #define EXPORT __attribute__((visibility("default")))
 
 static inline float larger(float a, float b) { return a != a || a > b ? a : b; }
+static inline float larger_finite(float a, float b) { return a > b ? a : b; } /* no NaN */
+
+/* whether a plane holds a NaN (then the maxima must keep it) */
+static int has_nan(const float *x, idx n) {
+  int found = 0;
+  for (idx i = 0; i < n; i++) found |= x[i] != x[i];
+  return found;
+}
+
+/* one plane's windows, with MAX the maximum (keeping NaNs, or for a plane without one) */
+#define POOL_PLANE(name, MAX)                                                                    \
+  static void name(const float *plane, float *rows, idx h, idx w, idx kh, idx kw, idx sh,      \
+                   idx sw, idx dh, idx dw, idx ph, idx pw, idx ho, idx wo, float *y) {         \
+    /* columns whose window lies inside the row: lo <= ox < hi */                              \
+    idx lo = pw > 0 ? (pw + sw - 1) / sw : 0;                                                  \
+    idx hi = w - (kw - 1) * dw + pw > 0 ? (w - (kw - 1) * dw + pw - 1) / sw + 1 : 0;           \
+    if (hi > wo) hi = wo;                                                                      \
+    if (lo > hi) lo = hi;                                                                      \
+    for (idx oy = 0; oy < ho; oy++) {                                                          \
+      float *out = y + oy * wo;                                                                \
+      int any = 0;                                                                             \
+      for (idx ky = 0; ky < kh; ky++) {                                                        \
+        idx iy = oy * sh + ky * dh - ph;                                                       \
+        if (iy < 0 || iy >= h) continue;                                                       \
+        const float *src = plane + iy * w;                                                     \
+        if (!any)                                                                              \
+          for (idx i = 0; i < w; i++) rows[i] = src[i];                                        \
+        else                                                                                   \
+          for (idx i = 0; i < w; i++) rows[i] = MAX(rows[i], src[i]);                          \
+        any = 1;                                                                               \
+      }                                                                                        \
+      if (any && sw == 2 && dw == 1 && kw == 3) { /* the common 3x3 stride-2 window */         \
+        const float *r = rows + lo * 2 - pw;                                                   \
+        for (idx ox = lo; ox < hi; ox++, r += 2) out[ox] = MAX(MAX(r[0], r[1]), r[2]);         \
+      } else if (any) {                                                                        \
+        for (idx ox = lo; ox < hi; ox++) {                                                     \
+          const float *r = rows + ox * sw - pw;                                                \
+          float best = r[0];                                                                   \
+          for (idx kx = 1; kx < kw; kx++) best = MAX(best, r[kx * dw]);                        \
+          out[ox] = best;                                                                      \
+        }                                                                                      \
+      }                                                                                        \
+      for (idx ox = 0; ox < wo; ox++) { /* the windows that reach past the row */              \
+        if (any && ox >= lo && ox < hi) {                                                      \
+          ox = hi - 1;                                                                         \
+          continue;                                                                            \
+        }                                                                                      \
+        float best = -INFINITY;                                                                \
+        if (any)                                                                               \
+          for (idx kx = 0; kx < kw; kx++) {                                                    \
+            idx ix = ox * sw + kx * dw - pw;                                                   \
+            if (ix >= 0 && ix < w) best = MAX(best, rows[ix]);                                 \
+          }                                                                                    \
+        out[ox] = best;                                                                        \
+      }                                                                                        \
+    }                                                                                          \
+  }
+
+POOL_PLANE(pool_plane, larger)
+POOL_PLANE(pool_plane_finite, larger_finite)
 
 static _Thread_local float *row_scratch;
 static _Thread_local size_t row_floats;
@@ -34,50 +95,11 @@ EXPORT int udo_maxpool(const float *x, idx planes, idx h, idx w, idx kh, idx kw,
   float *rows = row_scratch;
   for (idx p = 0; p < planes; p++) {
     const float *plane = x + p * h * w;
-    for (idx oy = 0; oy < ho; oy++) {
-      float *out = y + (p * ho + oy) * wo;
-      int any = 0;
-      for (idx ky = 0; ky < kh; ky++) {
-        idx iy = oy * sh + ky * dh - ph;
-        if (iy < 0 || iy >= h) continue;
-        const float *src = plane + iy * w;
-        if (!any)
-          for (idx i = 0; i < w; i++) rows[i] = src[i];
-        else
-          for (idx i = 0; i < w; i++) rows[i] = larger(rows[i], src[i]);
-        any = 1;
-      }
-      /* columns whose window lies inside the row: lo <= ox < hi */
-      idx lo = pw > 0 ? (pw + sw - 1) / sw : 0, hi = w - (kw - 1) * dw + pw > 0
-                                                       ? (w - (kw - 1) * dw + pw - 1) / sw + 1
-                                                       : 0;
-      if (hi > wo) hi = wo;
-      if (lo > hi) lo = hi;
-      if (any && sw == 2 && dw == 1 && kw == 3) { /* the common 3x3 stride-2 window */
-        const float *r = rows + lo * 2 - pw;
-        for (idx ox = lo; ox < hi; ox++, r += 2) out[ox] = larger(larger(r[0], r[1]), r[2]);
-      } else if (any) {
-        for (idx ox = lo; ox < hi; ox++) {
-          const float *r = rows + ox * sw - pw;
-          float best = r[0];
-          for (idx kx = 1; kx < kw; kx++) best = larger(best, r[kx * dw]);
-          out[ox] = best;
-        }
-      }
-      for (idx ox = 0; ox < wo; ox++) {
-        if (any && ox >= lo && ox < hi) {
-          ox = hi - 1;
-          continue;
-        }
-        float best = -INFINITY;
-        if (any)
-          for (idx kx = 0; kx < kw; kx++) {
-            idx ix = ox * sw + kx * dw - pw;
-            if (ix >= 0 && ix < w) best = larger(best, rows[ix]);
-          }
-        out[ox] = best;
-      }
-    }
+    if (has_nan(plane, h * w))
+      pool_plane(plane, rows, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo, y + p * ho * wo);
+    else
+      pool_plane_finite(plane, rows, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo,
+                        y + p * ho * wo);
   }
   return 0;
 }
