@@ -117,3 +117,25 @@ def test_a_session_reuses_dead_tensors_and_gives_the_same_numbers(
     direct = session.run({"x": x}, ["c0", "c1", "c2"])
     for name, value in direct.items():
         np.testing.assert_array_equal(value, kept[name])
+
+
+def test_a_plan_built_after_loading_packs_its_weights_before_its_first_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calibration and quant reports build their plan before forking their workers: its
+    weights are packed then, in one process, not once per worker on its first run."""
+    monkeypatch.delenv(compiled.SWITCH, raising=False)
+    if compiled.library() is None:
+        pytest.skip("no C compiler (or it failed): the compiled convolution cannot run here")
+    session = Session(_chain())
+
+    def packed(outputs: tuple[str, ...]) -> list[bool]:
+        return [bool(step.kwargs["packed"]._packings) for step in session.plan(outputs).steps
+                if "packed" in step.kwargs]
+
+    assert packed(("c2",)) == [False, False, False]  # the load's own plan: on its first run
+    assert packed(("c0", "c1", "c2")) == [True, True, True]
+    x = np.random.default_rng(3).standard_normal((1, 8, 20, 20)).astype(np.float32)
+    first = session.run({"x": x}, ["c0", "c1", "c2"])
+    again = session.run({"x": x}, ["c2"])
+    np.testing.assert_array_equal(first["c2"], again["c2"])
+    assert packed(("c2",)) == [True, True, True]

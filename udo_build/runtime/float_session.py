@@ -62,7 +62,7 @@ from ..errors import StepFailed, UserError
 from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
 from ..ir.weights import release, streams
 from ..kernels.default import DEFAULT
-from ..kernels.default.conv import ConvWeights, fused_conv
+from ..kernels.default.conv import ConvWeights, fused_conv, pack_for
 from ..kernels.oppkg import Flags, Impl, OpPackage, OpPackageError
 from ..rewrite.graph import UNKNOWN, TType
 from .buffers import Buffers
@@ -165,7 +165,9 @@ class Session(LoadedModel[Plan]):
         self.model = model
         self._impls = {node.name: self._select(node) for node in self.graph.nodes}
         self._buffers = Buffers()
+        self._pack_now = False  # the plan built here packs its weights on its first run
         self.plan(tuple(t.name for t in self.graph.outputs))
+        self._pack_now = True
 
     def _build(self, outputs: tuple[str, ...]) -> Plan:
         nodes, folded = fold_constants(self.graph.nodes, self._weights, self._evaluate)
@@ -187,7 +189,8 @@ class Session(LoadedModel[Plan]):
         feeds = frozenset(name for name in self._inputs if name in needed)
         constants = {name: _read_only(value) for name, value in constants.items()}
         if not self._streams:
-            steps = [_with_packed(step, node, constants, self._buffers, self._infos)
+            steps = [_with_packed(step, node, constants, self._buffers, self._infos,
+                                  self._pack_now)
                      for step, node in zip(steps, nodes, strict=True)]
         return Plan(tuple(steps), constants, outputs, feeds, tuple(rules))
 
@@ -310,11 +313,14 @@ class Session(LoadedModel[Plan]):
 
 
 def _with_packed(step: Step, node: Node, constants: Mapping[str, np.ndarray],
-                 buffers: Buffers, infos: Mapping[str, TensorInfo]) -> Step:
+                 buffers: Buffers, infos: Mapping[str, TensorInfo], now: bool) -> Step:
     """A default-package convolution whose weights are a constant keeps their packings for the
-    compiled kernel (`ConvWeights`, made on first use) from one run to the next, and takes its
-    output from the session's dead tensors where one of its shape waits (a static shape): its
-    step calls FusedConv's kernel (a Conv is one without addend or activation) with them."""
+    compiled kernel (`ConvWeights`) from one run to the next, and takes its output from the
+    session's dead tensors where one of its shape waits (a static shape): its step calls
+    FusedConv's kernel (a Conv is one without addend or activation) with them. The packing is
+    made on the first run, or `now` where the input's shape is static: a plan built for forked
+    workers (calibration, quant reports) is packed once, in the process that forks them, and
+    its pages are shared."""
     if (node.package != DEFAULT_PACKAGE or node.op not in CONVS or len(node.inputs) < 2
             or node.inputs[1] not in constants):
         return step
@@ -323,6 +329,10 @@ def _with_packed(step: Step, node: Node, constants: Mapping[str, np.ndarray],
     shape = info.static_shape if info is not None else None
     if shape is not None and info.dtype:
         buffers.want(shape, info.dtype)
+    source = infos.get(node.inputs[0])
+    image = source.static_shape if source is not None else None
+    if now and image is not None:
+        pack_for(packed, image[1:], **node.kwargs)
     return dataclasses.replace(step, fn=fused_conv, kwargs={**step.kwargs, "packed": packed})
 
 

@@ -147,6 +147,25 @@ class ConvWeights:
         return found
 
 
+def pack_for(weights: ConvWeights, image: tuple[int, ...], *, auto_pad: str = "NOTSET",
+             dilations: Sequence[int] | None = None, group: int = 1,
+             kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
+             strides: Sequence[int] | None = None, **_: Any) -> None:
+    """Pack `weights` now for input images of this shape (C, H, W), where the compiled kernel
+    will run them (nothing otherwise): processes forked after it share the packing instead of
+    each making its own on its first run."""
+    w = weights.weights
+    if group != 1 or w.ndim != 4 or w.dtype != np.float32 or len(image) != 3:
+        return
+    lib = _library()
+    if lib is None:
+        return
+    x = np.broadcast_to(np.float32(0), (1, *image))  # _geometry reads its shape alone
+    g = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
+    if 0 not in g.outs and image[0]:
+        weights.native(lib, tuple(image), g, w.shape[0])
+
+
 def _aligned(size: int) -> np.ndarray:
     """An empty float32 array of `size` elements starting on a 64-byte boundary."""
     raw = np.empty(size + 16, np.float32)
