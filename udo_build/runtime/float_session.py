@@ -19,10 +19,13 @@ Relu that follow a convolution run in place on its output (one FusedConv step); 
 requested tensor needs are dropped. A tensor a caller requests is never fused away: each
 distinct set of requested outputs gets its own plan (cached). The Model is never changed.
 Convolutions stay NCHW. One whose weights are a constant has them packed for the compiled
-kernel once, on its first run (`udo_build.kernels.default.conv.ConvWeights`), and writes its
-output into a dead tensor of its shape where one waits (`udo_build.runtime.buffers`: fresh
-pages cost a tenth of a ResNet-50 run; a session holds at most its own dead tensors between
-runs, never one a caller can still see).
+kernel once (`udo_build.kernels.default.conv.ConvWeights`: a second copy of its weights, in the
+kernel's order, as onnxruntime keeps one): when a plan is built, where its input shape is
+static, else on its first run (and the plan built while loading always on its first run), and
+writes its output into a dead tensor of its shape where one waits (`udo_build.runtime.buffers`:
+fresh pages cost a tenth of a ResNet-50 run; a session holds at most its own dead tensors
+between runs, never one a caller can still see). A model that streams its weights packs
+nothing (its convolutions run the numpy path).
 
 A plan frees every intermediate tensor right after its last reader (reference counts computed
 when the plan is built; requested outputs and weights are kept), so the peak memory is that of
