@@ -24,8 +24,9 @@ kernel's order, as onnxruntime keeps one): when a plan is built, where its input
 static, else on its first run (and the plan built while loading always on its first run), and
 writes its output into a dead tensor of its shape where one waits (`udo_build.runtime.buffers`:
 fresh pages cost a tenth of a ResNet-50 run; a session holds at most its own dead tensors
-between runs, never one a caller can still see). A model that streams its weights packs
-nothing (its convolutions run the numpy path).
+between runs, never one a caller can still see). A model that streams its weights keeps no
+packing: each convolution packs its weights as it runs (they are read from their file at every
+run anyway).
 
 A plan frees every intermediate tensor right after its last reader (reference counts computed
 when the plan is built; requested outputs and weights are kept), so the peak memory is that of
