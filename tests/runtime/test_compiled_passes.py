@@ -186,6 +186,36 @@ def test_a_residual_add_fused_into_its_convolution_gives_the_same_bytes(
         assert len(np.unique(native)) > 20
 
 
+def test_the_float_kernel_runs_int8_convolutions_whose_product_is_one_float32_chunk(
+        calls: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One float32 chunk (every partial sum below 2^24): the float path's compiled
+    convolution forms the same integers as BLAS (`conv._compiled`); a plan built after the
+    session loaded has its weights packed already (workers forked after it share them)."""
+    model, feeds = _residual_model(64, True)
+    session = QuantizedSession(encode(model, feeds))
+    plan = session.plan(("y", "c"))
+    convs = [s.kwargs["packed"] for s in plan.steps if "packed" in s.kwargs]
+    assert convs and all(len(p.bounds) == 1 for p in convs)
+    # packed as the plan was built where the input's shape is known (x's; this hand-made
+    # graph gives no shape to the others: they pack on their first run)
+    assert conv_kernel._FLOAT_WEIGHTS[convs[0]]._packings
+    ran: list[int] = []
+    run_compiled = conv_kernel.run_compiled
+
+    def spied(*args: Any, **kwargs: Any) -> np.ndarray:
+        ran.append(1)
+        return run_compiled(*args, **kwargs)
+
+    monkeypatch.setattr(conv_kernel, "run_compiled", spied)
+    for feed in feeds:
+        ran.clear()
+        native, numpy = _both(lambda f=feed: session.run_quantized(f, ["y", "c"]), monkeypatch)
+        assert len(ran) == len(convs)  # the switch off: none (the numpy products)
+        assert all(conv_kernel._FLOAT_WEIGHTS[p]._packings for p in convs)
+        for name in ("y", "c"):
+            assert np.array_equal(native[name], numpy[name])
+
+
 def test_the_library_is_compiled_once_by_processes_starting_together(tmp_path: Path,
                                                                      calls: list[str]) -> None:
     script = ("from udo_build.kernels import compiled; lib = compiled.library(); "

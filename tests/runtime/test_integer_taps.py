@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from udo_build.ir.encodings import Encoding
+from udo_build.kernels import compiled
 from udo_build.kernels.default.conv import im2col
 from udo_build.runtime.integer import conv as conv_module
 from udo_build.runtime.integer import taps
@@ -47,9 +48,12 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, zp: int, requant: Re
 @pytest.mark.parametrize(("zp", "size", "pads", "dilations"), [
     (0, 20, [1, 1, 1, 1], [1, 1]), (128, 20, [1, 1, 1, 1], [1, 1]),
     (37, 34, [2, 2, 2, 2], [2, 2]), (0, 18, [0, 1, 2, 0], [1, 1])])
+@pytest.mark.parametrize("path", ["taps", "compiled"])
 def test_tap_gemms_are_exact_up_to_the_bound(zp: int, size: int, pads: list[int],
-                                             dilations: list[int],
+                                             dilations: list[int], path: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tap GEMMs (the compiled library off), and the float path's compiled convolution
+    (its chains of fused multiply-adds), on sums a step below 2^24: exact."""
     rng = np.random.default_rng(size + zp)
     c, m = 64, 6
     x_enc = Encoding(8, 0.1, -zp)
@@ -76,13 +80,28 @@ def test_tap_gemms_are_exact_up_to_the_bound(zp: int, size: int, pads: list[int]
 
     tap_product = taps.tap_product
     monkeypatch.setattr(taps, "tap_product", counted)
+    ran = []
+    if path == "taps":
+        monkeypatch.setenv(compiled.SWITCH, "0")
+    else:
+        monkeypatch.delenv(compiled.SWITCH, raising=False)
+        if compiled.library() is None:
+            pytest.skip("no C compiler (or it failed): the compiled convolution cannot run")
+        run_compiled = conv_module.run_compiled
+
+        def spied(*args: Any, **kwargs: Any) -> np.ndarray:
+            ran.append(True)
+            return run_compiled(*args, **kwargs)
+
+        monkeypatch.setattr(conv_module, "run_compiled", spied)
     expected = _reference(x, w, b, zp, requant, pads, dilations)
     largest = _accumulator(x, w, b, zp, pads, dilations)[0, 1, 5, 5]
     assert 0.9 * F32_LIMIT < largest < F32_LIMIT  # near the bound: odd values above it round
     got = conv_module.conv(x, w, b, x_zero_point=zp, requant=requant, packed=packed,
                            pads=pads, dilations=dilations)
-    assert taken and got.dtype == np.uint8 and np.array_equal(got, expected)
-    over = b + np.float32(np.sign(b))  # one past the bound: the im2col path, in float64
+    assert (taken if path == "taps" else ran) and not (taken and ran)
+    assert got.dtype == np.uint8 and np.array_equal(got, expected)
+    over = b + np.float32(np.sign(b))  # one past the bound: the bias added in float64
     taken.clear()
     got = conv_module.conv(x, w, over, x_zero_point=zp, requant=requant, packed=packed,
                            pads=pads, dilations=dilations)

@@ -140,11 +140,28 @@ class ConvWeights:
         if found is None:
             m, k = self.weights.shape[0], self.weights[0].size
             found = _aligned(int(lib.conv_packed_size(m, k, cols)))
-            lib.conv_pack(np.ascontiguousarray(self.weights, np.float32).ctypes.data, m, k,
-                          cols, found.ctypes.data)
+            source = np.ascontiguousarray(self.weights, np.float32)  # held through the call
+            lib.conv_pack(source.ctypes.data, m, k, cols, found.ctypes.data)
             found.flags.writeable = False
             self._packings[cols] = found
         return found
+
+
+def run_compiled(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | None, *,
+                 auto_pad: str = "NOTSET", dilations: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None, strides: Sequence[int] | None = None,
+                 out: Any = None) -> np.ndarray:
+    """conv(x, weights) + b by the compiled kernel (`lib`, the caller's), for float32 x
+    (N, C, H, W) and a 2-d convolution of one group; `weights.weights` may be of any numeric
+    dtype (packed as float32 once): the integer path's exact products. `out(shape)`, where
+    given, lends the output array."""
+    g = _geometry(x, weights.weights, 1, None, auto_pad, pads, strides, dilations)
+    shape = (x.shape[0], weights.weights.shape[0], *g.outs)
+    y = out(shape) if out is not None else np.empty(shape, np.float32)
+    if y.size:
+        for i in range(x.shape[0]):
+            _native(lib, x[i], weights, b, None, g, y[i], False)
+    return y
 
 
 def pack_for(weights: ConvWeights, image: tuple[int, ...], *, auto_pad: str = "NOTSET",
@@ -154,8 +171,9 @@ def pack_for(weights: ConvWeights, image: tuple[int, ...], *, auto_pad: str = "N
     """Pack `weights` now for input images of this shape (C, H, W), where the compiled kernel
     will run them (nothing otherwise): processes forked after it share the packing instead of
     each making its own on its first run."""
-    w = weights.weights
-    if group != 1 or w.ndim != 4 or w.dtype != np.float32 or len(image) != 3:
+    w = weights.weights  # float32 (the float path) or integers (the integer path's)
+    if group != 1 or w.ndim != 4 or not (w.dtype == np.float32 or w.dtype.kind in "iu") \
+            or len(image) != 3:
         return
     lib = _library()
     if lib is None:

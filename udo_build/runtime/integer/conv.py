@@ -1,16 +1,24 @@
 """Integer convolution: uint8/uint16 input, int8/int16 weights (per output channel or not),
 int32 bias, exact accumulation, fixed-point requantization (an absorbed Relu/Clip clamps).
 
-The float convolution's im2col (`udo_build.kernels.default.conv.im2col`) on the centered input
-(x - zero point, converted to the BLAS type of the packed weights in the same pass), then one
-exact product per K chunk (`exact.product`), batched over groups as in the float kernel; a
-stride-1 2-d convolution of 64 channels or more with wide enough rows takes one GEMM per tap from
-its padded input instead (`taps.py`, the float kernel's wide rows: no im2col copy).
+A 2-d convolution of one group whose product is one float32 chunk (`exact.pack`: most of them
+at 8 bits) runs the float path's compiled convolution on x - zero point (`_compiled`): every
+partial sum below 2^24, its chains of fused multiply-adds form the exact integers, the same bits
+as the products below; its weights are packed once, as float32 (four times the int8 weights).
+
+Otherwise (or without the compiled library): the float convolution's im2col
+(`udo_build.kernels.default.conv.im2col`) on the centered input (x - zero point, converted to
+the BLAS type of the packed weights in the same pass), then one exact product per K chunk
+(`exact.product`), batched over groups as in the float kernel; a stride-1 2-d convolution of 64
+channels or more with wide enough rows takes one GEMM per tap from its padded input instead
+(`taps.py`, the float kernel's wide rows: no im2col copy).
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +26,7 @@ import numpy as np
 
 from ...ir.encodings import Encoding
 from ...kernels.default._common import spatial, window_pads
-from ...kernels.default.conv import im2col
+from ...kernels.default.conv import ConvWeights, im2col, pack_for, run_compiled
 from . import passes, taps
 from .exact import F32_LIMIT, Packed, biased_product, pack, product
 from .fixed import Requant, centered, reach, zero_point
@@ -51,6 +59,11 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_po
         packed = pack(w.reshape(group, m // group, -1), span)
     strides_, dilations_ = spatial(strides, rank, 1), spatial(dilations, rank, 1)
     begin, _, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_)
+    found = _compiled(x, x_zero_point, w, b, packed, group, auto_pad, pads, strides_,
+                      dilations_)
+    if found is not None:
+        y, offset = found
+        return requant.apply(y, offset, owned=True)
     if taps.fits(packed, b, x.shape, kernel, strides_, dilations_, begin, outs, group):
         y = taps.tap_product(x, x_zero_point, packed, b, kernel, dilations_, begin, outs)
         return requant.apply(y, None, owned=True)  # the bias is in the product (exact)
@@ -64,6 +77,74 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_po
     y = product(packed, cols[0, 0] if single else cols).reshape(n, m, *outs)
     offset = None if b is None else add_bias(y, b.reshape((-1,) + (1,) * rank), packed)
     return requant.apply(y, offset, owned=True)
+
+
+_FLOAT_WEIGHTS: weakref.WeakKeyDictionary[Packed, ConvWeights] = weakref.WeakKeyDictionary()
+
+
+def _compiled(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packed: Packed,
+              group: int, auto_pad: str, pads: Sequence[int] | None, strides: tuple[int, ...],
+              dilations: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(the accumulator, the offset the requantization adds) by the float path's compiled
+    convolution, or None where it does not run: a 2-d convolution of one group whose product is
+    one float32 chunk (`exact.pack`: every partial sum below 2^24, so its chain of fused
+    multiply-adds, in whatever order, forms the exact integers BLAS forms), the compiled
+    library there. Its input is x - zp in float32 (the padding the real 0), its weights packed
+    once from the integers (a float32 copy, four times the int8 weights)."""
+    if (group != 1 or w.ndim != 4 or packed.dtype != np.float32 or len(packed.bounds) != 1
+            or x.ndim != 4 or x.dtype.kind not in "ui"):
+        return None
+    from ...kernels.compiled import library
+
+    lib = library()
+    if lib is None or x.shape[1] == 0:
+        return None
+    weights = _FLOAT_WEIGHTS.get(packed)
+    if weights is None:
+        weights = _FLOAT_WEIGHTS.setdefault(packed, ConvWeights(w))
+    bias = None  # added after the chain, exact where every sum with it stays below 2^24
+    if b is not None and b.dtype == np.float32 and packed.partial_bound + float(
+            np.abs(b).max(initial=0)) < F32_LIMIT:
+        bias = b
+    source = _scratch("x", x.shape)
+    np.subtract(x, np.float32(zp), out=source, dtype=np.float32)  # x - zp: exact in float32
+    y = run_compiled(lib, source, weights, bias, auto_pad=auto_pad, dilations=dilations,
+                     pads=pads, strides=strides, out=lambda shape: _scratch("y", shape))
+    if b is None or bias is not None:
+        return y, None
+    return y, b.reshape((-1, 1, 1)).astype(np.float64)  # added by the requantization
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(use: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The calling thread's float32 array of this shape for `use` (the centered input, the
+    accumulator), kept from one convolution to the next: the accumulator is requantized into
+    a new array before the next convolution of the thread runs, so fresh pages (page faults,
+    zeroing) are not paid at every product."""
+    kept = getattr(_SCRATCH, use, None)
+    if kept is None or kept.size < math.prod(shape):
+        kept = np.empty(max(math.prod(shape), 1), np.float32)
+        setattr(_SCRATCH, use, kept)
+    return kept[:math.prod(shape)].reshape(shape)
+
+
+def prepare(packed: Packed, w: np.ndarray, image: tuple[int, ...],
+            attrs: dict[str, Any]) -> None:
+    """Pack a convolution's weights for the compiled kernel now, for input images of this
+    shape (C, H, W), where `_compiled` will run it: a plan built before its session's workers
+    fork is packed once, in the parent, and its pages shared."""
+    if (int(attrs.get("group", 1)) != 1 or w.ndim != 4 or packed.dtype != np.float32
+            or len(packed.bounds) != 1):
+        return
+    weights = _FLOAT_WEIGHTS.get(packed)
+    if weights is None:
+        weights = _FLOAT_WEIGHTS.setdefault(packed, ConvWeights(w))
+    pack_for(weights, image, **{k: v for k, v in attrs.items() if k in _GEOMETRY})
+
+
+_GEOMETRY = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
 
 def add_bias(y: np.ndarray, b: np.ndarray, packed: Packed) -> np.ndarray | None:

@@ -54,6 +54,8 @@ from ..float_session import (
     check_user_output,
     streamed_frees,
 )
+from . import conv as conv_kernel
+from .exact import Packed
 from .fixed import qtype, quantize
 from .plan import Planner, QPlan, QStep
 
@@ -68,7 +70,9 @@ class QuantizedSession(LoadedModel[QPlan]):
         reuse_freed_memory()
         self._impls: dict[str, Impl] = {}
         self._planner = Planner(qmodel, self._float_impl)
+        self._pack_now = False  # the plan built here packs its convolutions on its first run
         self.plan(tuple(t.name for t in self.graph.outputs))
+        self._pack_now = True
 
     # -- load ------------------------------------------------------------------------------------
 
@@ -89,7 +93,22 @@ class QuantizedSession(LoadedModel[QPlan]):
         plan = self._planner.build(outputs)
         for name in plan.constants:
             plan.constants[name] = _read_only(plan.constants[name])
+        if self._pack_now:
+            self._pack(plan)
         return plan
+
+    def _pack(self, plan: QPlan) -> None:
+        """Pack the convolutions the compiled kernel runs (static input shapes) as the plan is
+        built: workers forked after it (quant reports) share the packing (see the float
+        session); the plan built while loading packs on its first run."""
+        for step in plan.steps:
+            packed = step.kwargs.get("packed")
+            if not isinstance(packed, Packed) or not step.integer or len(step.inputs) < 2:
+                continue
+            info, w = self._infos.get(step.inputs[0]), plan.constants.get(step.inputs[1])
+            image = info.static_shape if info is not None else None
+            if image is not None and w is not None and len(image) == 4:
+                conv_kernel.prepare(packed, w, image[1:], step.kwargs)
 
     # -- run -------------------------------------------------------------------------------------
 
