@@ -108,7 +108,6 @@ static inline void vstore_lanes(float *p, unsigned bits, vf v) {
 #define COLS_DEEP_BELOW 256
 #define DEEP 512
 #define COLS_TAPS_BELOW 1024
-#define BLOCK_FLOATS (1L << 18) /* a rows call packs K x block pixels at most (1 MiB) */
 #ifndef KC_ROWS
 #define KC_ROWS 32768 /* bytes of a k block of the loaded operand: in the L1 cache */
 #endif
@@ -182,18 +181,18 @@ typedef struct {
   float *y;
 } Conv;
 
-/* wide pixels [q0, q0 + width) of every tap as [k][width], zeros past the image */
-static void gather(const Conv *cv, idx q0, int width, float *out) {
+/* pixels [q0, q0 + NR) of every tap as [k][NR], zeros past the image */
+static void gather(const Conv *cv, idx q0, float *out) {
   idx valid = cv->ho * cv->wq - q0;
-  if (valid > width) valid = width;
-  for (idx k = 0; k < cv->kn; k++, out += width) {
+  if (valid > NR) valid = NR;
+  for (idx k = 0; k < cv->kn; k++, out += NR) {
     const float *src = cv->xq + cv->base[k] + q0;
-    if (valid == NR && width == NR) {
+    if (valid == NR) {
 #pragma GCC unroll 8
       for (int v = 0; v < NV; v++) vstore(out + v * VL, vload(src + v * VL));
       continue;
     }
-    for (idx i = 0; i < width; i++) out[i] = i < valid ? src[i] : 0.0f;
+    for (idx i = 0; i < NR; i++) out[i] = i < valid ? src[i] : 0.0f;
   }
 }
 
@@ -289,7 +288,7 @@ static float *workspace(int slot, size_t floats) {
   return scratch[slot];
 }
 
-/* k blocks: the fewest of at most KC_BYTES of the loaded operand, of equal size */
+/* k blocks: the fewest of at most `bytes` of the loaded operand (KC_ROWS, KC_COLS), of equal size */
 static idx k_block(idx kn, idx bytes) {
   idx most = bytes / (NR * (idx)sizeof(float)), blocks = (kn + most - 1) / most;
   return (kn + blocks - 1) / blocks;
@@ -306,7 +305,7 @@ static int rows(const Conv *cv, const float *packed) {
   Lanes ln;
   for (idx q0 = 0; q0 < q_end; q0 += NR) {
     int packed_panel = cv->dense;
-    if (packed_panel) gather(cv, q0, NR, panel);
+    if (packed_panel) gather(cv, q0, panel);
     lanes_of_tile(cv, q0, &ln);
     for (idx k0 = 0; k0 < kn; k0 += kc) {
       idx kb = kn - k0 < kc ? kn - k0 : kc;
