@@ -186,9 +186,9 @@ class Calls:
         return timed
 
     def wrap_native(self, native: Callable[..., None]) -> Callable[..., None]:
-        def timed(lib, x, weights, b, z, g, y, relu):  # type: ignore[no-untyped-def]
+        def timed(lib, x, weights, call, b, z, y, relu):  # type: ignore[no-untyped-def]
             flops = 2 * y.size * weights.weights[0].size
-            self._timed(native, (lib, x, weights, b, z, g, y, relu), flops)
+            self._timed(native, (lib, x, weights, call, b, z, y, relu), flops)
         return timed
 
 

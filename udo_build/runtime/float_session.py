@@ -120,6 +120,15 @@ class LoadedModel(Generic[PlanT]):
         self._plans: dict[tuple[str, ...], PlanT] = {}
         self._check_wiring()
 
+    def _load_plan(self) -> None:
+        """Build the graph outputs' plan as the model loads. It packs its convolutions' weights
+        on its first run (a session used only for other plans holds no packing of it); a plan
+        built later packs them as it is built (`_pack_now`), where the input shapes are known,
+        so that workers forked after it share them."""
+        self._pack_now = False
+        self.plan(tuple(t.name for t in self.graph.outputs))
+        self._pack_now = True
+
     def plan(self, outputs: Sequence[str]) -> PlanT:
         """The execution plan that yields these tensors (built once per set of outputs)."""
         key = tuple(outputs)
@@ -169,9 +178,7 @@ class Session(LoadedModel[Plan]):
         self.model = model
         self._impls = {node.name: self._select(node) for node in self.graph.nodes}
         self._buffers = Buffers()
-        self._pack_now = False  # the plan built here packs its weights on its first run
-        self.plan(tuple(t.name for t in self.graph.outputs))
-        self._pack_now = True
+        self._load_plan()
 
     def _build(self, outputs: tuple[str, ...]) -> Plan:
         nodes, folded = fold_constants(self.graph.nodes, self._weights, self._evaluate)

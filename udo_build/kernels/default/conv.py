@@ -66,24 +66,17 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
     if activation not in ACTIVATIONS:
         raise ValueError(f"FusedConv activation {activation!r} is not one of {ACTIVATIONS}")
     weights = packed if packed is not None else ConvWeights(w)
-    key = (x.shape, x.dtype, None if b is None else b.dtype, None if z is None else z.shape,
-           None if z is None else z.dtype)
-    call = weights.calls.get(key)
-    if call is None:
-        geometry = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
-        shape = (x.shape[0], w.shape[0], *geometry.outs)
-        call = weights.calls[key] = (geometry, shape, np.result_type(w, x),
-                                     _takes(x, w, b, z, group, geometry, shape))
-    geometry, shape, dtype, takes = call
-    lib = _library() if takes else None
+    call = weights.call(x, b, z, group, kernel_shape, auto_pad, pads, strides, dilations)
+    lib = _library() if call.takes else None
     if lib is not None:
-        y = weights.buffers.take(shape, dtype) if weights.buffers is not None else None
+        y = weights.buffers.take(call.shape, call.dtype) if weights.buffers is not None else None
         if y is None:
-            y = np.empty(shape, dtype)
+            y = np.empty(call.shape, call.dtype)
         for i in range(x.shape[0]):
-            _native(lib, x[i], weights, b, None if z is None else z[i], geometry, y[i],
+            _native(lib, x[i], weights, call, b, None if z is None else z[i], y[i],
                     activation == "Relu")
         return y
+    geometry, shape, dtype = call.geometry, call.shape, call.dtype
     y = np.empty(shape, dtype)
     if group > 1:
         _grouped(x, w, group, geometry, y, b, z)
@@ -105,34 +98,64 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
 # -- the compiled kernel: an implicit GEMM over the input's phases (c/conv.c) ---------------------
 
 
+class Call:
+    """What a convolution with one input shape and dtypes needs, found once (`ConvWeights.call`):
+    its geometry, output shape and dtype, whether the compiled kernel takes it, and for a 2-d
+    convolution of one group the 14 numbers udo_conv reads (their address) and the address of
+    the weights' packing for its orientation (made on the first run)."""
+
+    __slots__ = ("geometry", "shape", "dtype", "takes", "numbers", "address", "packing")
+
+    def __init__(self, geometry: Geometry, shape: tuple[int, ...], dtype: np.dtype,
+                 takes: bool, image: tuple[int, ...]) -> None:
+        self.geometry, self.shape, self.dtype, self.takes = geometry, shape, dtype, takes
+        g, two_d = geometry, len(geometry.kernel) == 2 and len(image) == 3
+        self.numbers = np.array([*image, *g.kernel, *g.strides, *g.dilations, *g.begin,
+                                 *g.outs, shape[1]], np.int64) if two_d else None
+        self.address = 0 if self.numbers is None else self.numbers.ctypes.data
+        self.packing: int | None = None
+
+
 class ConvWeights:
     """A convolution's weights and their packings for the compiled kernel, each made on first
     use and kept: the float runtime's plan holds one per convolution whose weights are a
-    constant, so a model's weights are packed once, not at every run. One belongs to one
-    convolution (its attributes): its geometry is found once per input shape. `buffers`, where
+    constant, so a model's weights are packed once, not at every run; its geometry is found once
+    per input shape and attributes (`call`). `buffers`, where
     given, lends output arrays (`take(shape, dtype)`: one, or None), the float session's pool
     of dead tensors (udo_build.runtime.buffers)."""
 
-    __slots__ = ("weights", "buffers", "calls", "_packings", "_natives")
+    __slots__ = ("weights", "buffers", "calls", "_packings")
 
     def __init__(self, weights: np.ndarray, buffers: Any = None) -> None:
         self.weights = weights
         self.buffers = buffers
-        self.calls: dict[tuple, tuple] = {}  # by input shape and dtypes: what fused_conv found
+        self.calls: dict[tuple, Call] = {}  # by input shapes, dtypes and attributes
         self._packings: dict[int, np.ndarray] = {}
-        self._natives: dict[tuple, tuple[np.ndarray, int, int]] = {}
 
-    def native(self, lib: Any, image: tuple[int, ...], g: Geometry, m: int) -> tuple[int, int]:
-        """(the address of the geometry's 14 numbers as udo_conv reads them, the address of
-        the weights' packing for its orientation) of an image of this shape (C, H, W)."""
-        key = (image, g.kernel, g.strides, g.dilations, tuple(g.begin), tuple(g.outs), m)
-        found = self._natives.get(key)
+    def call(self, x: np.ndarray, b: np.ndarray | None, z: np.ndarray | None, group: int,
+             kernel_shape: Sequence[int] | None, auto_pad: str, pads: Sequence[int] | None,
+             strides: Sequence[int] | None, dilations: Sequence[int] | None) -> Call:
+        """This convolution's `Call` for x (and b, z) of these shapes and dtypes and these
+        attributes."""
+        key = (x.shape, x.dtype, None if b is None else b.dtype,
+               None if z is None else z.shape, None if z is None else z.dtype, group, auto_pad,
+               *(None if v is None else tuple(v) for v in (kernel_shape, pads, strides,
+                                                         dilations)))
+        found = self.calls.get(key)
         if found is None:
-            numbers = np.array([*image, *g.kernel, *g.strides, *g.dilations, *g.begin, *g.outs,
-                                m], np.int64)
-            packing = self.packing(lib, int(lib.conv_cols(numbers.ctypes.data)))
-            found = self._natives[key] = (numbers, numbers.ctypes.data, packing.ctypes.data)
-        return found[1], found[2]
+            w = self.weights
+            g = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
+            shape = (x.shape[0], w.shape[0], *g.outs)
+            found = self.calls[key] = Call(g, shape, np.result_type(w, x),
+                                           _takes(x, w, b, z, group, g, shape),
+                                           tuple(x.shape[1:]) if group == 1 else ())
+        return found
+
+    def packing_of(self, lib: Any, call: Call) -> int:
+        """The address of the packing `call`'s orientation reads (made on first use)."""
+        if call.packing is None:
+            call.packing = self.packing(lib, int(lib.conv_cols(call.address))).ctypes.data
+        return call.packing
 
     def packing(self, lib: Any, cols: int) -> np.ndarray:
         """The weights as (M, K) packed for the orientation `cols` (see c/conv.c)."""
@@ -155,12 +178,11 @@ def run_compiled(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | 
     (N, C, H, W) and a 2-d convolution of one group; `weights.weights` may be of any numeric
     dtype (packed as float32 once): the integer path's exact products. `out(shape)`, where
     given, lends the output array."""
-    g = _geometry(x, weights.weights, 1, None, auto_pad, pads, strides, dilations)
-    shape = (x.shape[0], weights.weights.shape[0], *g.outs)
-    y = out(shape) if out is not None else np.empty(shape, np.float32)
+    call = weights.call(x, b, None, 1, None, auto_pad, pads, strides, dilations)
+    y = out(call.shape) if out is not None else np.empty(call.shape, np.float32)
     if y.size:
         for i in range(x.shape[0]):
-            _native(lib, x[i], weights, b, None, g, y[i], False)
+            _native(lib, x[i], weights, call, b, None, y[i], False)
     return y
 
 
@@ -178,10 +200,10 @@ def pack_for(weights: ConvWeights, image: tuple[int, ...], *, auto_pad: str = "N
     lib = _library()
     if lib is None:
         return
-    x = np.broadcast_to(np.float32(0), (1, *image))  # _geometry reads its shape alone
-    g = _geometry(x, w, group, kernel_shape, auto_pad, pads, strides, dilations)
-    if 0 not in g.outs and image[0]:
-        weights.native(lib, tuple(image), g, w.shape[0])
+    x = np.broadcast_to(np.float32(0), (1, *image))  # the call reads its shape alone
+    call = weights.call(x, None, None, group, kernel_shape, auto_pad, pads, strides, dilations)
+    if 0 not in call.shape and image[0]:
+        weights.packing_of(lib, call)
 
 
 def _aligned(size: int) -> np.ndarray:
@@ -207,8 +229,8 @@ def _library() -> Any:
     return library()
 
 
-def _native(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | None,
-            z: np.ndarray | None, g: Geometry, y: np.ndarray, relu: bool) -> None:
+def _native(lib: Any, x: np.ndarray, weights: ConvWeights, call: Call, b: np.ndarray | None,
+            z: np.ndarray | None, y: np.ndarray, relu: bool) -> None:
     """One image (C, H, W) into y (M, Ho, Wo) by the compiled kernel."""
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
@@ -216,9 +238,9 @@ def _native(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | None,
         b = np.ascontiguousarray(b.reshape(-1))
     if z is not None and not z.flags.c_contiguous:
         z = np.ascontiguousarray(z)
-    numbers, packing = weights.native(lib, x.shape, g, y.shape[0])
-    status = lib.conv(x.ctypes.data, numbers, packing, None if b is None else b.ctypes.data,
-                      None if z is None else z.ctypes.data, int(relu), y.ctypes.data)
+    status = lib.conv(x.ctypes.data, call.address, weights.packing_of(lib, call),
+                      None if b is None else b.ctypes.data, None if z is None else z.ctypes.data,
+                      int(relu), y.ctypes.data)
     if status != 0:
         raise MemoryError("the compiled convolution could not allocate its panels")
 

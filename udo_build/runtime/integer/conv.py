@@ -99,9 +99,7 @@ def _compiled(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packe
     lib = library()
     if lib is None or x.shape[1] == 0:
         return None
-    weights = _FLOAT_WEIGHTS.get(packed)
-    if weights is None:
-        weights = _FLOAT_WEIGHTS.setdefault(packed, ConvWeights(w))
+    weights = _float_weights(packed, w)
     bias = None  # added after the chain, exact where every sum with it stays below 2^24
     if b is not None and b.dtype == np.float32 and packed.partial_bound + float(
             np.abs(b).max(initial=0)) < F32_LIMIT:
@@ -130,6 +128,12 @@ def _scratch(use: str, shape: tuple[int, ...]) -> np.ndarray:
     return kept[:math.prod(shape)].reshape(shape)
 
 
+def _float_weights(packed: Packed, w: np.ndarray) -> ConvWeights:
+    """The compiled kernel's weights of this product (one per `Packed`, kept as long as it)."""
+    found = _FLOAT_WEIGHTS.get(packed)
+    return found if found is not None else _FLOAT_WEIGHTS.setdefault(packed, ConvWeights(w))
+
+
 def prepare(packed: Packed, w: np.ndarray, image: tuple[int, ...],
             attrs: dict[str, Any]) -> None:
     """Pack a convolution's weights for the compiled kernel now, for input images of this
@@ -138,9 +142,7 @@ def prepare(packed: Packed, w: np.ndarray, image: tuple[int, ...],
     if (int(attrs.get("group", 1)) != 1 or w.ndim != 4 or packed.dtype != np.float32
             or len(packed.bounds) != 1):
         return
-    weights = _FLOAT_WEIGHTS.get(packed)
-    if weights is None:
-        weights = _FLOAT_WEIGHTS.setdefault(packed, ConvWeights(w))
+    weights = _float_weights(packed, w)
     pack_for(weights, image, **{k: v for k, v in attrs.items() if k in _GEOMETRY})
 
 

@@ -70,9 +70,7 @@ class QuantizedSession(LoadedModel[QPlan]):
         reuse_freed_memory()
         self._impls: dict[str, Impl] = {}
         self._planner = Planner(qmodel, self._float_impl)
-        self._pack_now = False  # the plan built here packs its convolutions on its first run
-        self.plan(tuple(t.name for t in self.graph.outputs))
-        self._pack_now = True
+        self._load_plan()
 
     # -- load ------------------------------------------------------------------------------------
 
