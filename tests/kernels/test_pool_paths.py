@@ -60,10 +60,10 @@ def _geometries(count: int) -> list[dict]:
     return found
 
 
-def test_the_compiled_max_pool_gives_the_numpy_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    """c/pool.c against the numpy windows on random geometries (pads, ceil_mode, auto_pad,
-    dilations, strides past the kernel) and NaNs: the same values, NaN where numpy has one;
-    and it really ran. Under UDO_BUILD_NO_SKIP=1 (CI) a host without a C compiler fails here."""
+def _both_paths(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A function of (x, case) giving MaxPool's compiled result and the numpy path's, and the
+    list it appends to each time c/pool.c really ran. Under UDO_BUILD_NO_SKIP=1 (CI) a host
+    without a C compiler fails here."""
     from udo_build.kernels import compiled
 
     monkeypatch.delenv(compiled.SWITCH, raising=False)
@@ -80,11 +80,7 @@ def test_the_compiled_max_pool_gives_the_numpy_values(monkeypatch: pytest.Monkey
             ran.append(1)
             return lib.maxpool(*args)
 
-    rng = np.random.default_rng(2)
-    for case in _geometries(150):
-        x = rng.standard_normal(case.pop("shape")).astype(np.float32)
-        if rng.random() < 0.3:
-            x.flat[int(rng.integers(0, x.size))] = np.nan
+    def both(x: np.ndarray, case: dict) -> tuple[np.ndarray, np.ndarray]:
         with monkeypatch.context() as m:
             m.setenv(compiled.SWITCH, "0")
             expected = max_pool(x, **case)
@@ -92,5 +88,47 @@ def test_the_compiled_max_pool_gives_the_numpy_values(monkeypatch: pytest.Monkey
             m.setattr(compiled, "library", Spy)
             got = max_pool(x, **case)
         assert got.shape == expected.shape and got.dtype == np.float32
-        np.testing.assert_array_equal(got, expected)
+        return got, expected
+
+    return both, ran
+
+
+def test_the_compiled_max_pool_gives_the_numpy_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """c/pool.c against the numpy windows on random geometries (pads, ceil_mode, auto_pad,
+    dilations, strides past the kernel) and NaNs: the same values, NaN where numpy has one;
+    and it really ran."""
+    both, ran = _both_paths(monkeypatch)
+    rng = np.random.default_rng(2)
+    for case in _geometries(150):
+        x = rng.standard_normal(case.pop("shape")).astype(np.float32)
+        if rng.random() < 0.3:
+            x.flat[int(rng.integers(0, x.size))] = np.nan
+        np.testing.assert_array_equal(*both(x, case))
     assert len(ran) == 150
+
+
+@pytest.mark.parametrize("width", [15, 16, 17, 31, 33, 111])
+def test_three_whole_rows_at_once_keep_every_nan(monkeypatch: pytest.MonkeyPatch,
+                                                 width: int) -> None:
+    """3-high windows over rows of at least one block (16) read three whole rows in one pass,
+    its last block overlapping the one before, noting NaNs as it reads: NaNs in the first and
+    last columns and rows, inside a block and in the overlap, in some planes only; strides 1
+    to 3, with and without pads."""
+    both, ran = _both_paths(monkeypatch)
+    rng = np.random.default_rng(width)
+    shape = (2, 3, 9, width)
+    spots = [(0, 0), (0, width - 1), (8, 0), (8, width - 1), (4, width // 2), (3, width - 2),
+             (5, max(width - 17, 0))]
+    for strides in ([1, 1], [2, 2], [3, 2], [2, 3]):
+        for pads in ([0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 2, 0]):
+            case = {"kernel_shape": [3, 3], "strides": strides, "pads": pads}
+            x = rng.standard_normal(shape).astype(np.float32)
+            got, expected = both(x, case)
+            np.testing.assert_array_equal(got, expected)
+            for row, column in spots:
+                spotted = x.copy()
+                spotted[1, int(rng.integers(0, 3)), row, column] = np.nan
+                got, expected = both(spotted, case)
+                assert np.isnan(expected).any() or strides != [1, 1]
+                np.testing.assert_array_equal(got, expected)
+    assert len(ran) == 4 * 3 * (1 + len(spots))

@@ -139,3 +139,36 @@ def test_a_plan_built_after_loading_packs_its_weights_before_its_first_run(
     again = session.run({"x": x}, ["c2"])
     np.testing.assert_array_equal(first["c2"], again["c2"])
     assert packed(("c2",)) == [True, True, True]
+
+
+def test_max_pools_take_dead_tensors_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """x -> MaxPool -> Relu -> MaxPool -> y: from the second run on, each MaxPool writes into
+    an array of its shape that died in the run before; the results stay those of the first."""
+    monkeypatch.delenv(compiled.SWITCH, raising=False)
+    if compiled.library() is None:
+        pytest.skip("no C compiler (or it failed): the compiled MaxPool cannot run here")
+    pool = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    nodes = (Node.make("p0", "MaxPool", ["x"], ["p0"], pool), Node.make("r", "Relu", ["p0"], ["r"]),
+             Node.make("p1", "MaxPool", ["r"], ["y"], pool))
+    graph = Graph("g", (TensorInfo("x", "float32", (1, 4, 33, 33)),),
+                  (TensorInfo("y", "float32", (1, 4, 7, 7)),), nodes,
+                  (TensorInfo("p0", "float32", (1, 4, 16, 16)),
+                   TensorInfo("r", "float32", (1, 4, 16, 16))))
+    session = Session(Model(graph, {}))
+    lent: list[tuple[int, ...]] = []
+    original = Buffers.take
+
+    def counting(self: Buffers, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        found = original(self, shape, dtype)
+        if found is not None:
+            lent.append(tuple(shape))
+        return found
+
+    monkeypatch.setattr(Buffers, "take", counting)
+    x = np.random.default_rng(4).standard_normal((1, 4, 33, 33)).astype(np.float32)
+    first = session.run({"x": x})["y"]
+    results = [session.run({"x": x})["y"] for _ in range(3)]
+    assert lent.count((1, 4, 16, 16)) == 3  # the first MaxPool's, run after run
+    for result in [first, *results]:
+        np.testing.assert_array_equal(result, first)
+    assert len({id(r) for r in [first, *results]}) == 4

@@ -54,6 +54,7 @@ exists.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,9 +68,11 @@ from ..ir.graph import DEFAULT_PACKAGE, Model, Node, TensorInfo
 from ..ir.weights import release, streams
 from ..kernels.default import DEFAULT
 from ..kernels.default.conv import ConvWeights, fused_conv, pack_for
+from ..kernels.default.pool import lent_max_pool
 from ..kernels.oppkg import Flags, Impl, OpPackage, OpPackageError
 from ..rewrite.graph import UNKNOWN, TType
 from .buffers import Buffers
+from .concat import concat_in_place
 from .fusion import CONVS, fold_constants, fuse
 
 
@@ -203,6 +206,7 @@ class Session(LoadedModel[Plan]):
             steps = [_with_packed(step, node, constants, self._buffers, self._infos,
                                   self._pack_now)
                      for step, node in zip(steps, nodes, strict=True)]
+            steps = concat_in_place(steps, nodes, outputs, self._infos, self._buffers)
         return Plan(tuple(steps), constants, outputs, feeds, tuple(rules))
 
     def _evaluate(self, node: Node, inputs: list[np.ndarray | None]) -> tuple | None:
@@ -325,13 +329,21 @@ class Session(LoadedModel[Plan]):
 
 def _with_packed(step: Step, node: Node, constants: Mapping[str, np.ndarray],
                  buffers: Buffers, infos: Mapping[str, TensorInfo], now: bool) -> Step:
-    """A default-package convolution whose weights are a constant keeps their packings for the
+    """A default-package MaxPool of a static float32 shape takes its output from the session's
+    dead tensors where one of its shape waits. A default-package convolution whose weights are
+    a constant keeps their packings for the
     compiled kernel (`ConvWeights`) from one run to the next, and takes its output from the
     session's dead tensors where one of its shape waits (a static shape): its step calls
     FusedConv's kernel (a Conv is one without addend or activation) with them. The packing is
     made on the first run, or `now` where the input's shape is static: a plan built for forked
     workers (calibration, quant reports) is packed once, in the process that forks them, and
     its pages are shared."""
+    if node.package == DEFAULT_PACKAGE and node.op == "MaxPool" and len(node.outputs) == 1:
+        info = infos.get(node.outputs[0])
+        if info is None or info.static_shape is None or info.dtype != "float32":
+            return step
+        buffers.want(info.static_shape, info.dtype)
+        return dataclasses.replace(step, fn=functools.partial(lent_max_pool, buffers=buffers))
     if (node.package != DEFAULT_PACKAGE or node.op not in CONVS or len(node.inputs) < 2
             or node.inputs[1] not in constants):
         return step

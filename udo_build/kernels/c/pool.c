@@ -4,9 +4,11 @@
 
    for every plane p (batch x channels); positions outside the input are -inf (the padding,
    and what ceil_mode adds past it). An output row is the maximum over ky of the input rows it
-   reads (whole rows: contiguous, vectorized), then over kx of that row's strided columns. The
-   maximum keeps a NaN (of either side), as numpy's does: the same values as the numpy path; a
-   plane without a NaN (one pass finds out) takes the plain maximum, one instruction.
+   reads (whole rows: contiguous, vectorized; three whole rows in one pass of blocks), then
+   over kx of that row's strided columns. The maximum keeps a NaN (of either side), as numpy's
+   does: the same values as the numpy path. Each plane takes the plain maximum (one
+   instruction) first, noting as it reads the rows whether one held a NaN; a plane where one
+   did is pooled again with the maximum that keeps it.
    The row scratch is the calling thread's (1 when it cannot be had). */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
 #include <math.h>
@@ -19,17 +21,37 @@ typedef ptrdiff_t idx;
 static inline float larger(float a, float b) { return a != a || a > b ? a : b; }
 static inline float larger_finite(float a, float b) { return a > b ? a : b; } /* no NaN */
 
-/* whether a plane holds a NaN (then the maxima must keep it) */
-static int has_nan(const float *x, idx n) {
+#define BLOCK 16
+/* rows[i] = the maximum of the three rows from x on (w >= BLOCK floats each) at i < w, in
+   blocks of BLOCK (the last one overlapping the one before: a maximum is the same recomputed);
+   `keep` keeps NaNs, else the plain maximum. Returns whether a NaN was read. */
+static int max3_rows(const float *x, idx w, float *rows, int keep) {
+  const float *a = x, *b = x + w, *c = x + 2 * w;
+  int flags[BLOCK] = {0};
+  for (idx i0 = 0;; i0 += BLOCK) {
+    if (i0 + BLOCK > w) i0 = w - BLOCK;
+    if (keep)
+      for (int j = 0; j < BLOCK; j++)
+        rows[i0 + j] = larger(larger(a[i0 + j], b[i0 + j]), c[i0 + j]);
+    else
+      for (int j = 0; j < BLOCK; j++) {
+        float u = a[i0 + j], v = b[i0 + j], t = c[i0 + j];
+        flags[j] |= (u != u) | (v != v) | (t != t);
+        rows[i0 + j] = larger_finite(larger_finite(u, v), t);
+      }
+    if (i0 + BLOCK >= w) break;
+  }
   int found = 0;
-  for (idx i = 0; i < n; i++) found |= x[i] != x[i];
+  for (int j = 0; j < BLOCK; j++) found |= flags[j];
   return found;
 }
 
-/* one plane's windows, with MAX the maximum (keeping NaNs, or for a plane without one) */
+/* one plane's windows, with MAX the maximum (keeping NaNs, or for a plane without one);
+   returns whether a NaN was among the input rows read (OR-ed in as they are read) */
 #define POOL_PLANE(name, MAX)                                                                    \
-  static void name(const float *plane, float *rows, idx h, idx w, idx kh, idx kw, idx sh,      \
-                   idx sw, idx dh, idx dw, idx ph, idx pw, idx ho, idx wo, float *y) {         \
+  static int name(const float *plane, float *rows, idx h, idx w, idx kh, idx kw, idx sh,       \
+                  idx sw, idx dh, idx dw, idx ph, idx pw, idx ho, idx wo, float *y) {          \
+    int nan = 0;                                                                               \
     /* columns whose window lies inside the row: lo <= ox < hi */                              \
     idx lo = pw > 0 ? (pw + sw - 1) / sw : 0;                                                  \
     idx hi = w - (kw - 1) * dw + pw > 0 ? (w - (kw - 1) * dw + pw - 1) / sw + 1 : 0;           \
@@ -38,19 +60,34 @@ static int has_nan(const float *x, idx n) {
     for (idx oy = 0; oy < ho; oy++) {                                                          \
       float *out = y + oy * wo;                                                                \
       int any = 0;                                                                             \
+      idx top = oy * sh - ph;                                                                  \
+      if (kh == 3 && dh == 1 && top >= 0 && top + 2 < h && w >= BLOCK) { /* 3 whole rows */    \
+        nan |= max3_rows(plane + top * w, w, rows, MAX == larger);                             \
+        any = 1;                                                                               \
+      } else                                                                                   \
       for (idx ky = 0; ky < kh; ky++) {                                                        \
         idx iy = oy * sh + ky * dh - ph;                                                       \
         if (iy < 0 || iy >= h) continue;                                                       \
         const float *src = plane + iy * w;                                                     \
+        int found = 0;                                                                         \
         if (!any)                                                                              \
-          for (idx i = 0; i < w; i++) rows[i] = src[i];                                        \
+          for (idx i = 0; i < w; i++) {                                                        \
+            rows[i] = src[i];                                                                  \
+            found |= src[i] != src[i];                                                         \
+          }                                                                                    \
         else                                                                                   \
-          for (idx i = 0; i < w; i++) rows[i] = MAX(rows[i], src[i]);                          \
+          for (idx i = 0; i < w; i++) {                                                        \
+            rows[i] = MAX(rows[i], src[i]);                                                    \
+            found |= src[i] != src[i];                                                         \
+          }                                                                                    \
+        nan |= found;                                                                          \
         any = 1;                                                                               \
       }                                                                                        \
       if (any && sw == 2 && dw == 1 && kw == 3) { /* the common 3x3 stride-2 window */         \
         const float *r = rows + lo * 2 - pw;                                                   \
-        for (idx ox = lo; ox < hi; ox++, r += 2) out[ox] = MAX(MAX(r[0], r[1]), r[2]);         \
+        idx n = hi - lo;                                                                       \
+        float *o = out + lo;                                                                   \
+        for (idx i = 0; i < n; i++) o[i] = MAX(MAX(r[2 * i], r[2 * i + 1]), r[2 * i + 2]);      \
       } else if (any) {                                                                        \
         for (idx ox = lo; ox < hi; ox++) {                                                     \
           const float *r = rows + ox * sw - pw;                                                \
@@ -73,6 +110,7 @@ static int has_nan(const float *x, idx n) {
         out[ox] = best;                                                                        \
       }                                                                                        \
     }                                                                                          \
+    return nan;                                                                                \
   }
 
 POOL_PLANE(pool_plane, larger)
@@ -95,11 +133,10 @@ EXPORT int udo_maxpool(const float *x, idx planes, idx h, idx w, idx kh, idx kw,
   float *rows = row_scratch;
   for (idx p = 0; p < planes; p++) {
     const float *plane = x + p * h * w;
-    if (has_nan(plane, h * w))
+    /* the plain maximum first; a plane where it met a NaN again, keeping them */
+    if (pool_plane_finite(plane, rows, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo,
+                          y + p * ho * wo))
       pool_plane(plane, rows, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo, y + p * ho * wo);
-    else
-      pool_plane_finite(plane, rows, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo,
-                        y + p * ho * wo);
   }
   return 0;
 }

@@ -30,6 +30,7 @@ results do not depend on the machine's speed):
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,24 +61,35 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
                dilations: Sequence[int] | None = None, group: int = 1,
                kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
                strides: Sequence[int] | None = None,
-               packed: ConvWeights | None = None) -> np.ndarray:
+               packed: ConvWeights | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """activation(conv(x, w) + b + z). `packed`: the weights' packings for the compiled
-    kernel, kept by the caller from one run to the next (else made for this call)."""
+    kernel, kept by the caller from one run to the next (else made for this call). `out`:
+    where to write the result (of its shape and dtype, each image C-contiguous: a Concat's
+    channel slice), returned."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"FusedConv activation {activation!r} is not one of {ACTIVATIONS}")
     weights = packed if packed is not None else ConvWeights(w)
     call = weights.call(x, b, z, group, kernel_shape, auto_pad, pads, strides, dilations)
-    lib = _library() if call.takes else None
+    if out is not None and (out.shape != call.shape or out.dtype != call.dtype):
+        raise ValueError(f"out is {out.dtype} {list(out.shape)}, the convolution makes "
+                         f"{call.dtype} {list(call.shape)}")
+    lib = _library() if call.takes and (out is None or all(
+        out[i].flags.c_contiguous for i in range(out.shape[0]))) else None
     if lib is not None:
-        y = weights.buffers.take(call.shape, call.dtype) if weights.buffers is not None else None
+        y = out
+        if y is None and weights.buffers is not None:
+            y = weights.buffers.take(call.shape, call.dtype)
         if y is None:
             y = np.empty(call.shape, call.dtype)
-        for i in range(x.shape[0]):
-            _native(lib, x[i], weights, call, b, None if z is None else z[i], y[i],
-                    activation == "Relu")
+        _native(lib, x, weights, call, b, z, y, activation == "Relu")
         return y
     geometry, shape, dtype = call.geometry, call.shape, call.dtype
     y = np.empty(shape, dtype)
+    if out is not None:
+        np.copyto(out, fused_conv(x, w, b, z, activation=activation, auto_pad=auto_pad,
+                                  dilations=dilations, group=group, kernel_shape=kernel_shape,
+                                  pads=pads, strides=strides, packed=weights))
+        return out
     if group > 1:
         _grouped(x, w, group, geometry, y, b, z)
     elif wide_pays(x.shape[2:], geometry):
@@ -104,7 +116,8 @@ class Call:
     convolution of one group the 14 numbers udo_conv reads (their address) and the address of
     the weights' packing for its orientation (made on the first run)."""
 
-    __slots__ = ("geometry", "shape", "dtype", "takes", "numbers", "address", "packing")
+    __slots__ = ("geometry", "shape", "dtype", "takes", "numbers", "address", "packing", "bias",
+                 "bias_address")
 
     def __init__(self, geometry: Geometry, shape: tuple[int, ...], dtype: np.dtype,
                  takes: bool, image: tuple[int, ...]) -> None:
@@ -114,6 +127,8 @@ class Call:
                                  *g.outs, shape[1]], np.int64) if two_d else None
         self.address = 0 if self.numbers is None else self.numbers.ctypes.data
         self.packing: int | None = None
+        self.bias: np.ndarray | None = None  # the bias of the last call, and its address
+        self.bias_address = 0
 
 
 class ConvWeights:
@@ -181,8 +196,7 @@ def run_compiled(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | 
     call = weights.call(x, b, None, 1, None, auto_pad, pads, strides, dilations)
     y = out(call.shape) if out is not None else np.empty(call.shape, np.float32)
     if y.size:
-        for i in range(x.shape[0]):
-            _native(lib, x[i], weights, call, b, None, y[i], False)
+        _native(lib, x, weights, call, b, None, y, False)
     return y
 
 
@@ -231,18 +245,37 @@ def _library() -> Any:
 
 def _native(lib: Any, x: np.ndarray, weights: ConvWeights, call: Call, b: np.ndarray | None,
             z: np.ndarray | None, y: np.ndarray, relu: bool) -> None:
-    """One image (C, H, W) into y (M, Ho, Wo) by the compiled kernel."""
+    """Each image of x (N, C, H, W) into y (N, M, Ho, Wo: each image C-contiguous) by the
+    compiled kernel."""
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
-    if b is not None and not (b.ndim == 1 and b.flags.c_contiguous):
-        b = np.ascontiguousarray(b.reshape(-1))
     if z is not None and not z.flags.c_contiguous:
         z = np.ascontiguousarray(z)
-    status = lib.conv(x.ctypes.data, call.address, weights.packing_of(lib, call),
-                      None if b is None else b.ctypes.data, None if z is None else z.ctypes.data,
-                      int(relu), y.ctypes.data)
-    if status != 0:
-        raise MemoryError("the compiled convolution could not allocate its panels")
+    bias = 0
+    if b is not None:
+        if b is call.bias:  # the plan's constant, as at the last call
+            bias = call.bias_address
+        else:
+            if not (b.ndim == 1 and b.flags.c_contiguous):
+                b = np.ascontiguousarray(b.reshape(-1))
+            bias = call.bias_address = _address(b)
+            call.bias = b  # held: its address stays its own
+    conv, numbers, packing = lib.conv, call.address, weights.packing_of(lib, call)
+    xa, ya, za = _address(x), _address(y), 0 if z is None else _address(z)
+    for i in range(x.shape[0]):
+        status = conv(xa + i * x.strides[0], numbers, packing, bias or None,
+                      za + i * z.strides[0] if z is not None else None, int(relu),
+                      ya + i * y.strides[0])
+        if status != 0:
+            raise MemoryError("the compiled convolution could not allocate its panels")
+
+
+def _address(a: np.ndarray) -> int:
+    """The address of a's first element (faster than a.ctypes.data where a is a writeable
+    C-contiguous array)."""
+    if a.flags.writeable and a.flags.c_contiguous:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    return a.ctypes.data
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,8 +59,21 @@ def max_pool(x: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
              num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The maximum of each window; with a second output, also where it is (Indices). A 2-d
     float32 one without Indices runs compiled (c/pool.c) where the library is there."""
+    return lent_max_pool(x, None, auto_pad=auto_pad, ceil_mode=ceil_mode, dilations=dilations,
+                         kernel_shape=kernel_shape, pads=pads, storage_order=storage_order,
+                         strides=strides, num_outputs=num_outputs)
+
+
+def lent_max_pool(x: np.ndarray, buffers: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
+                  dilations: Sequence[int] | None = None, kernel_shape: Sequence[int],
+                  pads: Sequence[int] | None = None, storage_order: int = 0,
+                  strides: Sequence[int] | None = None,
+                  num_outputs: int = 1) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """MaxPool, its compiled output lent by `buffers` where given (`take(shape, dtype)`: the
+    float session's dead tensors, udo_build.runtime.buffers)."""
     if num_outputs < 2 and x.dtype == np.float32 and x.ndim == 4 and x.size:
-        y = _compiled_max(x, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides)
+        y = _compiled_max(x, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides,
+                          buffers)
         if y is not None:
             return y
     lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
@@ -72,7 +86,8 @@ def max_pool(x: np.ndarray, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
 
 def _compiled_max(x: np.ndarray, auto_pad: str, ceil_mode: int,
                   dilations: Sequence[int] | None, kernel_shape: Sequence[int],
-                  pads: Sequence[int] | None, strides: Sequence[int] | None) -> np.ndarray | None:
+                  pads: Sequence[int] | None, strides: Sequence[int] | None,
+                  buffers: Any = None) -> np.ndarray | None:
     """MaxPool by the compiled library (None where it is not there): positions outside the
     input, its padding and ceil_mode's, are -inf, as the numpy path pads them."""
     from ..compiled import library
@@ -85,7 +100,10 @@ def _compiled_max(x: np.ndarray, auto_pad: str, ceil_mode: int,
     begin, _, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_,
                                  ceil_mode)
     x = np.ascontiguousarray(x)
-    y = np.empty((*x.shape[:2], *outs), np.float32)
+    shape = (*x.shape[:2], *outs)
+    y = buffers.take(shape, np.float32) if buffers is not None else None
+    if y is None:
+        y = np.empty(shape, np.float32)
     if y.size and lib.maxpool(x.ctypes.data, x.shape[0] * x.shape[1], *x.shape[2:], *kernel,
                               *strides_, *dilations_, *begin, *outs, y.ctypes.data) != 0:
         raise MemoryError("the compiled MaxPool could not allocate its row")
