@@ -297,28 +297,43 @@ static idx k_block(idx kn, idx bytes) {
 /* rows: each tile of NR wide pixels, k block by k block, passes every row tile of the weights
    over the taps it reads: in place from the phases; a dense image's tile packed first, since
    its taps are whole planes apart (a copy keeps many reads in flight where the product would
-   wait on each plane's line, and never reads past the end of the caller's input) */
+   wait on each plane's line, and never reads past the end of the caller's input). A dense
+   image packs a group of consecutive tiles (GROUP_PIXELS, within GROUP_BYTES of panels) and
+   passes each row tile of the weights over all of them: each output row (and the addend's) is
+   then written in runs of the group's width, which the hardware prefetches, instead of one
+   tile's width in each of m planes in turn (more streams than it follows). */
+#define GROUP_PIXELS 512
+#define GROUP_BYTES (256 << 10)
 static int rows(const Conv *cv, const float *packed) {
   idx kn = cv->kn, kc = k_block(kn, KC_ROWS), q_end = cv->ho * cv->wq;
+  idx group = 1;
+  if (cv->dense) {
+    group = GROUP_BYTES / (kn * NR * (idx)sizeof(float));
+    if (group > GROUP_PIXELS / NR) group = GROUP_PIXELS / NR;
+    if (group < 1) group = 1;
+  }
   float *panel = NULL;
-  if (cv->dense && !(panel = workspace(1, (size_t)(kn * NR)))) return 1;
-  Lanes ln;
-  for (idx q0 = 0; q0 < q_end; q0 += NR) {
-    int packed_panel = cv->dense;
-    if (packed_panel) gather(cv, q0, panel);
-    lanes_of_tile(cv, q0, &ln);
+  if (cv->dense && !(panel = workspace(1, (size_t)(group * kn * NR)))) return 1;
+  Lanes ln[GROUP_PIXELS / NR];
+  for (idx q0 = 0; q0 < q_end; q0 += group * NR) {
+    idx tiles = 0;
+    for (; tiles < group && q0 + tiles * NR < q_end; tiles++) {
+      if (cv->dense) gather(cv, q0 + tiles * NR, panel + tiles * kn * NR);
+      lanes_of_tile(cv, q0 + tiles * NR, &ln[tiles]);
+    }
     for (idx k0 = 0; k0 < kn; k0 += kc) {
       idx kb = kn - k0 < kc ? kn - k0 : kc;
-      if (!packed_panel && q0 + 2 * NR <= q_end) /* the next tile's runs of these taps */
+      if (!cv->dense && q0 + 2 * NR <= q_end) /* the next tile's runs of these taps */
         for (idx k = k0; k < k0 + kb; k++)
           for (int line = 0; line < NR * (int)sizeof(float); line += 64)
             __builtin_prefetch((const char *)(cv->xq + cv->base[k] + q0 + NR) + line, 0, 3);
       for (idx m0 = 0; m0 < cv->m; m0 += MR) {
         const float *a = packed + m0 * kn + k0 * MR;
-        if (packed_panel)
-          rows_tile(cv, &ln, m0, k0, kb, a, panel + k0 * NR, NULL);
-        else
-          rows_tile(cv, &ln, m0, k0, kb, a, cv->xq + q0, cv->base + k0);
+        for (idx t = 0; t < tiles; t++)
+          if (cv->dense)
+            rows_tile(cv, &ln[t], m0, k0, kb, a, panel + t * kn * NR + k0 * NR, NULL);
+          else
+            rows_tile(cv, &ln[t], m0, k0, kb, a, cv->xq + q0, cv->base + k0);
       }
     }
   }
