@@ -198,7 +198,7 @@ def test_the_float_kernel_runs_int8_convolutions_whose_product_is_one_float32_ch
     assert convs and all(len(p.bounds) == 1 for p in convs)
     # packed as the plan was built where the input's shape is known (x's; this hand-made
     # graph gives no shape to the others: they pack on their first run)
-    assert conv_kernel._FLOAT_WEIGHTS[convs[0]]._packings
+    assert conv_kernel._FLOAT_WEIGHTS[convs[0]][0][2]._packings
     ran: list[int] = []
     run_compiled = conv_kernel.run_compiled
 
@@ -211,9 +211,58 @@ def test_the_float_kernel_runs_int8_convolutions_whose_product_is_one_float32_ch
         ran.clear()
         native, numpy = _both(lambda f=feed: session.run_quantized(f, ["y", "c"]), monkeypatch)
         assert len(ran) == len(convs)  # the switch off: none (the numpy products)
-        assert all(conv_kernel._FLOAT_WEIGHTS[p]._packings for p in convs)
+        assert all(conv_kernel._FLOAT_WEIGHTS[p][0][2]._packings for p in convs)
         for name in ("y", "c"):
             assert np.array_equal(native[name], numpy[name])
+
+
+@pytest.mark.parametrize("channels,kernel,split", [(128, 3, True), (1600, 1, True),
+                                                   (2, 23, False)],
+                         ids=["3x3", "1x1", "no channel split"])
+def test_a_product_of_several_float32_chunks_runs_by_ranges_of_channels(
+        calls: list[str], monkeypatch: pytest.MonkeyPatch, channels: int, kernel: int,
+        split: bool) -> None:
+    """Weights whose product needs several float32 chunks: the compiled convolution runs once
+    per range of input channels whose bound stays below 2^24 (`exact.float32_parts`), and the
+    requantized bytes are those of the BLAS chunks; where one channel alone passes the bound,
+    no range can, and the BLAS chunks run."""
+    from udo_build.runtime.integer.exact import F32_LIMIT, pack
+
+    rng = np.random.default_rng(channels)
+    m = 16
+    signs = [-127, 127, 126, -126] if split else [127, 126]  # one channel alone too large
+    w = rng.choice(np.array(signs, np.int8), (m, channels, kernel, kernel))
+    size = 12 if split else 30  # every window inside the image: its sum near the mean
+    x = rng.integers(0, 256, (1, channels, size, size)).astype(np.uint8)
+    b = rng.integers(-2 ** 20, 2 ** 20, m).astype(np.int32)
+    packed = pack(w.reshape(1, m, -1), 255, (-3, 252))
+    assert len(packed.bounds) > 1 and packed.partial_bound >= F32_LIMIT
+    typical = np.sqrt(w[0].size) * 127 * 128  # |sum| of random signs: the spread of y
+    if not split:  # weights of one sign: the bias takes the mean off, the spread is x's
+        b = -(w.reshape(m, -1).sum(axis=1, dtype=np.int64) * 124).astype(np.int32)
+        typical = np.sqrt(w[0].size) * 127 * 74
+    requant = Requant.make(rng.uniform(20, 60, m) / typical, packed.acc_bound + 2 ** 20,
+                           Encoding(8, 0.05, -128), proven=True).reshaped(-1, 1, 1)
+    ran: list[tuple[int, ...]] = []
+    run_compiled = conv_kernel.run_compiled
+
+    def spied(lib: Any, source: np.ndarray, *args: Any, **kwargs: Any) -> np.ndarray:
+        ran.append(source.shape)
+        return run_compiled(lib, source, *args, **kwargs)
+
+    monkeypatch.setattr(conv_kernel, "run_compiled", spied)
+    pads = [kernel // 2 if split else 0] * 4
+
+    def run() -> np.ndarray:
+        return conv_kernel.conv(x, w, b, x_zero_point=3, requant=requant, packed=packed,
+                                pads=pads)
+
+    native, numpy = _both(run, monkeypatch)
+    assert np.array_equal(native, numpy) and len(np.unique(native)) > 20
+    if split:
+        assert len(ran) >= len(packed.bounds) and sum(shape[1] for shape in ran) == channels
+    else:
+        assert ran == []
 
 
 def test_the_library_is_compiled_once_by_processes_starting_together(tmp_path: Path,

@@ -5,6 +5,8 @@ A 2-d convolution of one group whose product is one float32 chunk (`exact.pack`:
 at 8 bits) runs the float path's compiled convolution on x - zero point (`_compiled`): every
 partial sum below 2^24, its chains of fused multiply-adds form the exact integers, the same bits
 as the products below; its weights are packed once, as float32 (four times the int8 weights).
+One of several float32 chunks runs it once per range of input channels whose bound stays below
+2^24 (`exact.float32_parts`), the parts' exact results summed in float64.
 
 Otherwise (or without the compiled library): the float convolution's im2col
 (`udo_build.kernels.default.conv.im2col`) on the centered input (x - zero point, converted to
@@ -28,7 +30,7 @@ from ...ir.encodings import Encoding
 from ...kernels.default._common import spatial, window_pads
 from ...kernels.default.conv import ConvWeights, im2col, pack_for, run_compiled
 from . import passes, taps
-from .exact import F32_LIMIT, Packed, biased_product, pack, product
+from .exact import F32_LIMIT, Packed, biased_product, float32_parts, pack, product
 from .fixed import Requant, centered, reach, zero_point
 from .registry import (
     ACTIVATIONS,
@@ -79,7 +81,7 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_po
     return requant.apply(y, offset, owned=True)
 
 
-_FLOAT_WEIGHTS: weakref.WeakKeyDictionary[Packed, ConvWeights] = weakref.WeakKeyDictionary()
+_FLOAT_WEIGHTS: weakref.WeakKeyDictionary[Packed, Any] = weakref.WeakKeyDictionary()
 
 
 def _compiled(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packed: Packed,
@@ -91,23 +93,37 @@ def _compiled(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packe
     multiply-adds, in whatever order, forms the exact integers BLAS forms), the compiled
     library there. Its input is x - zp in float32 (the padding the real 0), its weights packed
     once from the integers (a float32 copy, four times the int8 weights)."""
-    if (group != 1 or w.ndim != 4 or packed.dtype != np.float32 or len(packed.bounds) != 1
-            or x.ndim != 4 or x.dtype.kind not in "ui"):
+    if (group != 1 or w.ndim != 4 or packed.dtype != np.float32 or x.ndim != 4
+            or x.dtype.kind not in "ui"):
         return None
     from ...kernels.compiled import library
 
     lib = library()
     if lib is None or x.shape[1] == 0:
         return None
-    weights = _float_weights(packed, w)
+    parts = _float_parts(packed, w)
+    if parts is None:
+        return None
+    single = len(parts) == 1
     bias = None  # added after the chain, exact where every sum with it stays below 2^24
-    if b is not None and b.dtype == np.float32 and packed.partial_bound + float(
+    if single and b is not None and b.dtype == np.float32 and packed.partial_bound + float(
             np.abs(b).max(initial=0)) < F32_LIMIT:
         bias = b
     source = _scratch("x", x.shape)
     np.subtract(x, np.float32(zp), out=source, dtype=np.float32)  # x - zp: exact in float32
-    y = run_compiled(lib, source, weights, bias, auto_pad=auto_pad, dilations=dilations,
-                     pads=pads, strides=strides, out=lambda shape: _scratch("y", shape))
+    attrs = {"auto_pad": auto_pad, "dilations": dilations, "pads": pads, "strides": strides}
+    if single:
+        y = run_compiled(lib, source, parts[0][2], bias, **attrs,
+                         out=lambda shape: _scratch("y", shape))
+    else:  # each part exact in float32, their sum (below 2^24 times the parts) in float64
+        y = None
+        for c0, c1, weights in parts:
+            part = run_compiled(lib, source[:, c0:c1], weights, None, **attrs,
+                                out=lambda shape: _scratch("y", shape))
+            if y is None:
+                y = part.astype(np.float64)
+            else:
+                y += part
     if b is None or bias is not None:
         return y, None
     return y, b.reshape((-1, 1, 1)).astype(np.float64)  # added by the requantization
@@ -128,10 +144,23 @@ def _scratch(use: str, shape: tuple[int, ...]) -> np.ndarray:
     return kept[:math.prod(shape)].reshape(shape)
 
 
-def _float_weights(packed: Packed, w: np.ndarray) -> ConvWeights:
-    """The compiled kernel's weights of this product (one per `Packed`, kept as long as it)."""
-    found = _FLOAT_WEIGHTS.get(packed)
-    return found if found is not None else _FLOAT_WEIGHTS.setdefault(packed, ConvWeights(w))
+def _float_parts(packed: Packed, w: np.ndarray) -> list[tuple[int, int, ConvWeights]] | None:
+    """The compiled kernel's weights of this float32 product, by ranges of input channels
+    [c0, c1) each an exact float32 product (one range where the product is one chunk, else
+    `exact.float32_parts`), one list per `Packed`, kept as long as it; None where the product
+    cannot be split so (it takes the BLAS chunks)."""
+    found = _FLOAT_WEIGHTS.get(packed, _NONE)
+    if found is _NONE:
+        ranges = [(0, w.shape[1])] if len(packed.bounds) == 1 else \
+            float32_parts(w, packed, len(packed.bounds))
+        found = None if ranges is None else [
+            (c0, c1, ConvWeights(w if (c0, c1) == (0, w.shape[1]) else w[:, c0:c1]))
+            for c0, c1 in ranges]
+        found = _FLOAT_WEIGHTS.setdefault(packed, found)
+    return found
+
+
+_NONE: Any = object()
 
 
 def prepare(packed: Packed, w: np.ndarray, image: tuple[int, ...],
@@ -139,11 +168,11 @@ def prepare(packed: Packed, w: np.ndarray, image: tuple[int, ...],
     """Pack a convolution's weights for the compiled kernel now, for input images of this
     shape (C, H, W), where `_compiled` will run it: a plan built before its session's workers
     fork is packed once, in the parent, and its pages shared."""
-    if (int(attrs.get("group", 1)) != 1 or w.ndim != 4 or packed.dtype != np.float32
-            or len(packed.bounds) != 1):
+    if int(attrs.get("group", 1)) != 1 or w.ndim != 4 or packed.dtype != np.float32:
         return
-    weights = _float_weights(packed, w)
-    pack_for(weights, image, **{k: v for k, v in attrs.items() if k in _GEOMETRY})
+    geometry = {k: v for k, v in attrs.items() if k in _GEOMETRY}
+    for c0, c1, weights in _float_parts(packed, w) or ():
+        pack_for(weights, (c1 - c0, *image[1:]), **geometry)
 
 
 _GEOMETRY = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")

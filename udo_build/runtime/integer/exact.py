@@ -55,6 +55,7 @@ class Packed:
     dtype: np.dtype
     acc_bound: float  # max |sum_k x_k w_k| over outputs, for |x| <= the x_reach packed for
     partial_bound: float  # the largest |subset sum| of a row over all of K (<= acc_bound)
+    span: tuple[int, int] = (0, 0)  # the inputs' (lo, hi) the bounds hold for (lo <= 0 <= hi)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -78,7 +79,7 @@ def pack(w: np.ndarray, x_reach: int, x_span: tuple[int, int] | None = None) -> 
         raise ValueError("weights too large for an exact product")
     operands = tuple(w[..., k0:k1] for k0, k1 in bounds)  # views: the weights held once
     return Packed(operands, tuple(bounds), np.dtype(dtype), acc_bound,
-                  float(_largest_partial(rows, [0], span)))
+                  float(_largest_partial(rows, [0], span)), span)
 
 
 def _chunks(rows: np.ndarray, span: tuple[int, int], limit: int,
@@ -90,6 +91,20 @@ def _chunks(rows: np.ndarray, span: tuple[int, int], limit: int,
     for n in range(max(1, math.ceil(total / (limit - 1))), min(most, max(k, 1)) + 1):
         edges = np.linspace(0, k, n + 1).round().astype(int)
         if float(_largest_partial(rows, edges[:-1], span)) < limit:
+            return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    return None
+
+
+def float32_parts(w: np.ndarray, packed: Packed, parts: int) -> list[tuple[int, int]] | None:
+    """For a float32 product of several chunks whose weights w are (M, C, *taps): the fewest
+    (from `parts` on, at most MAX_F32_CHUNKS) equal ranges of input channels [c0, c1) over each
+    of which the bound (the module docstring's, for the inputs' span) stays below 2^24, so that
+    each is an exact float32 product of its own; None where no such split exists."""
+    channels, taps = w.shape[1], math.prod(w.shape[2:])
+    rows = w.reshape(w.shape[0], -1)
+    for n in range(parts, min(MAX_F32_CHUNKS, channels) + 1):
+        edges = np.linspace(0, channels, n + 1).round().astype(int)
+        if float(_largest_partial(rows, edges[:-1] * taps, packed.span)) < F32_LIMIT:
             return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
     return None
 
