@@ -216,6 +216,41 @@ def test_the_float_kernel_runs_int8_convolutions_whose_product_is_one_float32_ch
             assert np.array_equal(native[name], numpy[name])
 
 
+@pytest.mark.parametrize("conv_first", [True, False])
+def test_a_fused_add_computes_its_table_where_the_arithmetic_gives_every_byte(
+        conv_first: bool, calls: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused Add's table as arithmetic (`passes.sum_form`, checked on all 65536 pairs):
+    the fused step computes the bytes the lookup gives; a table that is not that sum (one
+    byte changed, or a Mul's) keeps the lookup."""
+    from udo_build.runtime.integer import eltwise
+
+    model, feeds = _residual_model(8, conv_first)
+    session = QuantizedSession(encode(model, feeds))
+    plan = session.plan(("y",))
+    fused = [s for s in plan.steps if " + integer::Add" in s.label]
+    assert len(fused) == 1 and fused[0].kwargs["sum"] is not None
+    add = next(s for s in session.plan(("y", "c")).steps if s.fn is eltwise.add)
+    table, requant, zps = add.kwargs["table"], add.kwargs["requant"], add.kwargs["zero_points"]
+    q_dtype = fused[0].kwargs["requant"].dtype
+    assert passes.sum_form(table, requant, zps, q_dtype, conv_first) is not None
+    changed = table.copy()
+    changed[12345] ^= 1
+    assert passes.sum_form(changed, requant, zps, q_dtype, conv_first) is None
+    every = np.arange(256, dtype=np.uint8)
+    larger = np.maximum.outer(every, every).reshape(-1)  # a table of no sum
+    assert passes.sum_form(larger, requant, zps, q_dtype, conv_first) is None
+    step = fused[0]
+    for feed in feeds:
+        env = dict(plan.constants)
+        env.update(session.run_quantized(feed, [n for n in step.inputs if n and n not in env]))
+        args = [env[n] if n else None for n in step.inputs]
+        computed = step.fn(*args, **step.kwargs)
+        calls.clear()
+        looked_up = step.fn(*args, **{**step.kwargs, "sum": None})
+        assert "requantize+lookup" in calls
+        assert np.array_equal(computed, looked_up) and len(np.unique(computed)) > 20
+
+
 @pytest.mark.parametrize("channels,kernel,split", [(128, 3, True), (1600, 1, True),
                                                    (2, 23, False)],
                          ids=["3x3", "1x1", "no channel split"])

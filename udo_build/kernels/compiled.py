@@ -76,6 +76,7 @@ class Library:
     conv_packed_size: ctypes._CFuncPtr  # type: ignore[name-defined]
     conv_cols: ctypes._CFuncPtr  # type: ignore[name-defined]
     maxpool: ctypes._CFuncPtr  # type: ignore[name-defined]
+    pair_sum: ctypes._CFuncPtr  # type: ignore[name-defined]
 
 
 _LOCK = threading.Lock()
@@ -192,7 +193,10 @@ def _open(path: Path) -> Library:
     requant.restype = lookup.restype = ctypes.c_int
     requant.argtypes = [_P, ctypes.c_int, _N, _N, _N, _N, _N, _P, _N, _P, _N, ctypes.c_double,
                         ctypes.c_double, ctypes.c_int32, _P, ctypes.c_int, _P, ctypes.c_int, _P,
-                        ctypes.c_int]
+                        ctypes.c_int, _P, ctypes.c_int]
+    pair_sum = lib.udo_pair_sum
+    pair_sum.restype = None
+    pair_sum.argtypes = [_P, _P, _N, _P, ctypes.c_int, _P]
     lookup.argtypes = [_P, _P, _N, _P, ctypes.c_int, _P]
     im2col = lib.udo_im2col
     im2col.restype = ctypes.c_int
@@ -208,7 +212,7 @@ def _open(path: Path) -> Library:
     maxpool = lib.udo_maxpool
     maxpool.restype = ctypes.c_int
     maxpool.argtypes = [_P, *[_N] * 13, _P]
-    return Library(path, requant, lookup, im2col, conv, pack, size, cols, maxpool)
+    return Library(path, requant, lookup, im2col, conv, pack, size, cols, maxpool, pair_sum)
 
 
 def _warn(why: str) -> None:
@@ -230,11 +234,14 @@ class Layout(NamedTuple):
 
 def requantize(lib: Library, acc: np.ndarray, layout: Layout, factor: np.ndarray,
                offset: np.ndarray | None, clamp: tuple[float, float], zp: int, out: np.ndarray,
-               pair: tuple[np.ndarray, np.ndarray, bool] | None = None) -> None:
+               pair: tuple[np.ndarray, np.ndarray, bool] | None = None,
+               sum: tuple[np.ndarray, int] | None = None) -> None:
     """udo_requant over acc read as `layout`, into out (contiguous, channels x rows x cols
     elements); `factor` and `offset` float64, one per channel or one; `pair`: (table, other,
-    q_first) for the lookup after (other contiguous raw bytes, out's shape)."""
+    q_first) for the lookup after (other contiguous raw bytes, out's shape); `sum`: (the six
+    numbers, kinds) that compute the 1-byte table's bytes instead (udo_pair_sum checked)."""
     table, other, first = pair if pair is not None else (None, None, True)
+    numbers, kinds = sum if sum is not None else (None, 0)
     status = lib.requant(
         acc.ctypes.data, ACC_KINDS[acc.dtype], *layout,
         factor.ctypes.data, int(factor.size > 1),
@@ -242,7 +249,8 @@ def requantize(lib: Library, acc: np.ndarray, layout: Layout, factor: np.ndarray
         clamp[0], clamp[1], zp, out.ctypes.data,
         OUT_KINDS[out.dtype] if pair is None else 0,
         None if table is None else table.ctypes.data, 0 if table is None else table.itemsize,
-        None if other is None else other.ctypes.data, int(first))
+        None if other is None else other.ctypes.data, int(first),
+        None if numbers is None else numbers.ctypes.data, kinds)
     if status != 0:  # pragma: no cover (the callers pass only the kinds it takes)
         raise ValueError(f"udo_requant refused its arguments ({acc.dtype} -> {out.dtype})")
 

@@ -10,6 +10,10 @@
  * result goes straight through an 8-bit pair lookup (a residual Add/Sum): out = table[q << 8 |
  * other] (or table[other << 8 | q]), other the other input's raw bytes.
  *
+ * With `sum` (an Add's factors, constant and clamp: see pair_sum), the table's bytes are
+ * computed instead of looked up, where the caller has checked that they are the same for every
+ * pair (udo_pair_sum).
+ *
  * udo_pair_lookup: out = table[a << 8 | b] over raw bytes (an 8-bit Add, Sum or Mul).
  *
  * udo_im2col: a 2-d integer convolution's columns of its centered input, x - zp in float32
@@ -76,6 +80,51 @@ static void lookup_row(const int32_t *restrict q, ptrdiff_t n, int32_t zp,
   }
 }
 
+/* The sum form of an 8-bit pair (an Add of two 8-bit inputs, every term on one grid of
+ * 2^-shift: exact in double): zp + rint(clamp(f0 a + f1 b + c, lo, hi)), a and b the typed
+ * values, sum = {f0, f1, c, lo, hi, zp}; what the pair's table holds, computed (udo_pair_sum
+ * lets the caller check that, for every pair, before it uses this in place of the table). */
+static inline int32_t pair_sum(double a, double b, const double *sum) {
+  double t = sum[0] * a + sum[1] * b + sum[2];
+  t = t < sum[3] ? sum[3] : t;
+  t = t > sum[4] ? sum[4] : t;
+  return (int32_t)rint(t) + (int32_t)sum[5];
+}
+
+/* kinds: bit 0, the first byte signed; bit 1, the second; the q side is typed already */
+static inline double byte_value(uint8_t b, int is_signed) {
+  return is_signed ? (double)(int8_t)b : (double)b;
+}
+
+/* sum_row's loop for one signedness of the other input (the numbers held in locals: no
+   aliasing to rule out at each element) */
+#define SUM_LOOP(OTHER_T)                                                                      \
+  for (ptrdiff_t i = 0; i < n; i++) {                                                          \
+    double qv = (double)(q[i] + zp), ov = (double)(OTHER_T)other[i];                          \
+    double t = q_first ? f0 * qv + f1 * ov + c : f0 * ov + f1 * qv + c;                        \
+    t = t < lo ? lo : t;                                                                       \
+    t = t > hi ? hi : t;                                                                       \
+    out[i] = (uint8_t)((int32_t)rint(t) + z);                                                  \
+  }
+
+static void sum_row(const int32_t *restrict q, ptrdiff_t n, int32_t zp,
+                    const uint8_t *restrict other, int q_first, const double *sum, int kinds,
+                    uint8_t *restrict out) {
+  const double f0 = sum[0], f1 = sum[1], c = sum[2], lo = sum[3], hi = sum[4];
+  const int32_t z = (int32_t)sum[5];
+  if (kinds & (q_first ? 2 : 1))
+    SUM_LOOP(int8_t)
+  else
+    SUM_LOOP(uint8_t)
+}
+
+/* out = the sum form of each pair of raw bytes (a first), as its low byte */
+EXPORT void udo_pair_sum(const uint8_t *a, const uint8_t *b, ptrdiff_t n, const double *sum,
+                         int kinds, uint8_t *out) {
+  for (ptrdiff_t i = 0; i < n; i++)
+    out[i] = (uint8_t)pair_sum(byte_value(a[i], kinds & 1), byte_value(b[i], kinds & 2), sum);
+}
+
 #define ROW_BLOCK 4096
 
 /* acc: channels x rows x cols elements at element strides (s_c, s_r, 1); out (and other, with
@@ -84,7 +133,8 @@ EXPORT int udo_requant(const void *acc, int acc_kind, ptrdiff_t channels, ptrdif
                        ptrdiff_t cols, ptrdiff_t s_c, ptrdiff_t s_r, const double *factor,
                        ptrdiff_t factor_step, const double *offset, ptrdiff_t offset_step,
                        double lo, double hi, int32_t zp, void *out, int out_kind,
-                       const void *table, int entry, const uint8_t *other, int q_first) {
+                       const void *table, int entry, const uint8_t *other, int q_first,
+                       const double *sum, int kinds) {
   static const int size[] = {1, 1, 2, 2};
   if (acc_kind < 0 || acc_kind > 1 || out_kind < 0 || out_kind > 3) return -1;
   if (table != NULL && (size[out_kind] != 1 || (entry != 1 && entry != 2))) return -1;
@@ -103,7 +153,9 @@ EXPORT int udo_requant(const void *acc, int acc_kind, ptrdiff_t channels, ptrdif
         else
           round_f64((const double *)acc + from, n, f, off, lo, hi, q);
         char *dst = (char *)out + (at + k) * item;
-        if (table != NULL)
+        if (table != NULL && sum != NULL && entry == 1)
+          sum_row(q, n, zp, other + at + k, q_first, sum, kinds, (uint8_t *)dst);
+        else if (table != NULL)
           lookup_row(q, n, zp, other + at + k, q_first, table, entry, dst);
         else if (out_kind == OUT_U8)
           store_u8(q, n, zp, (uint8_t *)dst);

@@ -38,6 +38,7 @@ class LookedUp:
     table: np.ndarray
     other: np.ndarray
     q_first: bool
+    sum: passes.SumForm | None = None  # the table computed instead (the same bytes)
 
     def apply(self, acc: np.ndarray, offset: np.ndarray | float | None = None, *,
               owned: bool = False) -> np.ndarray:
@@ -45,7 +46,7 @@ class LookedUp:
         if not r.wide:
             fast = passes.requantized(np.asarray(acc), r.factor, offset, (r.lo, r.hi),
                                       r.zero_point, r.dtype, (self.table, self.other,
-                                                              self.q_first))
+                                                              self.q_first), self.sum)
             if fast is not None:
                 return fast
         q = r.apply(acc, offset, owned=owned)
@@ -54,10 +55,12 @@ class LookedUp:
 
 
 def conv_then_lookup(*args: Any, requant: Requant, table: np.ndarray, q_first: bool,
-                     **kwargs: Any) -> np.ndarray:
-    """The integer convolution of args[:-1], its result looked up with args[-1]."""
+                     sum: passes.SumForm | None = None, **kwargs: Any) -> np.ndarray:
+    """The integer convolution of args[:-1], its result looked up with args[-1] (or, with
+    `sum`, the same bytes computed)."""
     *inputs, other = args
-    return conv_kernel.conv(*inputs, requant=LookedUp(requant, table, other, q_first), **kwargs)
+    return conv_kernel.conv(*inputs, requant=LookedUp(requant, table, other, q_first, sum),
+                            **kwargs)
 
 
 def fuse_residuals(steps: Sequence[QStep], keep: set[str]) -> list[QStep]:
@@ -79,11 +82,21 @@ def fuse_residuals(steps: Sequence[QStep], keep: set[str]) -> list[QStep]:
             out[j] = replace(first, fn=conv_then_lookup, inputs=(*first.inputs, other),
                              outputs=step.outputs,
                              kwargs={**first.kwargs, "table": step.kwargs["table"],
-                                     "q_first": side == 0},
+                                     "q_first": side == 0,
+                                     "sum": _sum_form(step, first, side)},
                              label=f"{first.label} + {step.label}")
             out[i] = None
             break
     return [s for s in out if s is not None]
+
+
+def _sum_form(add: QStep, conv: QStep, side: int) -> passes.SumForm | None:
+    """The Add's table as its arithmetic (`passes.sum_form`: checked against every pair), the
+    convolution's output its input `side`; None where it is not the same bytes, or cannot be
+    checked here (no compiled library)."""
+    kwargs = add.kwargs
+    return passes.sum_form(kwargs["table"], kwargs["requant"], kwargs["zero_points"],
+                           conv.kwargs["requant"].dtype, side == 0)
 
 
 def _table_add(step: QStep) -> bool:

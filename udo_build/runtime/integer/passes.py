@@ -8,11 +8,18 @@ offset vary along (every axis before it of size 1), the axes after it merged int
 contiguous columns at a fixed stride, so a tap GEMM's output with its junk columns is read in
 place. Below NATIVE_MIN elements the numpy passes run: a call through ctypes costs about 30 us
 of Python (its pointers and arguments), which numpy's passes over a small tensor undercut.
+
+A residual Add fused into its convolution (`fuse.py`) looks its 8-bit result up in the Add's
+table of every pair; where the Add's arithmetic (`sum_form`) gives the table's bytes for all
+65536 pairs, checked once by the same compiled code, the pass computes them instead: a few
+vector operations per byte against a load from a 64 KiB table that the L1 cache does not hold.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,12 +28,54 @@ from ...kernels import compiled
 NATIVE_MIN = 1 << 14  # elements from which the requantization and the lookup run compiled
 
 
+@dataclass(frozen=True, eq=False)
+class SumForm:
+    """An 8-bit Add's pair table as arithmetic (`sum_form`): numbers = (f0, f1, c, lo, hi, zp)
+    with table[a << 8 | b] = zp + rint(clip(f0 a + f1 b + c, lo, hi)) for the typed values a,
+    b; kinds: bit 0 set when the first input is signed, bit 1 the second."""
+
+    numbers: np.ndarray
+    kinds: int
+
+
+def sum_form(table: np.ndarray, requant: Any, zero_points: tuple[int, ...], q_dtype: np.dtype,
+             q_first: bool) -> SumForm | None:
+    """The arithmetic of a two-input 8-bit Add (eltwise.add: one shift, every term on one grid,
+    exact in float64) that gives `table`'s bytes for every one of the 65536 pairs, checked by
+    the compiled code that will compute it (udo_pair_sum); the fused convolution's output is
+    the first input (`q_first`) or the second, of q_dtype; the other input's signedness is the
+    one the check passes with. None: not the same bytes, a wide or 2-byte result, or no
+    compiled library."""
+    lib = compiled.library()
+    if (lib is None or requant.wide or table.size != 1 << 16 or table.itemsize != 1
+            or len(zero_points) != 2 or requant.factor.size != 2):
+        return None
+    f = requant.factor.reshape(-1).astype(np.float64)
+    zp = requant.zero_point
+    numbers = np.array([f[0], f[1], -float(np.dot(np.asarray(zero_points, np.float64), f)),
+                        float(requant.lo - zp), float(requant.hi - zp), float(zp)], np.float64)
+    every = np.arange(256, dtype=np.uint8)
+    a, b = np.repeat(every, 256), np.tile(every, 256)
+    q_signed = int(np.dtype(q_dtype).kind == "i")
+    raw = table.view(np.uint8)
+    for other_signed in (0, 1):
+        kinds = q_signed | other_signed << 1 if q_first else other_signed | q_signed << 1
+        out = np.empty(a.size, np.uint8)
+        lib.pair_sum(a.ctypes.data, b.ctypes.data, a.size, numbers.ctypes.data, kinds,
+                     out.ctypes.data)
+        if np.array_equal(out, raw):
+            return SumForm(numbers, kinds)
+    return None
+
+
 def requantized(acc: np.ndarray, factor: np.ndarray, offset: np.ndarray | float | None,
                 clamp: tuple[int, int], zp: int, dtype: np.dtype,
-                pair: tuple[np.ndarray, np.ndarray, bool] | None = None) -> np.ndarray | None:
+                pair: tuple[np.ndarray, np.ndarray, bool] | None = None,
+                sum: SumForm | None = None) -> np.ndarray | None:
     """zp + rint(clip((acc + offset) x factor, lo - zp, hi - zp)) as `dtype`, clamp = (lo, hi);
     with `pair` (table, other, q_first), that result looked up with the other input's bytes:
-    table[q << 8 | other] (q_first) or table[other << 8 | q]. None: not run (see above)."""
+    table[q << 8 | other] (q_first) or table[other << 8 | q], or computed by `sum` (the same
+    bytes). None: not run (see above)."""
     if (acc.size < NATIVE_MIN or acc.dtype not in compiled.ACC_KINDS
             or dtype not in compiled.OUT_KINDS):
         return None
@@ -39,7 +88,8 @@ def requantized(acc: np.ndarray, factor: np.ndarray, offset: np.ndarray | float 
     per_channel = [None if v is None else np.ascontiguousarray(v.reshape(-1))
                    for v in (factor.astype(np.float64, copy=False), offsets)]
     compiled.requantize(lib, acc, layout, per_channel[0], per_channel[1],
-                        (float(clamp[0] - zp), float(clamp[1] - zp)), zp, out, pair)
+                        (float(clamp[0] - zp), float(clamp[1] - zp)), zp, out, pair,
+                        None if sum is None else (sum.numbers, sum.kinds))
     return out
 
 
