@@ -329,7 +329,7 @@ def profile(name: str, qmodel: Any, float_session: Any, feed: dict[str, np.ndarr
 
 PARTS = (  # (module, attribute, label): the integer path's own work, timed where it is called
     ("udo_build.runtime.integer.fixed", "Requant.apply", "requantization"),
-    ("udo_build.runtime.integer.fuse", "LookedUp.apply", "requantization + residual lookup"),
+    ("udo_build.runtime.integer.fuse", "LookedUp.apply", "requantization + residual Add"),
     ("udo_build.runtime.integer.eltwise", "lookup", "pair lookups (Add, Sum, Mul)"),
     ("udo_build.runtime.integer.exact", "gemm", "GEMM (bias in)"),
     ("udo_build.runtime.integer.taps", "gemm", "GEMM (per tap)"),

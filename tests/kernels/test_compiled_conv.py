@@ -283,3 +283,30 @@ def _narrow_library() -> Any:
     """conv_module._library, loading the library through compiled._build_and_load (the
     test's CC and cache) instead of the spy."""
     return compiled._build_and_load()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
+def test_integer_inputs_centered_as_the_kernel_reads_them(dtype: type) -> None:
+    """udo_conv_int (`run_compiled(..., zp=)`, the integer path's input): the integers less
+    their zero point, made float32 as the phases (or a dense image's copy) are made, give the
+    bits of the same kernel on x - zp converted beforehand: dense 1x1 images in both
+    orientations, strided and padded 3x3 ones, a batch of two."""
+    lib = compiled.library()
+    if lib is None:
+        pytest.skip("no C compiler (or it failed): the compiled convolution cannot run here")
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(np.dtype(dtype).itemsize * 10 + info.min % 7)
+    zp = int(rng.integers(info.min, info.max)) // 2
+    cases = [((2, 24, 20, 20), 1, [1, 1], [0, 0, 0, 0]), ((1, 24, 9, 9), 1, [1, 1], [0] * 4),
+             ((1, 16, 19, 21), 3, [2, 2], [1, 1, 1, 1]), ((2, 8, 40, 40), 3, [1, 1], [1, 0, 2, 1])]
+    for shape, k, strides, pads in cases:
+        x = rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
+        w = rng.integers(-127, 128, (20, shape[1], k, k)).astype(np.int8)
+        b = rng.integers(-1000, 1000, 20).astype(np.float32)
+        weights = ConvWeights(w)
+        attrs = {"strides": strides, "pads": pads}
+        got = conv_module.run_compiled(lib, x, weights, b, zp=zp, **attrs)
+        centered = (x.astype(np.int64) - zp).astype(np.float32)
+        expected = conv_module.run_compiled(lib, centered, weights, b, **attrs)
+        assert got.dtype == np.float32 and np.array_equal(got, expected), (shape, k)
+        assert float(np.abs(got).max()) > 1000

@@ -77,6 +77,7 @@ class Library:
     conv_cols: ctypes._CFuncPtr  # type: ignore[name-defined]
     maxpool: ctypes._CFuncPtr  # type: ignore[name-defined]
     pair_sum: ctypes._CFuncPtr  # type: ignore[name-defined]
+    conv_int: ctypes._CFuncPtr  # type: ignore[name-defined]
 
 
 _LOCK = threading.Lock()
@@ -194,6 +195,9 @@ def _open(path: Path) -> Library:
     requant.argtypes = [_P, ctypes.c_int, _N, _N, _N, _N, _N, _P, _N, _P, _N, ctypes.c_double,
                         ctypes.c_double, ctypes.c_int32, _P, ctypes.c_int, _P, ctypes.c_int, _P,
                         ctypes.c_int, _P, ctypes.c_int]
+    conv_int = lib.udo_conv_int
+    conv_int.restype = ctypes.c_int
+    conv_int.argtypes = [_P, ctypes.c_int, ctypes.c_float, _P, _P, _P, ctypes.c_int, _P]
     pair_sum = lib.udo_pair_sum
     pair_sum.restype = None
     pair_sum.argtypes = [_P, _P, _N, _P, ctypes.c_int, _P]
@@ -212,7 +216,8 @@ def _open(path: Path) -> Library:
     maxpool = lib.udo_maxpool
     maxpool.restype = ctypes.c_int
     maxpool.argtypes = [_P, *[_N] * 13, _P]
-    return Library(path, requant, lookup, im2col, conv, pack, size, cols, maxpool, pair_sum)
+    return Library(path, requant, lookup, im2col, conv, pack, size, cols, maxpool, pair_sum,
+                   conv_int)
 
 
 def _warn(why: str) -> None:

@@ -29,6 +29,7 @@
    grown (1 when it cannot be had, for the caller's MemoryError). */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -418,29 +419,53 @@ static idx phase_map(idx *map, idx taps, idx dilation, idx stride) {
   return used;
 }
 
-/* phase plane row r of channel ch: padded pixels (r * sh + py, q * sw + px), q < wq */
-static void phase_row(float *row, const float *x, idx h, idx w, idx ch, idx r, idx py, idx px,
-                      idx sh, idx sw, idx ph, idx pw, idx wq) {
-  idx iy = r * sh + py - ph;
-  if (iy < 0 || iy >= h) {
-    memset(row, 0, sizeof(float) * (size_t)wq);
-    return;
+/* phase plane row r of channel ch: padded pixels (r * sh + py, q * sw + px), q < wq, of an
+   input of type T, less zp (float32: zp 0, the values copied; integers: exact in float32) */
+#define PHASE_ROW(NAME, T, COPY)                                                               \
+  static void NAME(float *row, const T *x, float zp, idx h, idx w, idx ch, idx r, idx py,      \
+                   idx px, idx sh, idx sw, idx ph, idx pw, idx wq) {                           \
+    idx iy = r * sh + py - ph;                                                                 \
+    if (iy < 0 || iy >= h) {                                                                   \
+      memset(row, 0, sizeof(float) * (size_t)wq);                                              \
+      return;                                                                                  \
+    }                                                                                          \
+    const T *src = x + (ch * h + iy) * w;                                                      \
+    /* columns q read x[q * sw + px - pw]: inside for q in [lo, hi) */                         \
+    idx lo = pw - px > 0 ? (pw - px + sw - 1) / sw : 0, hi = (w + pw - px + sw - 1) / sw;      \
+    if (hi > wq) hi = wq;                                                                      \
+    if (lo > hi) lo = hi;                                                                      \
+    for (idx q = 0; q < lo; q++) row[q] = 0.0f;                                                \
+    if (sw == 1 && COPY) { /* float32: the values themselves */                               \
+      memcpy(row + lo, src + lo + px - pw, sizeof(float) * (size_t)(hi - lo));                 \
+    } else if (sw == 1) {                                                                      \
+      const T *from = src + px - pw;                                                           \
+      for (idx q = lo; q < hi; q++) row[q] = (float)from[q] - zp;                              \
+    } else if (sw == 2) { /* a constant stride: the compiler splits vectors into lanes */      \
+      const T *from = src + px - pw;                                                           \
+      for (idx q = lo; q < hi; q++) row[q] = (float)from[2 * q] - zp;                          \
+    } else {                                                                                   \
+      for (idx q = lo; q < hi; q++) row[q] = (float)src[q * sw + px - pw] - zp;                \
+    }                                                                                          \
+    for (idx q = hi; q < wq; q++) row[q] = 0.0f;                                               \
   }
-  const float *src = x + (ch * h + iy) * w;
-  /* columns q read x[q * sw + px - pw]: inside for q in [lo, hi) */
-  idx lo = pw - px > 0 ? (pw - px + sw - 1) / sw : 0, hi = (w + pw - px + sw - 1) / sw;
-  if (hi > wq) hi = wq;
-  if (lo > hi) lo = hi;
-  for (idx q = 0; q < lo; q++) row[q] = 0.0f;
-  if (sw == 1) {
-    memcpy(row + lo, src + lo + px - pw, sizeof(float) * (size_t)(hi - lo));
-  } else if (sw == 2) { /* a constant stride: the compiler splits vectors into lanes */
-    const float *from = src + px - pw;
-    for (idx q = lo; q < hi; q++) row[q] = from[2 * q];
-  } else {
-    for (idx q = lo; q < hi; q++) row[q] = src[q * sw + px - pw];
+PHASE_ROW(phase_row_f32, float, 1)
+PHASE_ROW(phase_row_u8, uint8_t, 0)
+PHASE_ROW(phase_row_i8, int8_t, 0)
+PHASE_ROW(phase_row_u16, uint16_t, 0)
+PHASE_ROW(phase_row_i16, int16_t, 0)
+
+/* the input's element types (udo_conv_int's x_kind; udo_conv's float32 is X_F32) */
+enum { X_U8 = 0, X_I8 = 1, X_U16 = 2, X_I16 = 3, X_F32 = 4 };
+
+static void phase_row(float *row, const void *x, int kind, float zp, idx h, idx w, idx ch, idx r,
+                      idx py, idx px, idx sh, idx sw, idx ph, idx pw, idx wq) {
+  switch (kind) {
+  case X_U8: phase_row_u8(row, x, zp, h, w, ch, r, py, px, sh, sw, ph, pw, wq); break;
+  case X_I8: phase_row_i8(row, x, zp, h, w, ch, r, py, px, sh, sw, ph, pw, wq); break;
+  case X_U16: phase_row_u16(row, x, zp, h, w, ch, r, py, px, sh, sw, ph, pw, wq); break;
+  case X_I16: phase_row_i16(row, x, zp, h, w, ch, r, py, px, sh, sw, ph, pw, wq); break;
+  default: phase_row_f32(row, x, zp, h, w, ch, r, py, px, sh, sw, ph, pw, wq);
   }
-  for (idx q = hi; q < wq; q++) row[q] = 0.0f;
 }
 
 /* One image x (c, h, w) into y (m, ho, wo): the kernel kh x kw, strides sh x sw, dilations
@@ -454,26 +479,33 @@ static void phase_row(float *row, const float *x, idx h, idx w, idx ch, idx r, i
    (ky * dh) / sh, column (kx * dw) / sw on. Only the phases some tap reads are made, with
    zeros after them (a tile's runs may reach past the last plane); a 1x1 convolution without
    strides or pads reads x itself. */
-static int conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx sw, idx dh,
-                idx dw, idx ph, idx pw, idx ho, idx wo, idx m, const float *packed,
-                const float *bias, const float *z, int relu, float *y) {
+static int conv(const void *x, int kind, float zp, idx c, idx h, idx w, idx kh, idx kw, idx sh,
+                idx sw, idx dh, idx dw, idx ph, idx pw, idx ho, idx wo, idx m,
+                const float *packed, const float *bias, const float *z, int relu, float *y) {
   idx hq = ho + (kh - 1) * dh / sh, wq = wo + (kw - 1) * dw / sw, kn = c * kh * kw;
   idx numbers[14] = {c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo, m};
-  int dense = dense_of(numbers);
+  int dense = dense_of(numbers), converted = dense && kind != X_F32;
   if (dense) hq = h, wq = w;
   idx plane = hq * wq, head = sh + sw + kn, slack = NR + MR;
-  /* the phases the taps read: rows py and columns px of the strides some tap starts on */
+  /* the phases the taps read: rows py and columns px of the strides some tap starts on; a
+     dense image of integers: itself, less zp, as float32 */
   float *room = workspace(0, (size_t)head * 2);
   idx rows_used = phase_map((idx *)room, kh, dh, sh);
   idx cols_used = phase_map(room ? (idx *)room + sh : NULL, kw, dw, sw);
-  idx phases = dense ? 0 : rows_used * cols_used * c * plane + slack;
+  idx phases = converted ? c * plane : dense ? 0 : rows_used * cols_used * c * plane + slack;
   room = room ? workspace(0, (size_t)head * 2 + (size_t)phases) : NULL;
   if (!room) return 1;
   idx *rowmap = (idx *)room, *colmap = rowmap + sh, *base = colmap + sw;
   phase_map(rowmap, kh, dh, sh);
   phase_map(colmap, kw, dw, sw);
   const float *xq = x;
-  if (!dense) {
+  if (converted) {
+    float *q = room + (size_t)head * 2;
+    for (idx ch = 0; ch < c; ch++)
+      for (idx r = 0; r < h; r++)
+        phase_row(q + (ch * h + r) * w, x, kind, zp, h, w, ch, r, 0, 0, 1, 1, 0, 0, w);
+    xq = q;
+  } else if (!dense) {
     float *q = room + (size_t)head * 2;
     for (idx py = 0; py < sh; py++)
       for (idx px = 0; px < sw; px++) {
@@ -481,8 +513,8 @@ static int conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx
         idx at = rowmap[py] * cols_used + colmap[px];
         for (idx ch = 0; ch < c; ch++)
           for (idx r = 0; r < hq; r++)
-            phase_row(q + ((at * c + ch) * hq + r) * wq, x, h, w, ch, r, py, px, sh, sw, ph, pw,
-                      wq);
+            phase_row(q + ((at * c + ch) * hq + r) * wq, x, kind, zp, h, w, ch, r, py, px, sh,
+                      sw, ph, pw, wq);
       }
     memset(q + phases - slack, 0, sizeof(float) * (size_t)slack);
     xq = q;
@@ -501,6 +533,17 @@ static int conv(const float *x, idx c, idx h, idx w, idx kh, idx kw, idx sh, idx
 EXPORT int udo_conv(const float *x, const idx *geometry, const float *packed, const float *bias,
                     const float *z, int relu, float *y) {
   const idx *g = geometry;
-  return conv(x, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12],
-              g[13], packed, bias, z, relu, y);
+  return conv(x, X_F32, 0.0f, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10],
+              g[11], g[12], g[13], packed, bias, z, relu, y);
+}
+
+/* udo_conv of integers x (x_kind: X_U8 .. X_I16) less their zero point zp, the integer path's
+   centered input: the phases (or a dense image's float copy) are made from the integers,
+   exact in float32 (integers of at most 16 bits), the padding the real zero. */
+EXPORT int udo_conv_int(const void *x, int x_kind, float zp, const idx *geometry,
+                        const float *packed, const float *bias, int relu, float *y) {
+  const idx *g = geometry;
+  if (x_kind < X_U8 || x_kind > X_I16) return 2;
+  return conv(x, x_kind, zp, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10],
+              g[11], g[12], g[13], packed, bias, NULL, relu, y);
 }

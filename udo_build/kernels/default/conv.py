@@ -188,16 +188,34 @@ class ConvWeights:
 def run_compiled(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | None, *,
                  auto_pad: str = "NOTSET", dilations: Sequence[int] | None = None,
                  pads: Sequence[int] | None = None, strides: Sequence[int] | None = None,
-                 out: Any = None) -> np.ndarray:
+                 out: Any = None, zp: int = 0) -> np.ndarray:
     """conv(x, weights) + b by the compiled kernel (`lib`, the caller's), for float32 x
-    (N, C, H, W) and a 2-d convolution of one group; `weights.weights` may be of any numeric
-    dtype (packed as float32 once): the integer path's exact products. `out(shape)`, where
-    given, lends the output array."""
+    (N, C, H, W), or integers of 8 or 16 bits less their zero point `zp` (centered as the
+    kernel reads them: exact in float32), and a 2-d convolution of one group;
+    `weights.weights` may be of any numeric dtype (packed as float32 once): the integer path's
+    exact products. `out(shape)`, where given, lends the float32 output array."""
     call = weights.call(x, b, None, 1, None, auto_pad, pads, strides, dilations)
     y = out(call.shape) if out is not None else np.empty(call.shape, np.float32)
-    if y.size:
+    if not y.size:
+        return y
+    kind = _INT_KINDS.get(x.dtype)
+    if kind is None:
         _native(lib, x, weights, call, b, None, y, False)
+        return y
+    x = np.ascontiguousarray(x)
+    if b is not None:
+        b = np.ascontiguousarray(b.reshape(-1), np.float32)
+    packing, bias = weights.packing_of(lib, call), None if b is None else b.ctypes.data
+    xa, ya = x.ctypes.data, y.ctypes.data
+    for i in range(x.shape[0]):
+        if lib.conv_int(xa + i * x.strides[0], kind, float(zp), call.address, packing, bias, 0,
+                        ya + i * y.strides[0]) != 0:
+            raise MemoryError("the compiled convolution could not allocate its panels")
     return y
+
+
+_INT_KINDS = {np.dtype(np.uint8): 0, np.dtype(np.int8): 1, np.dtype(np.uint16): 2,
+              np.dtype(np.int16): 3}  # udo_conv_int's x_kind
 
 
 def pack_for(weights: ConvWeights, image: tuple[int, ...], *, auto_pad: str = "NOTSET",
