@@ -299,16 +299,19 @@ static idx k_block(idx kn, idx bytes) {
    over the taps it reads: in place from the phases; a dense image's tile packed first, since
    its taps are whole planes apart (a copy keeps many reads in flight where the product would
    wait on each plane's line, and never reads past the end of the caller's input). A dense
-   image packs a group of consecutive tiles (GROUP_PIXELS, within GROUP_BYTES of panels) and
+   image of GROUP_ROWS output channels or more packs a group of consecutive tiles
+   (GROUP_PIXELS, within GROUP_BYTES of panels) and
    passes each row tile of the weights over all of them: each output row (and the addend's) is
    then written in runs of the group's width, which the hardware prefetches, instead of one
    tile's width in each of m planes in turn (more streams than it follows). */
 #define GROUP_PIXELS 512
 #define GROUP_BYTES (256 << 10)
+#define GROUP_ROWS 128 /* output channels from which a dense image packs groups: fewer planes
+                          the prefetcher follows, and the tile's panel in L1 serves them better */
 static int rows(const Conv *cv, const float *packed) {
   idx kn = cv->kn, kc = k_block(kn, KC_ROWS), q_end = cv->ho * cv->wq;
   idx group = 1;
-  if (cv->dense) {
+  if (cv->dense && cv->m >= GROUP_ROWS) {
     group = GROUP_BYTES / (kn * NR * (idx)sizeof(float));
     if (group > GROUP_PIXELS / NR) group = GROUP_PIXELS / NR;
     if (group < 1) group = 1;
