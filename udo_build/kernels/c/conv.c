@@ -172,8 +172,14 @@ EXPORT int udo_conv_cols(const idx *g) {
 /* The image: its taps (xq, base: tap k of wide pixel q = oy * wq + ox at xq[base[k] + q]; when
    `dense`, wq == wo and xq is the caller's input, never read past its end), the output and what
    the epilogue adds. */
+/* the input's element types (udo_conv_int's x_kind; udo_conv's float32 is X_F32) */
+enum { X_U8 = 0, X_I8 = 1, X_U16 = 2, X_I16 = 3, X_F32 = 4 };
+
 typedef struct {
   const float *xq;
+  const void *raw; /* a dense image of integers (kind, less zp), read by gather: xq unused */
+  int kind;
+  float zp;
   const idx *base;
   int dense;
   idx kn, m, ho, wq, wo;
@@ -182,10 +188,27 @@ typedef struct {
   float *y;
 } Conv;
 
+/* gather of an integer image: each value less zp, as float32 (exact) */
+#define GATHER_INT(T)                                                                          \
+  for (idx k = 0; k < cv->kn; k++, out += NR) {                                                \
+    const T *src = (const T *)cv->raw + cv->base[k] + q0;                                      \
+    if (valid == NR)                                                                           \
+      for (idx i = 0; i < NR; i++) out[i] = (float)src[i] - cv->zp;                            \
+    else                                                                                       \
+      for (idx i = 0; i < NR; i++) out[i] = i < valid ? (float)src[i] - cv->zp : 0.0f;         \
+  }
+
 /* pixels [q0, q0 + NR) of every tap as [k][NR], zeros past the image */
 static void gather(const Conv *cv, idx q0, float *out) {
   idx valid = cv->ho * cv->wq - q0;
   if (valid > NR) valid = NR;
+  switch (cv->kind) {
+  case X_U8: GATHER_INT(uint8_t) return;
+  case X_I8: GATHER_INT(int8_t) return;
+  case X_U16: GATHER_INT(uint16_t) return;
+  case X_I16: GATHER_INT(int16_t) return;
+  default: break;
+  }
   for (idx k = 0; k < cv->kn; k++, out += NR) {
     const float *src = cv->xq + cv->base[k] + q0;
     if (valid == NR) {
@@ -457,9 +480,6 @@ PHASE_ROW(phase_row_i8, int8_t, 0)
 PHASE_ROW(phase_row_u16, uint16_t, 0)
 PHASE_ROW(phase_row_i16, int16_t, 0)
 
-/* the input's element types (udo_conv_int's x_kind; udo_conv's float32 is X_F32) */
-enum { X_U8 = 0, X_I8 = 1, X_U16 = 2, X_I16 = 3, X_F32 = 4 };
-
 static void phase_row(float *row, const void *x, int kind, float zp, idx h, idx w, idx ch, idx r,
                       idx py, idx px, idx sh, idx sw, idx ph, idx pw, idx wq) {
   switch (kind) {
@@ -487,11 +507,13 @@ static int conv(const void *x, int kind, float zp, idx c, idx h, idx w, idx kh, 
                 const float *packed, const float *bias, const float *z, int relu, float *y) {
   idx hq = ho + (kh - 1) * dh / sh, wq = wo + (kw - 1) * dw / sw, kn = c * kh * kw;
   idx numbers[14] = {c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo, m};
-  int dense = dense_of(numbers), converted = dense && kind != X_F32;
+  int dense = dense_of(numbers);
+  int converted = dense && kind != X_F32 && cols_of(ho * wo, dense, c * kh * kw);
   if (dense) hq = h, wq = w;
   idx plane = hq * wq, head = sh + sw + kn, slack = NR + MR;
   /* the phases the taps read: rows py and columns px of the strides some tap starts on; a
-     dense image of integers: itself, less zp, as float32 */
+     dense image of integers: itself, less zp, as float32 for the cols orientation (which reads
+     its pixels in place), read so by gather for the rows one */
   float *room = workspace(0, (size_t)head * 2);
   idx rows_used = phase_map((idx *)room, kh, dh, sh);
   idx cols_used = phase_map(room ? (idx *)room + sh : NULL, kw, dw, sw);
@@ -529,7 +551,9 @@ static int conv(const void *x, int kind, float zp, idx c, idx h, idx w, idx kh, 
         idx at = dense ? 0 : rowmap[ky * dh % sh] * cols_used + colmap[kx * dw % sw];
         base[k++] = (at * c + ch) * plane + ky * dh / sh * wq + kx * dw / sw;
       }
-  Conv cv = {xq, base, dense, kn, m, ho, wq, wo, bias, z, relu, y};
+  int gathered = dense && kind != X_F32 && !converted; /* gather reads the integers */
+  Conv cv = {gathered ? NULL : xq, x, gathered ? kind : X_F32, zp, base, dense, kn, m, ho, wq,
+             wo, bias, z, relu, y};
   return cols_of(ho * wo, dense, kn) ? cols(&cv, packed) : rows(&cv, packed);
 }
 
