@@ -20,6 +20,10 @@ latency, like for like (BLAS on 1 thread against ORT on 1 thread), is at most 1.
 ResNet-50 and 1.5x for SqueezeNet (issue 27). --smoke (for CI, ~10 s): SqueezeNet only, 1 warmup
 and 2 timed rounds, 1 thread only; accuracy is checked, the latency targets are printed but do not
 fail (a shared CI runner's timing is not a verdict).
+--kernels-of DIR: each model also run on another checkout's compiled kernels (DIR, its root:
+the C before a change) against this one's, a session each in this process, the turns rotated
+round by round, thread CPU medians and 10th percentiles (bench/_kernels_of.py: two processes
+minutes apart differ by more than most kernel changes on a shared machine).
 --profile NAME: where that model's thread CPU time goes (`profile`): the whole run against
 onnxruntime's in the same rounds, the runner's own dispatch, each kind of plan step (by op and
 convolution kind) split into the GEMM calls it makes (timed in place) and the rest, and the same
@@ -155,7 +159,36 @@ def bench_model(name: str, args: argparse.Namespace, blas: Blas, import_onnx) ->
                     row.times.setdefault(config, []).append(time.perf_counter() - start)
                     row.times.setdefault(f"{config}-cpu", []).append(time.thread_time() - cpu)
     blas.set_threads(threads)
+    if args.kernels_of:
+        kernels_of(name, proto, session, feeds, names, ort1, args, blas, import_onnx)
     return row
+
+
+def kernels_of(name, proto, session, feeds, names, ort, args, blas, import_onnx) -> None:  # type: ignore[no-untyped-def]
+    """--kernels-of DIR: this checkout's compiled kernels against DIR's in this process (a
+    session each, the same inputs, turns rotated; bench/_kernels_of.py), BLAS on 1 thread."""
+    from _kernels_of import library_of, rotated, using
+
+    from udo_build.runtime.float_session import Session
+
+    theirs = library_of(Path(args.kernels_of))
+    other = Session(import_onnx(proto))
+    mine, their = session.run(feeds), using(theirs, lambda: other.run(feeds))()
+    same = all(np.array_equal(mine[n], their[n]) for n in names)
+    runs = {"ours": lambda: session.run(feeds), "theirs": using(theirs, lambda: other.run(feeds)),
+            "ORT": lambda: ort.run(names, feeds)}
+    threads = blas.threads() or 1
+    blas.set_threads(1)
+    times = rotated(runs, args.warmup, args.repeats)
+    blas.set_threads(threads)
+    median = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    low = {k: float(np.percentile(v, 10)) * 1e3 for k, v in times.items()}
+    print(f"  {name}: kernels of this checkout against {args.kernels_of} "
+          f"(thread CPU, 1 thread, {args.repeats} rotated rounds; outputs "
+          f"{'the same bits' if same else 'NOT the same bits'}):")
+    for key in runs:
+        print(f"    {key:7} median {median[key]:7.2f} ms ({median[key] / median['ORT']:.3f}x ORT),"
+              f" 10th percentile {low[key]:7.2f} ms ({low[key] / low['ORT']:.3f}x)")
 
 
 # -- profile ------------------------------------------------------------------------------------
@@ -380,6 +413,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-timing", action="store_true", help="accuracy only")
     p.add_argument("--profile", metavar="MODEL", help="profile this model's emulator run")
+    p.add_argument("--kernels-of", metavar="DIR",
+                   help="also time each model on another checkout's compiled kernels (DIR: its "
+                        "root) against this one's, in this process, turns rotated")
     p.add_argument("--smoke", action="store_true",
                    help=f"CI smoke run: {SMOKE_MODEL} only, 1 warmup and 2 timed rounds on 1 "
                         "thread; latency targets reported, not failing")

@@ -44,6 +44,11 @@ then cProfile's top functions of three int8 runs.
 --numpy: the int8 path timed a second time in the same blocks with its compiled passes off
 (UDO_BUILD_NATIVE_KERNELS=0: udo_build.kernels.compiled's numpy fallback), the A/B of them.
 
+--kernels-of DIR: also the int8 path on another checkout's compiled kernels (DIR, its root: the
+C before a change) against this one's and the float path, a session each in this process, the
+turns rotated round by round, thread CPU medians and 10th percentiles, 1 thread; the int8
+outputs must be the same bits (bench/_kernels_of.py).
+
 --smoke: SqueezeNet only, 8 calibration and 4 held-out inputs, the enhanced quantizer against
 onnxruntime's MinMax, 3 timed runs: the accuracy target is checked, the latencies are printed
 but not held to the targets (too few runs to mean anything); well under a minute.
@@ -285,6 +290,38 @@ def time_model(row: Row, qmodel: Any, static: Path | None, float_session: Any,
                     fn()
                     row.times.setdefault(config, []).append(time.perf_counter() - begin)
     blas.set_threads(initial)
+    if args.kernels_of:
+        kernels_of(row.model, qmodel, session, float_session, feed, args, blas)
+
+
+def kernels_of(name: str, qmodel: Any, session: Any, float_session: Any,
+               feed: dict[str, np.ndarray], args: argparse.Namespace, blas: Blas) -> None:
+    """--kernels-of DIR: the int8 path on this checkout's kernels and on DIR's, and the float
+    path, in this process, turns rotated, 1 thread (bench/_kernels_of.py)."""
+    from _kernels_of import library_of, rotated, using
+
+    from udo_build.runtime.integer import QuantizedSession
+
+    theirs = library_of(Path(args.kernels_of))
+    other = QuantizedSession(qmodel)
+    mine, their = session.run(feed), using(theirs, lambda: other.run(feed))()
+    if not all(np.array_equal(mine[n], their[n]) for n in mine):
+        raise SystemExit(f"--kernels-of {args.kernels_of}: the int8 outputs differ from this "
+                         "checkout's (the integer path is exact: a bug on one side)")
+    runs = {"int8": lambda: session.run(feed),
+            "int8 theirs": using(theirs, lambda: other.run(feed)),
+            "float": lambda: float_session.run(feed)}
+    initial = blas.threads() or 1
+    blas.set_threads(1)
+    times = rotated(runs, args.warmup, args.repeats)
+    blas.set_threads(initial)
+    median = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    low = {k: float(np.percentile(v, 10)) * 1e3 for k, v in times.items()}
+    print(f"  {name}: int8 on this checkout's kernels against {args.kernels_of}'s (thread CPU, "
+          f"1 thread, {args.repeats} rotated rounds; the same int8 bits):")
+    for key in runs:
+        print(f"    {key:12} median {median[key]:7.2f} ms ({median[key] / median['float']:.3f}x "
+              f"float), 10th percentile {low[key]:7.2f} ms ({low[key] / low['float']:.3f}x)")
 
 
 def profile(name: str, qmodel: Any, float_session: Any, feed: dict[str, np.ndarray],
@@ -530,6 +567,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="also time the int8 path with its compiled passes off "
                         "(UDO_BUILD_NATIVE_KERNELS=0), in the same blocks: the A/B of "
                         "udo_build.kernels.compiled")
+    p.add_argument("--kernels-of", metavar="DIR",
+                   help="also time the int8 path on another checkout's compiled kernels (DIR: "
+                        "its root) against this one's, in this process, turns rotated")
     p.add_argument("--smoke", action="store_true",
                    help="a quick check: SqueezeNet, few inputs and runs, accuracy targets only")
     args = p.parse_args(argv)

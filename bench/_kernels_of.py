@@ -1,0 +1,85 @@
+"""Another checkout's compiled kernels in this process, for `--kernels-of DIR` of
+bench/emulator.py and bench/quant.py: the same session run on this checkout's library and on
+DIR's, alternately, in one process.
+
+A change to the C kernels (udo_build/kernels/c) is measured against the code before it: a
+shared machine's speed drifts by up to 1.5x between two bench processes minutes apart, more than
+most kernel changes move, so two processes compared are noise. Here both libraries run the same
+session's plan on the same inputs, their turns rotated round by round (the first in a round
+pays for what ran before it), and their results are checked to be the same bits first.
+
+DIR's sources (its udo_build/kernels/c/*.c) are compiled with this checkout's compiler and
+flags into a temporary file. An entry point this checkout's loader expects and DIR's sources
+lack (an older checkout) answers a call with an error, so a bench of paths that use it fails
+instead of timing something else.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from udo_build.kernels import compiled
+
+_STUB = """#include <stddef.h>
+#define WEAK __attribute__((visibility("default"), weak))
+WEAK int udo_conv_int(const void *x, int k, float zp, const ptrdiff_t *g, const float *p,
+                      const float *b, int r, float *y) { return 2; }
+WEAK void udo_pair_sum(const unsigned char *a, const unsigned char *b, ptrdiff_t n,
+                       const double *s, int k, unsigned char *o) {}
+"""
+
+
+@functools.cache
+def library_of(root: Path) -> compiled.Library:
+    """DIR's kernels (root: a checkout of udo-build), compiled and loaded (once a process)."""
+    sources = [root / "udo_build" / "kernels" / "c" / s.name for s in compiled.SOURCES]
+    missing = [str(s) for s in sources if not s.is_file()]
+    if missing:
+        raise SystemExit(f"--kernels-of {root}: no {missing[0]} (a checkout of udo-build?)")
+    cc = compiled.compiler()
+    if cc is None:
+        raise SystemExit("--kernels-of needs a C compiler (cc, gcc or $CC)")
+    folder = Path(tempfile.mkdtemp(prefix="udo-kernels-of-"))
+    stub = folder / "stub.c"
+    stub.write_text(_STUB)
+    out = folder / "kernels.so"
+    done = subprocess.run([*cc, *compiled.FLAGS, *map(str, sources), str(stub), "-o", str(out),
+                           "-lm"], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"--kernels-of {root}: the compiler failed:\n{done.stderr[-2000:]}")
+    return compiled._open(out)
+
+
+def using(lib: compiled.Library | None, fn: Callable[[], object]) -> Callable[[], object]:
+    """fn, run with `lib` as the process's compiled library (None: this checkout's)."""
+    def run() -> object:
+        previous = compiled._LOADED.get("library")
+        if lib is not None:
+            compiled._LOADED["library"] = lib
+        try:
+            return fn()
+        finally:
+            if lib is not None:
+                compiled._LOADED["library"] = previous
+    return run
+
+
+def rotated(runs: dict[str, Callable[[], object]], warmup: int,
+            rounds: int) -> dict[str, list[float]]:
+    """Each run's thread CPU seconds over `rounds` rounds after `warmup`, the order of the
+    runs rotated each round."""
+    keys = list(runs)
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    for r in range(warmup + rounds):
+        shift = r % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            start = time.thread_time()
+            runs[key]()
+            if r >= warmup:
+                times[key].append(time.thread_time() - start)
+    return times
