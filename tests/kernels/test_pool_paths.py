@@ -22,7 +22,8 @@ def _windows(x: np.ndarray, kernel: list[int], strides: list[int]) -> np.ndarray
 
 
 @pytest.mark.parametrize("kernel,strides", [([3, 3], [2, 2]), ([1, 3], [1, 2]), ([3, 1], [2, 1]),
-                                            ([1, 1], [1, 1]), ([1, 1], [2, 3])])
+                                            ([1, 1], [1, 1]), ([1, 1], [2, 3]),
+                                            ([11, 12], [1, 1])])  # one window: the input
 def test_pools_match_their_windows_and_own_their_result(kernel: list[int],
                                                         strides: list[int]) -> None:
     x = np.random.default_rng(0).standard_normal((1, 3, 11, 12)).astype(np.float32)

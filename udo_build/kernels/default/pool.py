@@ -24,7 +24,8 @@ def _pool(x: np.ndarray, reduce: np.ufunc, fill: float, auto_pad: str, ceil_mode
           pads: Sequence[int] | None, strides: Sequence[int] | None):
     """Windows reduced with `reduce` (maximum or add), one spatial axis after the other: a
     window's max (or sum) is that of its rows' maxima (or sums), so a k x k window costs 2k
-    strided ufunc calls, not k^2, the first of each axis writing a fresh array (no copy).
+    strided ufunc calls, not k^2, the first of each axis writing a fresh array (no copy); a
+    single window over the whole unpadded input is one reduction over the spatial axes.
     Maxima reduce the leading spatial axis first (its windows' rows are contiguous runs, and
     a maximum is exact in any order); sums the trailing one first, as they always have."""
     rank = x.ndim - 2
@@ -35,6 +36,11 @@ def _pool(x: np.ndarray, reduce: np.ufunc, fill: float, auto_pad: str, ceil_mode
                                    ceil_mode)
     extra = [max((o - 1) * s + (k - 1) * d + 1 - (n + b + e), 0) for o, s, k, d, n, b, e in
              zip(outs, strides_, kernel, dilations_, x.shape[2:], begin, end, strict=True)]
+    geometry = (kernel, strides_, dilations_, begin, end, outs)
+    if (all(o == 1 for o in outs) and kernel == tuple(x.shape[2:]) and x.size
+            and not any((*begin, *end, *extra)) and all(d == 1 for d in dilations_)):
+        # one window, the whole input (ResNet's last AveragePool): one reduction over it
+        return reduce.reduce(x, axis=tuple(range(2, x.ndim)), keepdims=True), geometry
     y = pad_spatial(x, begin, [e + x_ for e, x_ in zip(end, extra, strict=True)], fill)
     for axis in range(rank) if reduce is np.maximum else reversed(range(rank)):
         k, s, d, o = kernel[axis], strides_[axis], dilations_[axis], outs[axis]
@@ -48,7 +54,7 @@ def _pool(x: np.ndarray, reduce: np.ufunc, fill: float, auto_pad: str, ceil_mode
             reduce(y, view, out=y)
     if y.base is not None:  # a 1-wide window everywhere: still a view of the input
         y = y.copy()
-    return y, (kernel, strides_, dilations_, begin, end, outs)
+    return y, geometry
 
 
 @DEFAULT.op("MaxPool")
