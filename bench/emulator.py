@@ -160,11 +160,11 @@ def bench_model(name: str, args: argparse.Namespace, blas: Blas, import_onnx) ->
                     row.times.setdefault(f"{config}-cpu", []).append(time.thread_time() - cpu)
     blas.set_threads(threads)
     if args.kernels_of:
-        kernels_of(name, proto, session, feeds, names, ort1, args, blas, import_onnx)
+        kernels_of(name, proto, feeds, names, ort1, args, blas, import_onnx)
     return row
 
 
-def kernels_of(name, proto, session, feeds, names, ort, args, blas, import_onnx) -> None:  # type: ignore[no-untyped-def]
+def kernels_of(name, proto, feeds, names, ort, args, blas, import_onnx) -> None:  # type: ignore[no-untyped-def]
     """--kernels-of DIR: this checkout's compiled kernels against DIR's in this process (a
     session each, the same inputs, turns rotated; bench/_kernels_of.py), BLAS on 1 thread."""
     from _kernels_of import library_of, rotated, using
@@ -172,10 +172,11 @@ def kernels_of(name, proto, session, feeds, names, ort, args, blas, import_onnx)
     from udo_build.runtime.float_session import Session
 
     theirs = library_of(Path(args.kernels_of))
-    other = Session(import_onnx(proto))
-    mine, their = session.run(feeds), using(theirs, lambda: other.run(feeds))()
+    # two fresh sessions alike (a session that has run other phases first measures slower)
+    own, other = Session(import_onnx(proto)), Session(import_onnx(proto))
+    mine, their = own.run(feeds), using(theirs, lambda: other.run(feeds))()
     same = all(np.array_equal(mine[n], their[n]) for n in names)
-    runs = {"ours": lambda: session.run(feeds), "theirs": using(theirs, lambda: other.run(feeds)),
+    runs = {"ours": lambda: own.run(feeds), "theirs": using(theirs, lambda: other.run(feeds)),
             "ORT": lambda: ort.run(names, feeds)}
     threads = blas.threads() or 1
     blas.set_threads(1)

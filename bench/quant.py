@@ -291,10 +291,10 @@ def time_model(row: Row, qmodel: Any, static: Path | None, float_session: Any,
                     row.times.setdefault(config, []).append(time.perf_counter() - begin)
     blas.set_threads(initial)
     if args.kernels_of:
-        kernels_of(row.model, qmodel, session, float_session, feed, args, blas)
+        kernels_of(row.model, qmodel, float_session, feed, args, blas)
 
 
-def kernels_of(name: str, qmodel: Any, session: Any, float_session: Any,
+def kernels_of(name: str, qmodel: Any, float_session: Any,
                feed: dict[str, np.ndarray], args: argparse.Namespace, blas: Blas) -> None:
     """--kernels-of DIR: the int8 path on this checkout's kernels and on DIR's, and the float
     path, in this process, turns rotated, 1 thread (bench/_kernels_of.py)."""
@@ -303,12 +303,13 @@ def kernels_of(name: str, qmodel: Any, session: Any, float_session: Any,
     from udo_build.runtime.integer import QuantizedSession
 
     theirs = library_of(Path(args.kernels_of))
-    other = QuantizedSession(qmodel)
-    mine, their = session.run(feed), using(theirs, lambda: other.run(feed))()
+    # two fresh sessions alike (a session that has run other phases first measures slower)
+    own, other = QuantizedSession(qmodel), QuantizedSession(qmodel)
+    mine, their = own.run(feed), using(theirs, lambda: other.run(feed))()
     if not all(np.array_equal(mine[n], their[n]) for n in mine):
         raise SystemExit(f"--kernels-of {args.kernels_of}: the int8 outputs differ from this "
                          "checkout's (the integer path is exact: a bug on one side)")
-    runs = {"int8": lambda: session.run(feed),
+    runs = {"int8": lambda: own.run(feed),
             "int8 theirs": using(theirs, lambda: other.run(feed)),
             "float": lambda: float_session.run(feed)}
     initial = blas.threads() or 1

@@ -468,9 +468,11 @@ static idx phase_map(idx *map, idx taps, idx dilation, idx stride) {
       for (idx q = lo; q < hi; q++) row[q] = (float)from[q] - zp;                              \
     } else if (sw == 2) { /* a constant stride: the compiler splits vectors into lanes */      \
       const T *from = src + px - pw;                                                           \
-      for (idx q = lo; q < hi; q++) row[q] = (float)from[2 * q] - zp;                          \
+      for (idx q = lo; q < hi; q++)                                                            \
+        row[q] = COPY ? (float)from[2 * q] : (float)from[2 * q] - zp;                          \
     } else {                                                                                   \
-      for (idx q = lo; q < hi; q++) row[q] = (float)src[q * sw + px - pw] - zp;                \
+      for (idx q = lo; q < hi; q++)                                                            \
+        row[q] = COPY ? (float)src[q * sw + px - pw] : (float)src[q * sw + px - pw] - zp;      \
     }                                                                                          \
     for (idx q = hi; q < wq; q++) row[q] = 0.0f;                                               \
   }
