@@ -16,7 +16,9 @@ instead of timing something else.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
 import subprocess
 import tempfile
 import time
@@ -45,6 +47,7 @@ def library_of(root: Path) -> compiled.Library:
     if cc is None:
         raise SystemExit("--kernels-of needs a C compiler (cc, gcc or $CC)")
     folder = Path(tempfile.mkdtemp(prefix="udo-kernels-of-"))
+    atexit.register(shutil.rmtree, folder, True)  # the library stays loaded: a file unlinked
     stub = folder / "stub.c"
     stub.write_text(_STUB)
     out = folder / "kernels.so"
