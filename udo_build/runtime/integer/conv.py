@@ -90,11 +90,13 @@ def _compiled(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packe
     """(the accumulator, the offset the requantization adds) by the float path's compiled
     convolution, or None where it does not run: a 2-d convolution of one group whose product is
     one float32 chunk (`exact.pack`: every partial sum below 2^24, so its chain of fused
-    multiply-adds, in whatever order, forms the exact integers BLAS forms), the compiled
-    library there. Its input is x - zp in float32 (the padding the real 0), its weights packed
-    once from the integers (a float32 copy, four times the int8 weights)."""
+    multiply-adds, in whatever order, forms the exact integers BLAS forms), or several that
+    split by input channels (`_float_parts`), the compiled library there. Its input is x - zp,
+    centered by the kernel as it reads the integers (`run_compiled(zp=)`: exact in float32, the
+    padding the real 0); its weights are packed once from the integers (a float32 copy, four
+    times the int8 weights)."""
     if (group != 1 or w.ndim != 4 or packed.dtype != np.float32 or x.ndim != 4
-            or x.dtype.kind not in "ui"):
+            or x.dtype.kind not in "ui" or x.dtype.itemsize > 2):
         return None
     from ...kernels.compiled import library
 
@@ -104,43 +106,34 @@ def _compiled(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packe
     parts = _float_parts(packed, w)
     if parts is None:
         return None
-    single = len(parts) == 1
     bias = None  # added after the chain, exact where every sum with it stays below 2^24
-    if single and b is not None and b.dtype == np.float32 and packed.partial_bound + float(
-            np.abs(b).max(initial=0)) < F32_LIMIT:
+    if len(parts) == 1 and b is not None and b.dtype == np.float32 and packed.partial_bound + \
+            float(np.abs(b).max(initial=0)) < F32_LIMIT:
         bias = b
+    offset = None if b is None or bias is not None else \
+        b.reshape((-1, 1, 1)).astype(np.float64)  # added by the requantization
     attrs = {"auto_pad": auto_pad, "dilations": dilations, "pads": pads, "strides": strides}
-    if single and x.dtype.itemsize <= 2:  # centered by the kernel as it reads x
-        return run_compiled(lib, x, parts[0][2], bias, **attrs, zp=zp,
-                            out=lambda shape: _scratch("y", shape)), \
-            None if b is None or bias is not None else b.reshape((-1, 1, 1)).astype(np.float64)
-    source = _scratch("x", x.shape)
-    np.subtract(x, np.float32(zp), out=source, dtype=np.float32)  # x - zp: exact in float32
-    if single:
-        y = run_compiled(lib, source, parts[0][2], bias, **attrs,
-                         out=lambda shape: _scratch("y", shape))
-    else:  # each part exact in float32, their sum (below 2^24 times the parts) in float64
-        y = None
-        for c0, c1, weights in parts:
-            part = run_compiled(lib, source[:, c0:c1], weights, None, **attrs,
-                                out=lambda shape: _scratch("y", shape))
-            if y is None:
-                y = part.astype(np.float64)
-            else:
-                y += part
-    if b is None or bias is not None:
-        return y, None
-    return y, b.reshape((-1, 1, 1)).astype(np.float64)  # added by the requantization
+    y = None
+    for c0, c1, weights in parts:  # each exact in float32; their sum (of a few) in float64
+        part = run_compiled(lib, x if len(parts) == 1 else x[:, c0:c1], weights, bias, **attrs,
+                            zp=zp, out=lambda shape: _scratch("y", shape))
+        if len(parts) == 1:
+            return part, offset
+        if y is None:
+            y = part.astype(np.float64)
+        else:
+            y += part
+    return y, offset
 
 
 _SCRATCH = threading.local()
 
 
 def _scratch(use: str, shape: tuple[int, ...]) -> np.ndarray:
-    """The calling thread's float32 array of this shape for `use` (the centered input, the
-    accumulator), kept from one convolution to the next: the accumulator is requantized into
-    a new array before the next convolution of the thread runs, so fresh pages (page faults,
-    zeroing) are not paid at every product."""
+    """The calling thread's float32 array of this shape for `use` (the accumulator), kept from
+    one convolution to the next: the accumulator is requantized into a new array (or summed
+    into a float64 one) before the next convolution of the thread runs, so fresh pages (page
+    faults, zeroing) are not paid at every product."""
     kept = getattr(_SCRATCH, use, None)
     if kept is None or kept.size < math.prod(shape):
         kept = np.empty(max(math.prod(shape), 1), np.float32)
