@@ -19,11 +19,15 @@ from __future__ import annotations
 import atexit
 import functools
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from udo_build.kernels import compiled
 
@@ -58,18 +62,32 @@ def library_of(root: Path) -> compiled.Library:
     return compiled._open(out)
 
 
-def using(lib: compiled.Library | None, fn: Callable[[], object]) -> Callable[[], object]:
-    """fn, run with `lib` as the process's compiled library (None: this checkout's)."""
+def using(lib: compiled.Library, fn: Callable[[], object]) -> Callable[[], object]:
+    """fn, run with `lib` as the process's compiled library."""
     def run() -> object:
         previous = compiled._LOADED.get("library")
-        if lib is not None:
-            compiled._LOADED["library"] = lib
+        compiled._LOADED["library"] = lib
         try:
             return fn()
         finally:
-            if lib is not None:
-                compiled._LOADED["library"] = previous
+            compiled._LOADED["library"] = previous
     return run
+
+
+def compare(runs: dict[str, Callable[[], object]], base: str, blas: Any, warmup: int,
+            rounds: int) -> None:
+    """Time `runs` (`rotated`, BLAS on 1 thread) and print each one's thread CPU median and
+    10th percentile, and their ratios to run `base`'s."""
+    threads = blas.threads() or 1
+    blas.set_threads(1)
+    times = rotated(runs, warmup, rounds)
+    blas.set_threads(threads)
+    median = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    low = {k: float(np.percentile(v, 10)) * 1e3 for k, v in times.items()}
+    width = max(len(k) for k in runs)
+    for key in runs:
+        print(f"    {key:{width}} median {median[key]:7.2f} ms ({median[key] / median[base]:.3f}x "
+              f"{base}), 10th percentile {low[key]:7.2f} ms ({low[key] / low[base]:.3f}x)")
 
 
 def rotated(runs: dict[str, Callable[[], object]], warmup: int,

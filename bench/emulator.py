@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import re
 import statistics
@@ -167,7 +168,7 @@ def bench_model(name: str, args: argparse.Namespace, blas: Blas, import_onnx) ->
 def kernels_of(name, proto, feeds, names, ort, args, blas, import_onnx) -> None:  # type: ignore[no-untyped-def]
     """--kernels-of DIR: this checkout's compiled kernels against DIR's in this process (a
     session each, the same inputs, turns rotated; bench/_kernels_of.py), BLAS on 1 thread."""
-    from _kernels_of import library_of, rotated, using
+    from _kernels_of import compare, library_of, using
 
     from udo_build.runtime.float_session import Session
 
@@ -178,18 +179,10 @@ def kernels_of(name, proto, feeds, names, ort, args, blas, import_onnx) -> None:
     same = all(np.array_equal(mine[n], their[n]) for n in names)
     runs = {"ours": lambda: own.run(feeds), "theirs": using(theirs, lambda: other.run(feeds)),
             "ORT": lambda: ort.run(names, feeds)}
-    threads = blas.threads() or 1
-    blas.set_threads(1)
-    times = rotated(runs, args.warmup, args.repeats)
-    blas.set_threads(threads)
-    median = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    low = {k: float(np.percentile(v, 10)) * 1e3 for k, v in times.items()}
     print(f"  {name}: kernels of this checkout against {args.kernels_of} "
           f"(thread CPU, 1 thread, {args.repeats} rotated rounds; outputs "
           f"{'the same bits' if same else 'NOT the same bits'}):")
-    for key in runs:
-        print(f"    {key:7} median {median[key]:7.2f} ms ({median[key] / median['ORT']:.3f}x ORT),"
-              f" 10th percentile {low[key]:7.2f} ms ({low[key] / low['ORT']:.3f}x)")
+    compare(runs, "ORT", blas, args.warmup, args.repeats)
 
 
 # -- profile ------------------------------------------------------------------------------------
@@ -220,9 +213,10 @@ class Calls:
         return timed
 
     def wrap_native(self, native: Callable[..., None]) -> Callable[..., None]:
-        def timed(lib, x, weights, call, b, z, y, relu):  # type: ignore[no-untyped-def]
+        def timed(lib, x, weights, call, b, z, y, relu, **rest):  # type: ignore[no-untyped-def]
             flops = 2 * y.size * weights.weights[0].size
-            self._timed(native, (lib, x, weights, call, b, z, y, relu), flops)
+            self._timed(functools.partial(native, **rest), (lib, x, weights, call, b, z, y, relu),
+                        flops)
         return timed
 
 

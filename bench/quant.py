@@ -298,7 +298,7 @@ def kernels_of(name: str, qmodel: Any, float_session: Any,
                feed: dict[str, np.ndarray], args: argparse.Namespace, blas: Blas) -> None:
     """--kernels-of DIR: the int8 path on this checkout's kernels and on DIR's, and the float
     path, in this process, turns rotated, 1 thread (bench/_kernels_of.py)."""
-    from _kernels_of import library_of, rotated, using
+    from _kernels_of import compare, library_of, using
 
     from udo_build.runtime.integer import QuantizedSession
 
@@ -312,17 +312,9 @@ def kernels_of(name: str, qmodel: Any, float_session: Any,
     runs = {"int8": lambda: own.run(feed),
             "int8 theirs": using(theirs, lambda: other.run(feed)),
             "float": lambda: float_session.run(feed)}
-    initial = blas.threads() or 1
-    blas.set_threads(1)
-    times = rotated(runs, args.warmup, args.repeats)
-    blas.set_threads(initial)
-    median = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    low = {k: float(np.percentile(v, 10)) * 1e3 for k, v in times.items()}
     print(f"  {name}: int8 on this checkout's kernels against {args.kernels_of}'s (thread CPU, "
           f"1 thread, {args.repeats} rotated rounds; the same int8 bits):")
-    for key in runs:
-        print(f"    {key:12} median {median[key]:7.2f} ms ({median[key] / median['float']:.3f}x "
-              f"float), 10th percentile {low[key]:7.2f} ms ({low[key] / low['float']:.3f}x)")
+    compare(runs, "float", blas, args.warmup, args.repeats)
 
 
 def profile(name: str, qmodel: Any, float_session: Any, feed: dict[str, np.ndarray],

@@ -169,12 +169,12 @@ EXPORT int udo_conv_cols(const idx *g) {
   return cols_of(g[11] * g[12], dense_of(g), g[0] * g[3] * g[4]);
 }
 
-/* The image: its taps (xq, base: tap k of wide pixel q = oy * wq + ox at xq[base[k] + q]; when
-   `dense`, wq == wo and xq is the caller's input, never read past its end), the output and what
-   the epilogue adds. */
 /* the input's element types (udo_conv_int's x_kind; udo_conv's float32 is X_F32) */
 enum { X_U8 = 0, X_I8 = 1, X_U16 = 2, X_I16 = 3, X_F32 = 4 };
 
+/* The image: its taps (xq, base: tap k of wide pixel q = oy * wq + ox at xq[base[k] + q]; when
+   `dense`, wq == wo and xq is the caller's input, never read past its end), the output and what
+   the epilogue adds. */
 typedef struct {
   const float *xq;
   const void *raw; /* a dense image of integers (kind, less zp), read by gather: xq unused */
@@ -509,8 +509,8 @@ static int conv(const void *x, int kind, float zp, idx c, idx h, idx w, idx kh, 
                 const float *packed, const float *bias, const float *z, int relu, float *y) {
   idx hq = ho + (kh - 1) * dh / sh, wq = wo + (kw - 1) * dw / sw, kn = c * kh * kw;
   idx numbers[14] = {c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo, m};
-  int dense = dense_of(numbers);
-  int converted = dense && kind != X_F32 && cols_of(ho * wo, dense, c * kh * kw);
+  int dense = dense_of(numbers), by_cols = cols_of(ho * wo, dense, kn);
+  int converted = dense && kind != X_F32 && by_cols;
   if (dense) hq = h, wq = w;
   idx plane = hq * wq, head = sh + sw + kn, slack = NR + MR;
   /* the phases the taps read: rows py and columns px of the strides some tap starts on; a
@@ -556,7 +556,7 @@ static int conv(const void *x, int kind, float zp, idx c, idx h, idx w, idx kh, 
   int gathered = dense && kind != X_F32 && !converted; /* gather reads the integers */
   Conv cv = {gathered ? NULL : xq, x, gathered ? kind : X_F32, zp, base, dense, kn, m, ho, wq,
              wo, bias, z, relu, y};
-  return cols_of(ho * wo, dense, kn) ? cols(&cv, packed) : rows(&cv, packed);
+  return by_cols ? cols(&cv, packed) : rows(&cv, packed);
 }
 
 EXPORT int udo_conv(const float *x, const idx *geometry, const float *packed, const float *bias,

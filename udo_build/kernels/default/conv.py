@@ -83,13 +83,13 @@ def fused_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
             y = np.empty(call.shape, call.dtype)
         _native(lib, x, weights, call, b, z, y, activation == "Relu")
         return y
-    geometry, shape, dtype = call.geometry, call.shape, call.dtype
-    y = np.empty(shape, dtype)
-    if out is not None:
+    if out is not None:  # the numpy path into its own array, copied
         np.copyto(out, fused_conv(x, w, b, z, activation=activation, auto_pad=auto_pad,
                                   dilations=dilations, group=group, kernel_shape=kernel_shape,
                                   pads=pads, strides=strides, packed=weights))
         return out
+    geometry, shape, dtype = call.geometry, call.shape, call.dtype
+    y = np.empty(shape, dtype)
     if group > 1:
         _grouped(x, w, group, geometry, y, b, z)
     elif wide_pays(x.shape[2:], geometry):
@@ -196,21 +196,8 @@ def run_compiled(lib: Any, x: np.ndarray, weights: ConvWeights, b: np.ndarray | 
     exact products. `out(shape)`, where given, lends the float32 output array."""
     call = weights.call(x, b, None, 1, None, auto_pad, pads, strides, dilations)
     y = out(call.shape) if out is not None else np.empty(call.shape, np.float32)
-    if not y.size:
-        return y
-    kind = _INT_KINDS.get(x.dtype)
-    if kind is None:
-        _native(lib, x, weights, call, b, None, y, False)
-        return y
-    x = np.ascontiguousarray(x)
-    if b is not None:
-        b = np.ascontiguousarray(b.reshape(-1), np.float32)
-    packing, bias = weights.packing_of(lib, call), None if b is None else b.ctypes.data
-    xa, ya = x.ctypes.data, y.ctypes.data
-    for i in range(x.shape[0]):
-        if lib.conv_int(xa + i * x.strides[0], kind, float(zp), call.address, packing, bias, 0,
-                        ya + i * y.strides[0]) != 0:
-            raise MemoryError("the compiled convolution could not allocate its panels")
+    if y.size:
+        _native(lib, x, weights, call, b, None, y, False, zp=zp)
     return y
 
 
@@ -262,9 +249,11 @@ def _library() -> Any:
 
 
 def _native(lib: Any, x: np.ndarray, weights: ConvWeights, call: Call, b: np.ndarray | None,
-            z: np.ndarray | None, y: np.ndarray, relu: bool) -> None:
+            z: np.ndarray | None, y: np.ndarray, relu: bool, *, zp: int = 0) -> None:
     """Each image of x (N, C, H, W) into y (N, M, Ho, Wo: each image C-contiguous) by the
-    compiled kernel."""
+    compiled kernel: udo_conv for float32 x, udo_conv_int for integers (less `zp`; no
+    addend)."""
+    kind = _INT_KINDS.get(x.dtype)
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
     if z is not None and not z.flags.c_contiguous:
@@ -274,16 +263,20 @@ def _native(lib: Any, x: np.ndarray, weights: ConvWeights, call: Call, b: np.nda
         if b is call.bias:  # the plan's constant, as at the last call
             bias = call.bias_address
         else:
-            if not (b.ndim == 1 and b.flags.c_contiguous):
-                b = np.ascontiguousarray(b.reshape(-1))
+            if not (b.ndim == 1 and b.flags.c_contiguous and b.dtype == np.float32):
+                b = np.ascontiguousarray(b.reshape(-1), np.float32)
             bias = call.bias_address = _address(b)
             call.bias = b  # held: its address stays its own
-    conv, numbers, packing = lib.conv, call.address, weights.packing_of(lib, call)
+    numbers, packing = call.address, weights.packing_of(lib, call)
     xa, ya, za = _address(x), _address(y), 0 if z is None else _address(z)
     for i in range(x.shape[0]):
-        status = conv(xa + i * x.strides[0], numbers, packing, bias or None,
-                      za + i * z.strides[0] if z is not None else None, int(relu),
-                      ya + i * y.strides[0])
+        if kind is None:
+            status = lib.conv(xa + i * x.strides[0], numbers, packing, bias or None,
+                              za + i * z.strides[0] if z is not None else None, int(relu),
+                              ya + i * y.strides[0])
+        else:
+            status = lib.conv_int(xa + i * x.strides[0], kind, float(zp), numbers, packing,
+                                  bias or None, int(relu), ya + i * y.strides[0])
         if status != 0:
             raise MemoryError("the compiled convolution could not allocate its panels")
 
