@@ -31,7 +31,8 @@ TOLERANCE = 2e-6  # max abs difference over max abs value
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, ...]]]:
     """The compiled library (skipped where none can be built), with a record of the
-    convolutions it ran: (c, h, w, kh, kw, sh, sw, ho, wo, m) each."""
+    convolutions it ran: (c, h, w, kh, kw, sh, sw, ho, wo, m, cols) each, cols 1 where the
+    kernel ran it in the cols orientation."""
     monkeypatch.delenv(compiled.SWITCH, raising=False)
     lib = compiled.library()
     if lib is None:
@@ -44,7 +45,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, ...]]]:
 
         def conv(self, *args: Any) -> int:
             numbers = list((ctypes.c_int64 * 14).from_address(args[1]))
-            seen.append(tuple(numbers[0:7]) + tuple(numbers[11:14]))
+            seen.append(tuple(numbers[0:7]) + tuple(numbers[11:14]) + (lib.conv_cols(args[1]),))
             return lib.conv(*args)
 
     monkeypatch.setattr(compiled, "library", lambda: Spy() if compiled.enabled() else None)
@@ -115,20 +116,26 @@ def test_random_geometries_match_a_float64_sum(big: bool, epilogue: str,
     assert len(calls) >= (12 if big else 40)  # every image went through the kernel
 
 
-# (input, weights, strides, dilations, pads): named shapes that pin down each branch
+# (input, weights, strides, dilations, pads, orientation): named shapes that pin down each
+# branch; the orientation (1: cols) where AVX2 and AVX-512 hosts both choose it
 NAMED = {
-    "1x1 in place, rows": ((1, 64, 20, 20), (70, 64, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0]),
-    "1x1 in place, cols": ((1, 300, 7, 7), (130, 300, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0]),
-    "3x3 rows, k blocks": ((1, 70, 40, 33), (13, 70, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
-    "3x3 cols, 28x28": ((1, 20, 28, 28), (70, 20, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
-    "3x3 cols, k blocks": ((1, 70, 7, 7), (65, 70, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
-    "7x7 stride 2": ((1, 3, 64, 64), (64, 3, 7, 7), [2, 2], [1, 1], [3, 3, 3, 3]),
-    "1x1 stride 2": ((1, 40, 30, 30), (20, 40, 1, 1), [2, 2], [1, 1], [0, 0, 0, 0]),
-    "3x3 stride 2": ((2, 33, 29, 31), (17, 33, 3, 3), [2, 2], [1, 1], [1, 1, 1, 1]),
-    "narrow rows": ((1, 5, 500, 3), (7, 5, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1]),
-    "one pixel": ((1, 9, 1, 1), (4, 9, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0]),
-    "cropping pads": ((1, 6, 20, 19), (5, 6, 3, 2), [1, 2], [2, 1], [-1, 2, 0, -1]),
-    "stride past kernel": ((1, 4, 25, 25), (3, 4, 2, 2), [5, 3], [1, 1], [0, 1, 2, 0]),
+    "1x1 in place, rows": ((1, 64, 20, 20), (70, 64, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], 0),
+    "1x1 in place, cols, k blocks, a partial chunk":
+        ((1, 600, 7, 7), (124, 600, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], 1),
+    "3x3 rows, k blocks": ((1, 70, 40, 33), (12, 70, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1], 0),
+    "3x3 cols, 28x28": ((1, 20, 28, 28), (64, 20, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1], 1),
+    "3x3 cols, k blocks, a partial chunk":
+        ((1, 70, 7, 7), (124, 70, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1], 1),
+    "3x3 cols, slabs": ((1, 24, 40, 40), (256, 24, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1], 1),
+    "7x7 stride 2": ((1, 3, 64, 64), (64, 3, 7, 7), [2, 2], [1, 1], [3, 3, 3, 3], None),
+    "7x7 stride 2, 96 channels":
+        ((1, 3, 64, 64), (96, 3, 7, 7), [2, 2], [1, 1], [3, 3, 3, 3], None),
+    "1x1 stride 2": ((1, 40, 30, 30), (20, 40, 1, 1), [2, 2], [1, 1], [0, 0, 0, 0], None),
+    "3x3 stride 2": ((2, 33, 29, 31), (17, 33, 3, 3), [2, 2], [1, 1], [1, 1, 1, 1], None),
+    "a narrow image": ((1, 5, 500, 3), (7, 5, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1], None),
+    "one pixel": ((1, 9, 1, 1), (4, 9, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], None),
+    "cropping pads": ((1, 6, 20, 19), (5, 6, 3, 2), [1, 2], [2, 1], [-1, 2, 0, -1], None),
+    "stride past kernel": ((1, 4, 25, 25), (3, 4, 2, 2), [5, 3], [1, 1], [0, 1, 2, 0], None),
 }
 
 
@@ -136,10 +143,12 @@ NAMED = {
 @pytest.mark.parametrize("epilogue", ["plain", "bias-addend-relu"])
 def test_each_branch_matches_a_float64_sum(name: str, epilogue: str,
                                            calls: list[tuple[int, ...]]) -> None:
-    x, w, strides, dilations, pads = NAMED[name]
+    x, w, strides, dilations, pads, cols = NAMED[name]
     _check({"x": x, "w": w, "strides": strides, "dilations": dilations, "pads": pads}, epilogue,
            np.random.default_rng(3))
     assert len(calls) == x[0]
+    if cols is not None and "avx2" in compiled.machine():
+        assert {call[-1] for call in calls} == {cols}, "the branch ran in the other orientation"
 
 
 def test_relu_keeps_nan_and_inputs_are_left_alone(calls: list[tuple[int, ...]]) -> None:
@@ -187,13 +196,14 @@ def test_weights_are_packed_once_per_orientation(calls: list[tuple[int, ...]],
 
     monkeypatch.setattr(compiled, "library", Counting)
     rng = np.random.default_rng(6)
-    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((18, 8, 3, 3)).astype(np.float32)
     weights = ConvWeights(w)
     large = rng.standard_normal((1, 8, 40, 40)).astype(np.float32)
-    small = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    small = rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
     for x in (large, large, small, small, large):
         fused_conv(x, w, pads=[1, 1, 1, 1], packed=weights)
     assert packs == [0, 1]  # rows once, cols once
+    assert [call[-1] for call in calls] == [0, 0, 1, 1, 0]
     assert all(not p.flags.writeable for p in weights._packings.values())
 
 
@@ -297,16 +307,21 @@ def test_integer_inputs_centered_as_the_kernel_reads_them(dtype: type) -> None:
     info = np.iinfo(dtype)
     rng = np.random.default_rng(np.dtype(dtype).itemsize * 10 + info.min % 7)
     zp = int(rng.integers(info.min, info.max)) // 2
-    cases = [((2, 24, 20, 20), 1, [1, 1], [0, 0, 0, 0]), ((1, 24, 9, 9), 1, [1, 1], [0] * 4),
-             ((1, 16, 19, 21), 3, [2, 2], [1, 1, 1, 1]), ((2, 8, 40, 40), 3, [1, 1], [1, 0, 2, 1])]
-    for shape, k, strides, pads in cases:
+    cases = [((2, 24, 20, 20), 1, [1, 1], [0, 0, 0, 0], 20, 0),
+             ((1, 400, 7, 7), 1, [1, 1], [0] * 4, 64, 1),
+             ((1, 16, 19, 21), 3, [2, 2], [1, 1, 1, 1], 20, None),
+             ((2, 8, 40, 40), 3, [1, 1], [1, 0, 2, 1], 20, None)]
+    for shape, k, strides, pads, m, cols in cases:
         x = rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
-        w = rng.integers(-127, 128, (20, shape[1], k, k)).astype(np.int8)
-        b = rng.integers(-1000, 1000, 20).astype(np.float32)
+        w = rng.integers(-127, 128, (m, shape[1], k, k)).astype(np.int8)
+        b = rng.integers(-1000, 1000, m).astype(np.float32)
         weights = ConvWeights(w)
         attrs = {"strides": strides, "pads": pads}
         got = conv_module.run_compiled(lib, x, weights, b, zp=zp, **attrs)
         centered = (x.astype(np.int64) - zp).astype(np.float32)
         expected = conv_module.run_compiled(lib, centered, weights, b, **attrs)
         assert got.dtype == np.float32 and np.array_equal(got, expected), (shape, k)
+        if cols is not None and "avx2" in compiled.machine():
+            assert lib.conv_cols(weights.call(x, b, None, 1, None, "NOTSET", pads, strides,
+                                              None).address) == cols, shape
         assert float(np.abs(got).max()) > 1000

@@ -52,6 +52,30 @@ static inline vf vload_lanes(vf a, unsigned bits, const float *p) {
 static inline void vstore_lanes(float *p, unsigned bits, vf v) {
   _mm512_mask_storeu_ps(p, (__mmask16)bits, v);
 }
+/* r[i][j] becomes r[j][i]: pairs within 128-bit lanes, then their halves, then the lanes */
+static inline void vtranspose(vf r[VL]) {
+  __m512 t[VL];
+  for (int i = 0; i < VL; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < VL; g += 4) /* r[g + c]'s lane l: rows g..g+3 of column 4l + c */
+    for (int h = 0; h < 2; h++) {
+      __m512d a = _mm512_castps_pd(t[g + h]), b = _mm512_castps_pd(t[g + h + 2]);
+      r[g + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[g + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  for (int c = 0; c < 4; c++) { /* column 4l + c: lane l of r[c], r[4 + c], r[8 + c], r[12 + c] */
+    __m512 p = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), q = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
+    __m512 u = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
+    __m512 w = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xee);
+    t[c] = _mm512_shuffle_f32x4(p, u, 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(p, u, 0xdd);
+    t[8 + c] = _mm512_shuffle_f32x4(q, w, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(q, w, 0xdd);
+  }
+  for (int i = 0; i < VL; i++) r[i] = t[i];
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define VL 8
@@ -74,6 +98,25 @@ static inline vf vload_lanes(vf a, unsigned bits, const float *p) {
 }
 static inline void vstore_lanes(float *p, unsigned bits, vf v) {
   _mm256_maskstore_ps(p, lanes_of(bits), v);
+}
+/* r[i][j] becomes r[j][i]: pairs within 128-bit lanes, then their halves, then the lanes */
+static inline void vtranspose(vf r[VL]) {
+  __m256 t[VL];
+  for (int i = 0; i < VL; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < VL; g += 4)
+    for (int h = 0; h < 2; h++) {
+      __m256d a = _mm256_castps_pd(t[g + h]), b = _mm256_castps_pd(t[g + h + 2]);
+      r[g + 2 * h] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+      r[g + 2 * h + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+    }
+  for (int c = 0; c < 4; c++) {
+    t[c] = _mm256_permute2f128_ps(r[c], r[4 + c], 0x20);
+    t[4 + c] = _mm256_permute2f128_ps(r[c], r[4 + c], 0x31);
+  }
+  for (int i = 0; i < VL; i++) r[i] = t[i];
 }
 #else
 #define VL 4
@@ -98,17 +141,26 @@ static inline void vstore_lanes(float *p, unsigned bits, vf v) {
   for (int i = 0; i < VL; i++)
     if (bits >> i & 1) p[i] = v[i];
 }
+static inline void vtranspose(vf r[VL]) { /* r[i][j] becomes r[j][i] */
+  vf t[VL];
+  for (int i = 0; i < VL; i++)
+    for (int j = 0; j < VL; j++) t[j][i] = r[i][j];
+  for (int i = 0; i < VL; i++) r[i] = t[i];
+}
 #endif
 
 #define MR 6
 #define NR (NV * VL)
-/* output pixels under which the cols orientation runs: a dense image below COLS_BELOW, or
-   below COLS_DEEP_BELOW when it has more than DEEP taps (its transposed stores weigh less than
-   a tile's lanes past the image); one read through its phases below COLS_TAPS_BELOW */
-#define COLS_BELOW 128
-#define COLS_DEEP_BELOW 256
-#define DEEP 512
-#define COLS_TAPS_BELOW 1024
+/* The orientation is chosen by a cost in k steps of one lane, fitted to ResNet-50's and
+   SqueezeNet's layers and small-K first layers measured in both (K from 27 to 2304): the lanes
+   each computes (a rows tile is MR output channels by NR wide pixels, the junk columns
+   included; a cols tile NR channels by MR pixels) times K, plus a cost per output value. A cols
+   output pays COLS_PER_OUTPUT for its tile's stores, reloads and transposition; a rows one read
+   through phases pays ROWS_PER_OUTPUT (the phases, its epilogue), and each of its k steps
+   costs TAPS_STEP (its loads straddle cache lines; a dense image's packed panels do not). */
+#define COLS_PER_OUTPUT 60.0
+#define ROWS_PER_OUTPUT 24.0
+#define TAPS_STEP 1.23
 #ifndef KC_ROWS
 #define KC_ROWS 32768 /* bytes of a k block of the loaded operand: in the L1 cache */
 #endif
@@ -159,14 +211,24 @@ static int dense_of(const idx *g) { /* a 1x1 convolution without strides or pads
          g[11] == g[1] && g[12] == g[2];
 }
 
-static int cols_of(idx n, int dense, idx kn) {
-  return dense ? n < COLS_BELOW || (n < COLS_DEEP_BELOW && kn > DEEP) : n < COLS_TAPS_BELOW;
+static int cols_of(idx m, idx n, idx wide, int dense, idx kn) {
+  double rows = (double)((m + MR - 1) / MR * MR) * (double)((wide + NR - 1) / NR * NR) * kn;
+  double cols = (double)((m + NR - 1) / NR * NR) * (double)((n + MR - 1) / MR * MR) * kn;
+  double outputs = (double)m * (double)n;
+  if (!dense) rows = rows * TAPS_STEP + ROWS_PER_OUTPUT * outputs;
+  return cols + COLS_PER_OUTPUT * outputs < rows;
+}
+
+/* the width of the wide grid: the output's plus the columns a tap row reaches past it */
+static idx wide_of(const idx *g, int dense) {
+  return dense ? g[12] : g[12] + (g[4] - 1) * g[8] / g[6];
 }
 
 /* whether udo_conv runs this geometry (its 14 numbers) in the cols orientation: how its weights
    are packed */
 EXPORT int udo_conv_cols(const idx *g) {
-  return cols_of(g[11] * g[12], dense_of(g), g[0] * g[3] * g[4]);
+  int dense = dense_of(g);
+  return cols_of(g[13], g[11] * g[12], g[11] * wide_of(g, dense), dense, g[0] * g[3] * g[4]);
 }
 
 /* the input's element types (udo_conv_int's x_kind; udo_conv's float32 is X_F32) */
@@ -367,14 +429,44 @@ static int rows(const Conv *cv, const float *packed) {
   return 0;
 }
 
+/* pixels [t_begin, t_end) of chunk j of the cols tiles (tiles: [pixel - t_begin][NR]) into y:
+   each VL x VL block transposed in the registers, a vector of VL pixels of one channel, stored
+   with the epilogue */
+static void store_chunk(const Conv *cv, const float *tiles, idx j, idx t_begin, idx t_end) {
+  idx n = cv->ho * cv->wo, m0 = j * NR, chans = cv->m - m0 < NR ? cv->m - m0 : NR;
+  for (idx c0 = 0; c0 < chans; c0 += VL)
+    for (idx t0 = t_begin; t0 < t_end; t0 += VL) {
+      unsigned bits = t_end - t0 >= VL ? (1u << VL) - 1u : (1u << (t_end - t0)) - 1u;
+      vf r[VL];
+      for (int i = 0; i < VL; i++) r[i] = vload(tiles + (t0 - t_begin + i) * NR + c0);
+      vtranspose(r);
+      for (int i = 0; i < VL && c0 + i < chans; i++) {
+        idx ch = m0 + c0 + i;
+        vf v = r[i];
+        if (cv->bias) v = vadd(v, vset1(cv->bias[ch]));
+        if (cv->z) v = vadd(v, vload_lanes(vzero(), bits, cv->z + ch * n + t0));
+        if (cv->relu) v = vrelu(v);
+        vstore_lanes(cv->y + ch * n + t0, bits, v);
+      }
+    }
+}
+
 /* cols: panels of MR output pixels, read in place at their offsets in the planes (the last
    panel repeats its last pixel), pass over each panel of NR channels of the weights, k block
-   by k block; the tiles wait in c[M/NR][panels][MR][NR] and are stored transposed */
+   by k block. The panels go by slabs whose tiles (c[M/NR][slab][MR][NR]) stay in the L2 cache
+   (SLAB_BYTES, whole VL blocks of pixels); each chunk of a slab is stored transposed after its
+   last k block, while in the cache. */
+#ifndef SLAB_BYTES
+#define SLAB_BYTES (1 << 20)
+#endif
 static int cols(const Conv *cv, const float *packed) {
   idx kn = cv->kn, kc = k_block(kn, KC_COLS), n = cv->ho * cv->wo, count = (n + MR - 1) / MR;
   idx chunks = (cv->m + NR - 1) / NR;
+  idx whole = VL / 2, slab = SLAB_BYTES / (chunks * MR * NR * (idx)sizeof(float)) / whole * whole;
+  if (slab < whole) slab = whole; /* MR * whole panels: whole VL blocks of pixels (MR is even) */
+  if (slab > count) slab = count;
   size_t offsets = (size_t)(count * MR);
-  float *room = workspace(1, offsets * 2 + (size_t)(chunks * count * MR * NR));
+  float *room = workspace(1, offsets * 2 + (size_t)(chunks * slab * MR * NR + VL * NR));
   if (!room) return 1;
   idx *off = (idx *)room;
   float *c = room + offsets * 2;
@@ -382,51 +474,43 @@ static int cols(const Conv *cv, const float *packed) {
     idx pixel = t < n ? t : n - 1;
     off[t] = pixel / cv->wo * cv->wq + pixel % cv->wo;
   }
-  for (idx k0 = 0; k0 < kn; k0 += kc) {
-    idx kb = kn - k0 < kc ? kn - k0 : kc;
-    for (idx j = 0; j < chunks; j++) {
-      const float *b = packed + j * NR * kn + k0 * NR;
-      /* the weights' next block, fetched a slice per panel while this one is in use */
-      const char *next = (const char *)(j + 1 < chunks ? b + NR * kn
-                                        : k0 + kb < kn ? packed + (k0 + kb) * NR : NULL);
-      idx lines = kb * NR * (idx)sizeof(float) / 64, per = (lines + count - 1) / count;
-      for (idx p = 0; p < count; p++) {
-        float *tile = c + (j * count + p) * MR * NR;
-        if (next)
-          for (idx l = p * per; l < (p + 1) * per && l < lines; l++)
-            __builtin_prefetch(next + l * 64, 0, 3);
-        vf acc[MR][NV];
+  for (idx s0 = 0; s0 < count; s0 += slab) {
+    idx panels = count - s0 < slab ? count - s0 : slab;
+    for (idx k0 = 0; k0 < kn; k0 += kc) {
+      idx kb = kn - k0 < kc ? kn - k0 : kc;
+      for (idx j = 0; j < chunks; j++) {
+        const float *b = packed + j * NR * kn + k0 * NR;
+        /* the weights' next block, fetched a slice per panel while this one is in use */
+        const char *next = (const char *)(j + 1 < chunks ? b + NR * kn
+                                          : k0 + kb < kn ? packed + (k0 + kb) * NR : NULL);
+        idx lines = kb * NR * (idx)sizeof(float) / 64, per = (lines + panels - 1) / panels;
+        float *tiles = c + j * slab * MR * NR;
+        for (idx p = 0; p < panels; p++) {
+          float *tile = tiles + p * MR * NR;
+          if (next)
+            for (idx l = p * per; l < (p + 1) * per && l < lines; l++)
+              __builtin_prefetch(next + l * 64, 0, 3);
+          vf acc[MR][NV];
 #pragma GCC unroll 8
-        for (int i = 0; i < MR; i++)
+          for (int i = 0; i < MR; i++)
 #pragma GCC unroll 8
-          for (int v = 0; v < NV; v++) acc[i][v] = k0 ? vload(tile + i * NR + v * VL) : vzero();
-        const idx *at = off + p * MR;
-        int run = 1; /* one run of the plane: no offset to look up */
-        for (int i = 1; i < MR; i++) run &= at[i] == at[0] + i;
-        if (run)
-          accumulate(acc, kb, cv->xq + at[0], cv->base + k0, NULL, b, NULL);
-        else
-          accumulate(acc, kb, cv->xq, cv->base + k0, at, b, NULL);
+            for (int v = 0; v < NV; v++) acc[i][v] = k0 ? vload(tile + i * NR + v * VL) : vzero();
+          const idx *at = off + (s0 + p) * MR;
+          int run = 1; /* one run of the plane: no offset to look up */
+          for (int i = 1; i < MR; i++) run &= at[i] == at[0] + i;
+          if (run)
+            accumulate(acc, kb, cv->xq + at[0], cv->base + k0, NULL, b, NULL);
+          else
+            accumulate(acc, kb, cv->xq, cv->base + k0, at, b, NULL);
 #pragma GCC unroll 8
-        for (int i = 0; i < MR; i++)
+          for (int i = 0; i < MR; i++)
 #pragma GCC unroll 8
-          for (int v = 0; v < NV; v++) vstore(tile + i * NR + v * VL, acc[i][v]);
-      }
-    }
-  }
-  for (idx j = 0; j < chunks; j++) {
-    idx m0 = j * NR, chans = cv->m - m0 < NR ? cv->m - m0 : NR;
-    const float *tiles = c + j * count * MR * NR;
-    for (idx ch = 0; ch < chans; ch++) {
-      float *y = cv->y + (m0 + ch) * n;
-      const float *z = cv->z ? cv->z + (m0 + ch) * n : NULL;
-      const float *column = tiles + ch;
-      float bias = cv->bias ? cv->bias[m0 + ch] : 0.0f;
-      for (idx t = 0; t < n; t++) {
-        float v = column[t * NR];
-        if (cv->bias) v += bias;
-        if (z) v += z[t];
-        y[t] = cv->relu && v < 0.0f ? 0.0f : v;
+            for (int v = 0; v < NV; v++) vstore(tile + i * NR + v * VL, acc[i][v]);
+        }
+        if (k0 + kb == kn) {
+          idx t_end = (s0 + panels) * MR < n ? (s0 + panels) * MR : n;
+          store_chunk(cv, tiles, j, s0 * MR, t_end);
+        }
       }
     }
   }
@@ -507,9 +591,10 @@ static void phase_row(float *row, const void *x, int kind, float zp, idx h, idx 
 static int conv(const void *x, int kind, float zp, idx c, idx h, idx w, idx kh, idx kw, idx sh,
                 idx sw, idx dh, idx dw, idx ph, idx pw, idx ho, idx wo, idx m,
                 const float *packed, const float *bias, const float *z, int relu, float *y) {
-  idx hq = ho + (kh - 1) * dh / sh, wq = wo + (kw - 1) * dw / sw, kn = c * kh * kw;
   idx numbers[14] = {c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ho, wo, m};
-  int dense = dense_of(numbers), by_cols = cols_of(ho * wo, dense, kn);
+  int dense = dense_of(numbers);
+  idx hq = ho + (kh - 1) * dh / sh, wq = wide_of(numbers, dense), kn = c * kh * kw;
+  int by_cols = udo_conv_cols(numbers);
   int converted = dense && kind != X_F32 && by_cols;
   if (dense) hq = h, wq = w;
   idx plane = hq * wq, head = sh + sw + kn, slack = NR + MR;
