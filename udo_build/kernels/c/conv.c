@@ -388,22 +388,26 @@ static idx k_block(idx kn, idx bytes) {
    (GROUP_PIXELS, within GROUP_BYTES of panels) and
    passes each row tile of the weights over all of them: each output row (and the addend's) is
    then written in runs of the group's width, which the hardware prefetches, instead of one
-   tile's width in each of m planes in turn (more streams than it follows). */
+   tile's width in each of m planes in turn (more streams than it follows). So does an image
+   read through its phases whose taps fit one k block (a first layer: few taps, a large output
+   that is written cold), by TAPS_GROUP tiles. */
 #define GROUP_PIXELS 512
 #define GROUP_BYTES (256 << 10)
 #define GROUP_ROWS 128 /* output channels from which a dense image packs groups: fewer planes
                           the prefetcher follows, and the tile's panel in L1 serves them better */
+#define TAPS_GROUP 32 /* tiles of a group read in place, its taps in one k block (a first layer) */
 static int rows(const Conv *cv, const float *packed) {
   idx kn = cv->kn, kc = k_block(kn, KC_ROWS), q_end = cv->ho * cv->wq;
   idx group = 1;
-  if (cv->dense && cv->m >= GROUP_ROWS) {
+  if ((cv->dense && cv->m >= GROUP_ROWS) || (!cv->dense && kn <= kc)) {
     group = GROUP_BYTES / (kn * NR * (idx)sizeof(float));
-    if (group > GROUP_PIXELS / NR) group = GROUP_PIXELS / NR;
+    idx most = cv->dense ? GROUP_PIXELS / NR : TAPS_GROUP;
+    if (group > most) group = most;
     if (group < 1) group = 1;
   }
   float *panel = NULL;
   if (cv->dense && !(panel = workspace(1, (size_t)(group * kn * NR)))) return 1;
-  Lanes ln[GROUP_PIXELS / NR];
+  Lanes ln[GROUP_PIXELS / NR > TAPS_GROUP ? GROUP_PIXELS / NR : TAPS_GROUP];
   for (idx q0 = 0; q0 < q_end; q0 += group * NR) {
     idx tiles = 0;
     for (; tiles < group && q0 + tiles * NR < q_end; tiles++) {
@@ -412,17 +416,18 @@ static int rows(const Conv *cv, const float *packed) {
     }
     for (idx k0 = 0; k0 < kn; k0 += kc) {
       idx kb = kn - k0 < kc ? kn - k0 : kc;
-      if (!cv->dense && q0 + 2 * NR <= q_end) /* the next tile's runs of these taps */
+      if (!cv->dense && q0 + (tiles + 1) * NR <= q_end) /* the next tile's runs of these taps */
         for (idx k = k0; k < k0 + kb; k++)
           for (int line = 0; line < NR * (int)sizeof(float); line += 64)
-            __builtin_prefetch((const char *)(cv->xq + cv->base[k] + q0 + NR) + line, 0, 3);
+            __builtin_prefetch((const char *)(cv->xq + cv->base[k] + q0 + tiles * NR) + line, 0,
+                               3);
       for (idx m0 = 0; m0 < cv->m; m0 += MR) {
         const float *a = packed + m0 * kn + k0 * MR;
         for (idx t = 0; t < tiles; t++)
           if (cv->dense)
             rows_tile(cv, &ln[t], m0, k0, kb, a, panel + t * kn * NR + k0 * NR, NULL);
           else
-            rows_tile(cv, &ln[t], m0, k0, kb, a, cv->xq + q0, cv->base + k0);
+            rows_tile(cv, &ln[t], m0, k0, kb, a, cv->xq + q0 + t * NR, cv->base + k0);
       }
     }
   }
