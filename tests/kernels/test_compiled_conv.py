@@ -120,6 +120,8 @@ def test_random_geometries_match_a_float64_sum(big: bool, epilogue: str,
 # branch; the orientation (1: cols) where AVX2 and AVX-512 hosts both choose it
 NAMED = {
     "1x1 in place, rows": ((1, 64, 20, 20), (70, 64, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], 0),
+    "1x1 in place, rows, few channels, k blocks":
+        ((1, 200, 20, 20), (16, 200, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], 0),
     "1x1 in place, cols, k blocks, a partial chunk":
         ((1, 600, 7, 7), (124, 600, 1, 1), [1, 1], [1, 1], [0, 0, 0, 0], 1),
     "3x3 rows, k blocks": ((1, 70, 40, 33), (12, 70, 3, 3), [1, 1], [1, 1], [1, 1, 1, 1], 0),

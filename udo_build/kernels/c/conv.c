@@ -383,7 +383,8 @@ static idx k_block(idx kn, idx bytes) {
 /* rows: each tile of NR wide pixels, k block by k block, passes every row tile of the weights
    over the taps it reads: in place from the phases; a dense image's tile packed first, since
    its taps are whole planes apart (a copy keeps many reads in flight where the product would
-   wait on each plane's line, and never reads past the end of the caller's input). A dense
+   wait on each plane's line, and never reads past the end of the caller's input), unless few
+   row tiles would read the copy (in_place). A dense
    image of GROUP_ROWS output channels or more packs a group of consecutive tiles
    (GROUP_PIXELS, within GROUP_BYTES of panels) and
    passes each row tile of the weights over all of them: each output row (and the addend's) is
@@ -396,6 +397,14 @@ static idx k_block(idx kn, idx bytes) {
 #define GROUP_ROWS 128 /* output channels from which a dense image packs groups: fewer planes
                           the prefetcher follows, and the tile's panel in L1 serves them better */
 #define TAPS_GROUP 32 /* tiles of a group read in place, its taps in one k block (a first layer) */
+/* whether a dense image's rows tile at q0 is read in place, not packed: with at most
+   IN_PLACE_ROWS output channels (few row tiles to share a packed panel), a whole tile of float32
+   (whose reads stay inside each plane) */
+#define IN_PLACE_ROWS 64
+static int in_place(const Conv *cv, idx q0, idx q_end) {
+  return cv->dense && cv->m <= IN_PLACE_ROWS && cv->xq && q0 + NR <= q_end;
+}
+
 static int rows(const Conv *cv, const float *packed) {
   idx kn = cv->kn, kc = k_block(kn, KC_ROWS), q_end = cv->ho * cv->wq;
   idx group = 1;
@@ -411,7 +420,8 @@ static int rows(const Conv *cv, const float *packed) {
   for (idx q0 = 0; q0 < q_end; q0 += group * NR) {
     idx tiles = 0;
     for (; tiles < group && q0 + tiles * NR < q_end; tiles++) {
-      if (cv->dense) gather(cv, q0 + tiles * NR, panel + tiles * kn * NR);
+      if (cv->dense && !in_place(cv, q0 + tiles * NR, q_end))
+        gather(cv, q0 + tiles * NR, panel + tiles * kn * NR);
       lanes_of_tile(cv, q0 + tiles * NR, &ln[tiles]);
     }
     for (idx k0 = 0; k0 < kn; k0 += kc) {
@@ -424,7 +434,9 @@ static int rows(const Conv *cv, const float *packed) {
       for (idx m0 = 0; m0 < cv->m; m0 += MR) {
         const float *a = packed + m0 * kn + k0 * MR;
         for (idx t = 0; t < tiles; t++)
-          if (cv->dense)
+          if (in_place(cv, q0 + t * NR, q_end))
+            rows_tile(cv, &ln[t], m0, k0, kb, a, cv->xq + q0 + t * NR, cv->base + k0);
+          else if (cv->dense)
             rows_tile(cv, &ln[t], m0, k0, kb, a, panel + t * kn * NR + k0 * NR, NULL);
           else
             rows_tile(cv, &ln[t], m0, k0, kb, a, cv->xq + q0 + t * NR, cv->base + k0);
