@@ -22,21 +22,16 @@ typedef ptrdiff_t idx;
 static inline float larger(float a, float b) { return a != a || a > b ? a : b; }
 static inline float larger_finite(float a, float b) { return a > b ? a : b; } /* no NaN */
 
-#define BLOCK 16
-#define SLACK 64 /* floats of the row scratch past w: the vector pass's reads beyond the row */
+#define BLOCK 16 /* the narrowest rows read three at once */
 
-/* out[i] = the plain maximum of r[2i], r[2i + 1], r[2i + 2] for i < n (no NaN among them), VW
-   at once: the even and odd lanes of two vectors split apart (a shuffle each), the last
-   window's third value from the evens of the vectors two floats on; the stores end at n. */
+/* the plain maximum a vector of VW floats at a time (GCC's vector extensions: the widest this
+   host has) */
 #if defined(__AVX512F__)
 #define VW 16
-#define EVEN {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
 #elif defined(__AVX__)
 #define VW 8
-#define EVEN {0, 2, 4, 6, 8, 10, 12, 14}
 #else
 #define VW 4
-#define EVEN {0, 2, 4, 6}
 #endif
 typedef float vw __attribute__((vector_size(VW * sizeof(float))));
 typedef int iw __attribute__((vector_size(VW * sizeof(int))));
@@ -49,39 +44,27 @@ static inline vw maxw(vw a, vw b) { /* the plain maximum, a blend by a compariso
   iw k = a > b;
   return (vw)(((iw)a & k) | ((iw)b & ~k));
 }
-static void max3_stride2(const float *r, idx n, float *out) {
-  const iw even = EVEN, odd = even + 1;
-  for (idx i = 0; i < n; i += VW) {
-    const float *at = r + 2 * i;
-    vw a = loadw(at), b = loadw(at + VW), c = loadw(at + 2), d = loadw(at + 2 + VW);
-    vw m = maxw(maxw(__builtin_shuffle(a, b, even), __builtin_shuffle(a, b, odd)),
-                __builtin_shuffle(c, d, even));
-    memcpy(out + i, &m, sizeof(float) * (size_t)(n - i < VW ? n - i : VW));
-  }
-}
-
-/* rows[i] = the maximum of the three rows from x on (w >= BLOCK floats each) at i < w, in
-   blocks of BLOCK (the last one overlapping the one before: a maximum is the same recomputed);
-   `keep` keeps NaNs, else the plain maximum. Returns whether a NaN was read. */
+/* rows[i] = the maximum of the three rows from x on (w >= BLOCK floats each) at i < w, a vector
+   of VW at a time (the last one overlapping the one before: a maximum is the same recomputed);
+   `keep` keeps NaNs (and returns 0), else the plain maximum, returning whether a NaN was
+   read. */
 static int max3_rows(const float *x, idx w, float *rows, int keep) {
   const float *a = x, *b = x + w, *c = x + 2 * w;
-  int flags[BLOCK] = {0};
-  for (idx i0 = 0;; i0 += BLOCK) {
-    if (i0 + BLOCK > w) i0 = w - BLOCK;
-    if (keep)
-      for (int j = 0; j < BLOCK; j++)
-        rows[i0 + j] = larger(larger(a[i0 + j], b[i0 + j]), c[i0 + j]);
-    else
-      for (int j = 0; j < BLOCK; j++) {
-        float u = a[i0 + j], v = b[i0 + j], t = c[i0 + j];
-        flags[j] |= (u != u) | (v != v) | (t != t);
-        rows[i0 + j] = larger_finite(larger_finite(u, v), t);
-      }
-    if (i0 + BLOCK >= w) break;
+  if (keep) {
+    for (idx i = 0; i < w; i++) rows[i] = larger(larger(a[i], b[i]), c[i]);
+    return 0;
   }
-  int found = 0;
-  for (int j = 0; j < BLOCK; j++) found |= flags[j];
-  return found;
+  iw nan = {0};
+  for (idx i0 = 0;; i0 += VW) {
+    if (i0 + VW > w) i0 = w - VW;
+    vw u = loadw(a + i0), v = loadw(b + i0), t = loadw(c + i0), m = maxw(maxw(u, v), t);
+    nan |= (u != u) | (v != v) | (t != t);
+    memcpy(rows + i0, &m, sizeof m);
+    if (i0 + VW >= w) break;
+  }
+  for (int j = 0; j < VW; j++)
+    if (nan[j]) return 1;
+  return 0;
 }
 
 /* one plane's windows, with MAX the maximum (keeping NaNs, or for a plane without one);
@@ -125,10 +108,7 @@ static int max3_rows(const float *x, idx w, float *rows, int keep) {
         const float *r = rows + lo * 2 - pw;                                                   \
         idx n = hi - lo;                                                                       \
         float *o = out + lo;                                                                   \
-        if (MAX == larger_finite)                                                              \
-          max3_stride2(r, n, o);                                                               \
-        else                                                                                   \
-          for (idx i = 0; i < n; i++) o[i] = MAX(MAX(r[2 * i], r[2 * i + 1]), r[2 * i + 2]);    \
+        for (idx i = 0; i < n; i++) o[i] = MAX(MAX(r[2 * i], r[2 * i + 1]), r[2 * i + 2]);      \
       } else if (any) {                                                                        \
         for (idx ox = lo; ox < hi; ox++) {                                                     \
           const float *r = rows + ox * sw - pw;                                                \
@@ -162,14 +142,14 @@ static _Thread_local size_t row_floats;
 
 EXPORT int udo_maxpool(const float *x, idx planes, idx h, idx w, idx kh, idx kw, idx sh, idx sw,
                        idx dh, idx dw, idx ph, idx pw, idx ho, idx wo, float *y) {
-  if ((size_t)w + SLACK > row_floats) {
+  if ((size_t)w > row_floats) {
     free(row_scratch);
     row_floats = 0;
-    if (posix_memalign((void **)&row_scratch, 64, sizeof(float) * ((size_t)w + SLACK)) != 0) {
+    if (posix_memalign((void **)&row_scratch, 64, sizeof(float) * (size_t)w) != 0) {
       row_scratch = NULL;
       return 1;
     }
-    row_floats = (size_t)w + SLACK;
+    row_floats = (size_t)w;
   }
   float *rows = row_scratch;
   for (idx p = 0; p < planes; p++) {
