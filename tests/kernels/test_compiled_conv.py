@@ -22,6 +22,7 @@ import pytest
 from udo_build.kernels import compiled
 from udo_build.kernels.default import conv as conv_module
 from udo_build.kernels.default.conv import ConvWeights, fused_conv
+from udo_build.kernels.default.pool import max_pool
 
 from .test_conv_paths import reference
 
@@ -289,6 +290,47 @@ def test_avx2_and_avx512_builds_give_the_same_bits(tmp_path: Path,
     assert os.listdir(tmp_path / "cache")  # the narrow build was made and used
     for a, b in zip(native, narrow, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_portable_build_matches_a_float64_sum(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host without AVX (another CPU kind) builds the portable vectors: 4 floats, a multiply
+    then an add, an 8-channel cols chunk transposed lane by lane. Both orientations, a partial
+    chunk, slabs, the rows tiles read in place and grouped, every epilogue term: each within
+    the tolerance of a float64 sum, and its MaxPool the numpy path's values."""
+    if "avx" not in compiled.machine():
+        pytest.skip("the host is no x86 with AVX: its own build is the portable one")
+    cc = compiled.compiler()
+    if cc is None:
+        pytest.skip("no C compiler: the compiled convolution cannot run here")
+    wrapper = tmp_path / "cc-portable"
+    wrapper.write_text(f'#!/bin/sh\nexec {" ".join(cc)} "$@" -mno-avx -mno-avx2 -mno-fma '
+                       '-mno-avx512f\n')
+    wrapper.chmod(0o755)
+    monkeypatch.delenv(compiled.SWITCH, raising=False)
+    monkeypatch.setenv("CC", str(wrapper))
+    monkeypatch.setenv(compiled.CACHE, str(tmp_path / "cache"))
+    monkeypatch.setattr(compiled, "_LOADED", {})
+    lib = compiled.library()
+    assert lib is not None and os.listdir(tmp_path / "cache")  # the portable build, loaded
+    rng = np.random.default_rng(13)
+    seen = set()
+    for x, w, pads, strides in [((1, 64, 20, 20), (30, 64, 1, 1), [0] * 4, [1, 1]),
+                                ((1, 200, 7, 7), (30, 200, 1, 1), [0] * 4, [1, 1]),
+                                ((1, 24, 40, 40), (60, 24, 3, 3), [1] * 4, [1, 1]),
+                                ((2, 3, 30, 30), (13, 3, 3, 3), [0] * 4, [2, 2]),
+                                ((1, 70, 7, 7), (124, 70, 3, 3), [1] * 4, [1, 1])]:
+        case = {"x": x, "w": w, "strides": strides, "dilations": [1, 1], "pads": pads}
+        _check(case, "bias-addend-relu", rng)
+        geometry = ConvWeights(np.zeros(w, np.float32)).call(
+            np.zeros(x, np.float32), None, None, 1, None, "NOTSET", pads, strides, None)
+        seen.add(lib.conv_cols(geometry.address))
+    assert seen == {0, 1}  # both orientations ran
+    x = rng.standard_normal((1, 5, 33, 35)).astype(np.float32)
+    x[0, 2, 7, 9] = np.nan
+    got = max_pool(x, kernel_shape=[3, 3], strides=[2, 2])
+    monkeypatch.setenv(compiled.SWITCH, "0")
+    np.testing.assert_array_equal(got, max_pool(x, kernel_shape=[3, 3], strides=[2, 2]))
 
 
 def _narrow_library() -> Any:

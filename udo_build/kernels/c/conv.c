@@ -142,10 +142,11 @@ static inline void vstore_lanes(float *p, unsigned bits, vf v) {
     if (bits >> i & 1) p[i] = v[i];
 }
 static inline void vtranspose(vf r[VL]) { /* r[i][j] becomes r[j][i] */
-  vf t[VL];
+  float a[VL][VL], t[VL][VL];
+  memcpy(a, r, sizeof a);
   for (int i = 0; i < VL; i++)
-    for (int j = 0; j < VL; j++) t[j][i] = r[i][j];
-  for (int i = 0; i < VL; i++) r[i] = t[i];
+    for (int j = 0; j < VL; j++) t[j][i] = a[i][j];
+  memcpy(r, t, sizeof t);
 }
 #endif
 
