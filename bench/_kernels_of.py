@@ -35,6 +35,7 @@ _STUB = """#include <stddef.h>
 #define WEAK __attribute__((visibility("default"), weak))
 WEAK int udo_conv_int(const void *x, int k, float zp, const ptrdiff_t *g, const float *p,
                       const float *b, int r, float *y) { return 2; }
+WEAK int udo_conv_onto_addend(const ptrdiff_t *g) { return 0; }
 WEAK void udo_pair_sum(const unsigned char *a, const unsigned char *b, ptrdiff_t n,
                        const double *s, int k, unsigned char *o) {}
 """

@@ -78,6 +78,7 @@ class Library:
     maxpool: ctypes._CFuncPtr  # type: ignore[name-defined]
     pair_sum: ctypes._CFuncPtr  # type: ignore[name-defined]
     conv_int: ctypes._CFuncPtr  # type: ignore[name-defined]
+    conv_onto_addend: ctypes._CFuncPtr  # type: ignore[name-defined]
 
 
 _LOCK = threading.Lock()
@@ -216,8 +217,11 @@ def _open(path: Path) -> Library:
     maxpool = lib.udo_maxpool
     maxpool.restype = ctypes.c_int
     maxpool.argtypes = [_P, *[_N] * 13, _P]
+    onto = lib.udo_conv_onto_addend
+    onto.restype = ctypes.c_int
+    onto.argtypes = [_P]
     return Library(path, requant, lookup, im2col, conv, pack, size, cols, maxpool, pair_sum,
-                   conv_int)
+                   conv_int, onto)
 
 
 def _warn(why: str) -> None:

@@ -71,6 +71,7 @@ from ..kernels.default.conv import ConvWeights, fused_conv, pack_for
 from ..kernels.default.pool import lent_max_pool
 from ..kernels.oppkg import Flags, Impl, OpPackage, OpPackageError
 from ..rewrite.graph import UNKNOWN, TType
+from .addend import addend_in_place
 from .buffers import Buffers
 from .concat import concat_in_place
 from .fusion import CONVS, fold_constants, fuse
@@ -207,6 +208,7 @@ class Session(LoadedModel[Plan]):
                                   self._pack_now)
                      for step, node in zip(steps, nodes, strict=True)]
             steps = concat_in_place(steps, nodes, outputs, self._infos, self._buffers)
+            steps = addend_in_place(steps, outputs)
         return Plan(tuple(steps), constants, outputs, feeds, tuple(rules))
 
     def _evaluate(self, node: Node, inputs: list[np.ndarray | None]) -> tuple | None:

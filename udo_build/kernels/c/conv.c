@@ -381,6 +381,14 @@ static idx k_block(idx kn, idx bytes) {
   return (kn + blocks - 1) / blocks;
 }
 
+/* whether udo_conv may write y over its addend z (the same memory): each addend value is read
+   in the epilogue before its output is written there, and nothing is written before (cols:
+   the tiles wait in a scratch; rows: one k block, no partial sums kept in y) */
+EXPORT int udo_conv_onto_addend(const idx *g) {
+  idx kn = g[0] * g[3] * g[4];
+  return udo_conv_cols(g) || k_block(kn, KC_ROWS) >= kn;
+}
+
 /* rows: each tile of NR wide pixels, k block by k block, passes every row tile of the weights
    over the taps it reads: in place from the phases; a dense image's tile packed first, since
    its taps are whole planes apart (a copy keeps many reads in flight where the product would
