@@ -16,6 +16,8 @@ from udo_build.kernels.default.conv import ConvWeights
 from udo_build.runtime.addend import onto_addend
 from udo_build.runtime.float_session import Session
 
+from .plans import every_tensor, plain
+
 SHAPE = (2, 8, 12, 12)
 
 
@@ -64,26 +66,13 @@ def _onto(session: Session, outputs: tuple[str, ...]) -> int:
 
 
 def _reference(model: Model, x: np.ndarray, outputs: list[str]) -> dict[str, np.ndarray]:
-    """The same tensors from a plan without the rewrite: every tensor requested."""
-    session = Session(model)
-    names = [n for node in model.graph.nodes for n in node.outputs]
-    assert _onto(session, tuple(names)) == 0
-    found = session.run({"x": x}, names)
-    return {name: found[name] for name in outputs}
+    """The same tensors from a plan without the rewrite (`plans.plain`)."""
+    session, names = every_tensor(model)
+    assert _onto(session, names) == 0
+    return plain(session, names, x, outputs)
 
 
-@pytest.fixture(params=["compiled", "numpy"])
-def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "numpy":
-        monkeypatch.setenv(compiled.SWITCH, "0")
-    else:
-        monkeypatch.delenv(compiled.SWITCH, raising=False)
-        if compiled.library() is None:
-            pytest.skip("no C compiler (or it failed): the compiled convolution cannot run here")
-    return str(request.param)
-
-
-def test_the_block_writes_over_its_input(path: str) -> None:
+def test_the_block_writes_over_its_input(kernel_path: str) -> None:
     model = _blocks()
     session = Session(model)
     assert _onto(session, ("y",)) == 1
@@ -93,7 +82,7 @@ def test_the_block_writes_over_its_input(path: str) -> None:
         np.testing.assert_array_equal(session.run({"x": x})["y"], expected)
 
 
-def test_what_someone_else_sees_is_left_alone(path: str) -> None:
+def test_what_someone_else_sees_is_left_alone(kernel_path: str) -> None:
     x = np.random.default_rng(2).standard_normal(SHAPE).astype(np.float32)
     cases = ((_blocks(side=True), ("y", "side"), 0),  # an Identity reads t (a view of it)
              (_blocks(), ("y", "t"), 0),  # t requested

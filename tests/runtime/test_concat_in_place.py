@@ -7,13 +7,13 @@ the compiled kernel and without it."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from udo_build.ir import Graph, Model, Node, TensorInfo
-from udo_build.kernels import compiled
 from udo_build.kernels.default.shape import concat
 from udo_build.runtime.concat import Alloc, conv_into
 from udo_build.runtime.float_session import Session
+
+from .plans import every_tensor, plain
 
 SHAPE = (2, 8, 12, 12)
 
@@ -69,27 +69,13 @@ def _in_place(session: Session, outputs: tuple[str, ...]) -> tuple[int, int, int
 
 
 def _reference(model: Model, x: np.ndarray, outputs: list[str]) -> dict[str, np.ndarray]:
-    """The same tensors from plans without the rewrite: every tensor requested, so nothing
-    qualifies."""
-    session = Session(model)
-    names = [n for node in model.graph.nodes for n in node.outputs]
-    assert _in_place(session, tuple(names))[0] == 0
-    found = session.run({"x": x}, names)
-    return {name: found[name] for name in outputs}
+    """The same tensors from a plan without the rewrite (`plans.plain`)."""
+    session, names = every_tensor(model)
+    assert _in_place(session, names)[0] == 0
+    return plain(session, names, x, outputs)
 
 
-@pytest.fixture(params=["compiled", "numpy"])
-def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "numpy":
-        monkeypatch.setenv(compiled.SWITCH, "0")
-    else:
-        monkeypatch.delenv(compiled.SWITCH, raising=False)
-        if compiled.library() is None:
-            pytest.skip("no C compiler (or it failed): the compiled convolution cannot run here")
-    return str(request.param)
-
-
-def test_convolutions_write_their_channels_of_the_concat(path: str) -> None:
+def test_convolutions_write_their_channels_of_the_concat(kernel_path: str) -> None:
     model = _fire()
     session = Session(model)
     assert _in_place(session, ("y",)) == (2, 1, 0)
@@ -102,7 +88,7 @@ def test_convolutions_write_their_channels_of_the_concat(path: str) -> None:
     np.testing.assert_array_equal(streamed["y"], expected)
 
 
-def test_what_someone_else_sees_keeps_the_plain_concat(path: str) -> None:
+def test_what_someone_else_sees_keeps_the_plain_concat(kernel_path: str) -> None:
     x = np.random.default_rng(2).standard_normal(SHAPE).astype(np.float32)
     for model, outputs in ((_fire(extra_reader=True), ("y", "side")),
                            (_fire(plain_input=True), ("y",)),
@@ -122,7 +108,7 @@ def test_what_someone_else_sees_keeps_the_plain_concat(path: str) -> None:
             np.testing.assert_array_equal(got[name], expected[name])
 
 
-def test_the_concat_gives_what_np_concatenate_gives(path: str) -> None:
+def test_the_concat_gives_what_np_concatenate_gives(kernel_path: str) -> None:
     """The in-place result against the pieces run apart and joined by numpy."""
     model = _fire()
     session = Session(model)
