@@ -15,14 +15,14 @@
    every k adds a[k][0..MR) broadcast times b[k][0..NR) loaded, so each output value is one
    chain of fused multiply-adds over k in order, whatever the vector width: an AVX-512 and an
    AVX2 machine give the same bits. The k range is cut into blocks whose loaded operand stays
-   in the L1 cache. Two orientations, by the image's size:
+   in the L1 cache. Two orientations, each layer the one its cost says (cols_of):
 
    - rows: the weights broadcast (packed once per model as [M/MR][K][MR]), the pixels loaded;
      the partial sums wait in y, and each vector of a tile is stored with lane masks, one per
      output row it spans (no junk column is written); the epilogue runs in the registers;
-   - cols (small images, see COLS_BELOW): the pixels broadcast, the weights loaded (packed
-     once as [M/NR][K][NR]): a 7x7 image wastes no lanes, a 28x28 one no junk columns; the tiles wait in a scratch and
-     are transposed as they are stored.
+   - cols: the pixels broadcast, the weights loaded (packed once as [M/NR][K][NR]): a 7x7
+     image wastes no lanes, a 3x3 convolution no junk columns; the tiles wait in a scratch and
+     are transposed in the registers as they are stored.
 
    The epilogue adds the bias, then the addend, then clamps at zero (Relu: a NaN stays NaN), in
    the order the unfused graph rounds them. Scratch memory is the calling thread's, kept and
@@ -66,7 +66,8 @@ static inline void vtranspose(vf r[VL]) {
       r[g + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
     }
   for (int c = 0; c < 4; c++) { /* column 4l + c: lane l of r[c], r[4 + c], r[8 + c], r[12 + c] */
-    __m512 p = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), q = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
+    __m512 p = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44);
+    __m512 q = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
     __m512 u = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
     __m512 w = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xee);
     t[c] = _mm512_shuffle_f32x4(p, u, 0x88);
@@ -393,9 +394,8 @@ EXPORT int udo_conv_onto_addend(const idx *g) {
    over the taps it reads: in place from the phases; a dense image's tile packed first, since
    its taps are whole planes apart (a copy keeps many reads in flight where the product would
    wait on each plane's line, and never reads past the end of the caller's input), unless few
-   row tiles would read the copy (in_place). A dense
-   image of GROUP_ROWS output channels or more packs a group of consecutive tiles
-   (GROUP_PIXELS, within GROUP_BYTES of panels) and
+   row tiles would read the copy (in_place). A dense image of GROUP_ROWS output channels or
+   more packs a group of consecutive tiles (GROUP_PIXELS, within GROUP_BYTES of panels) and
    passes each row tile of the weights over all of them: each output row (and the addend's) is
    then written in runs of the group's width, which the hardware prefetches, instead of one
    tile's width in each of m planes in turn (more streams than it follows). So does an image
