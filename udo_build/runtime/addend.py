@@ -10,10 +10,9 @@ Only where nothing else can see the difference: the addend is made by a float co
 of the plan (an array of its own; that step may itself have written over its addend), this
 convolution is its last reader and the others are convolutions too (none keeps a view of it:
 a ResNet block's first convolution reads the block's input), and it is not requested by the
-plan; at run time the
-compiled kernel says it reads each addend value before writing its output there
-(`udo_conv_onto_addend`: the cols orientation, or rows with one k block) and the convolution's
-input is other memory. Otherwise the step is a plain FusedConv.
+plan; at run time the compiled kernel says it reads each addend value before writing its output
+there (`udo_conv_onto_addend`: the cols orientation, or rows with one k block) and the
+convolution's input is other memory. Otherwise the step is a plain FusedConv.
 """
 
 from __future__ import annotations
