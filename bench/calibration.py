@@ -139,9 +139,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)  # first: --help needs no udo_build
     from udo_build.model.onnx_import import import_onnx
 
-    args = parse_args(argv)
     blas = Blas()
     if args.blas_threads:
         blas.set_threads(args.blas_threads)

@@ -181,9 +181,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)  # first: --help needs no udo_build
     from udo_build.runtime.pool import available_cores
 
-    args = parse_args(argv)
     cores = available_cores()
     counts = sorted({1, *(int(w) for w in args.workers.split(",") if w)})
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {cores} cores; "

@@ -56,17 +56,17 @@ def _mb(n: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from udo_build.compiler import compile_bundle, read_header
-    from udo_build.ir.bundle import Bundle
-    from udo_build.ir.qmodel import to_bundle
-    from udo_build.model.onnx_import import import_onnx
-    from udo_build.quant.pipeline import quantize_model
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet50", choices=light.NAMES)
     parser.add_argument("--soc", default="sm8550")
     parser.add_argument("--level", type=int, default=2)
     args = parser.parse_args(argv)
+
+    from udo_build.compiler import compile_bundle, read_header  # after --help: none needed there
+    from udo_build.ir.bundle import Bundle
+    from udo_build.ir.qmodel import to_bundle
+    from udo_build.model.onnx_import import import_onnx
+    from udo_build.quant.pipeline import quantize_model
 
     model = import_onnx(light.randomized(args.model, 0, import_onnx))
     first = model.graph.inputs[0]
