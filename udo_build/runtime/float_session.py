@@ -335,11 +335,10 @@ def _with_packed(step: Step, node: Node, constants: Mapping[str, np.ndarray],
     dead tensors where one of its shape waits. A default-package convolution whose weights are
     a constant keeps their packings for the compiled kernel (`ConvWeights`) from one run to the
     next, and takes its output from the session's dead tensors where one of its shape waits (a
-    static shape): its step calls
-    FusedConv's kernel (a Conv is one without addend or activation) with them. The packing is
-    made on the first run, or `now` where the input's shape is static: a plan built for forked
-    workers (calibration, quant reports) is packed once, in the process that forks them, and
-    its pages are shared."""
+    static shape): its step calls FusedConv's kernel (a Conv is one without addend or
+    activation) with them. The packing is made on the first run, or `now` where the input's
+    shape is static: a plan built for forked workers (calibration, quant reports) is packed
+    once, in the process that forks them, and its pages are shared."""
     if node.package == DEFAULT_PACKAGE and node.op == "MaxPool" and len(node.outputs) == 1:
         info = infos.get(node.outputs[0])
         if info is None or info.static_shape is None or info.dtype != "float32":
