@@ -9,9 +9,10 @@ session's plan on the same inputs, their turns rotated round by round (the first
 pays for what ran before it), and their results are checked to be the same bits first.
 
 DIR's sources (its udo_build/kernels/c/*.c) are compiled with this checkout's compiler and
-flags into a temporary file. An entry point this checkout's loader expects and DIR's sources
-lack (an older checkout) answers a call with an error, so a bench of paths that use it fails
-instead of timing something else.
+flags into a temporary file (the source files it has: an older checkout has fewer). An entry
+point this checkout's loader expects and DIR's sources lack answers a call with an error, so a
+bench of paths that use it fails instead of timing something else; the integer convolution
+(c/qconv.c) answers that it has no VNNI, so the int8 path runs as that checkout ran it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ WEAK int udo_conv_int(const void *x, int k, float zp, const ptrdiff_t *g, const 
 WEAK int udo_conv_onto_addend(const ptrdiff_t *g) { return 0; }
 WEAK void udo_pair_sum(const unsigned char *a, const unsigned char *b, ptrdiff_t n,
                        const double *s, int k, unsigned char *o) {}
+WEAK int udo_qconv_isa(void) { return 0; }
+WEAK ptrdiff_t udo_qconv_packed_size(ptrdiff_t m, ptrdiff_t c, ptrdiff_t t) { return 0; }
+WEAK void udo_qconv_pack(const signed char *w, ptrdiff_t m, ptrdiff_t c, ptrdiff_t t,
+                         signed char *o) {}
+WEAK int udo_qconv(const void *x, int s, int zu, const ptrdiff_t *g, const signed char *p,
+                   const int *c, const double *f, const double *n, const int *i,
+                   const unsigned char *o, void *y) { return 2; }
 """
 
 
@@ -45,9 +53,9 @@ WEAK void udo_pair_sum(const unsigned char *a, const unsigned char *b, ptrdiff_t
 def library_of(root: Path) -> compiled.Library:
     """DIR's kernels (root: a checkout of udo-build), compiled and loaded (once a process)."""
     sources = [root / "udo_build" / "kernels" / "c" / s.name for s in compiled.SOURCES]
-    missing = [str(s) for s in sources if not s.is_file()]
-    if missing:
-        raise SystemExit(f"--kernels-of {root}: no {missing[0]} (a checkout of udo-build?)")
+    if not sources[0].is_file():
+        raise SystemExit(f"--kernels-of {root}: no {sources[0]} (a checkout of udo-build?)")
+    sources = [s for s in sources if s.is_file()]  # an older checkout has fewer
     cc = compiled.compiler()
     if cc is None:
         raise SystemExit("--kernels-of needs a C compiler (cc, gcc or $CC)")

@@ -18,3 +18,13 @@ def kernel_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         if compiled.library() is None:
             pytest.skip("no C compiler (or it failed): the compiled convolution cannot run here")
     return str(request.param)
+
+
+@pytest.fixture
+def float_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The int8 path's convolutions without the integer dot-product kernel (c/qconv.c), as on
+    a CPU without VNNI: the float path's compiled kernel and the BLAS products, which this
+    host's own build would otherwise not run."""
+    from udo_build.runtime.integer import conv
+
+    monkeypatch.setattr(conv, "_dot_products", lambda *args, **kwargs: None)

@@ -65,6 +65,8 @@ def _cases() -> Iterator[tuple[str, np.ndarray, Requant, Any]]:
         conv = Requant.make(real, 2 ** 22, enc, proven=True).reshaped(-1, 1, 1)
         acc = rng.integers(-2 ** 21, 2 ** 21, (1, m, 18, 40)).astype(np.float32)
         yield f"conv {enc.bitwidth}-bit signed={enc.signed}", acc, conv, None
+        yield f"int32 conv {enc.bitwidth}-bit signed={enc.signed}", acc.astype(np.int32), \
+            conv, None  # the integer kernel's accumulator, where its epilogue does not run
         wide_rows = rng.integers(-2 ** 21, 2 ** 21, (1, m, 18, 43)).astype(np.float32)
         yield "tap view", wide_rows[..., :40], conv, None  # junk columns skipped in place
         bias = rng.integers(-2 ** 20, 2 ** 20, (m, 1, 1))
@@ -167,19 +169,38 @@ def _residual_model(channels: int, conv_first: bool) -> tuple[Model, dict[str, n
 
 @pytest.mark.parametrize("channels", [8, 64])  # 64: the 3x3 takes the tap GEMMs
 @pytest.mark.parametrize("conv_first", [True, False])
+@pytest.mark.parametrize("products", ["dot", "float"])
 def test_a_residual_add_fused_into_its_convolution_gives_the_same_bytes(
-        channels: int, conv_first: bool, calls: list[str],
+        channels: int, conv_first: bool, products: str, calls: list[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused step's bytes are the two steps' and the numpy passes': its requantization and
+    the Add computed after the float products (`passes.requantized`), or, where this host's
+    build has VNNI, in the epilogue of the integer kernel (the dot products)."""
+    if products == "float":
+        monkeypatch.setattr(conv_kernel, "_dot_products", lambda *args, **kwargs: None)
+    dots: list[bool] = []
+    dot_products = conv_kernel._dot_products
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        found = dot_products(*args, **kwargs)
+        if found is not None:
+            dots.append(found[1])  # requantized in the kernel's epilogue
+        return found
+
+    monkeypatch.setattr(conv_kernel, "_dot_products", spied)
     model, feeds = _residual_model(channels, conv_first)
     session = QuantizedSession(encode(model, feeds))
     fused = [s.label for s in session.plan(("y",)).steps]
     apart = [s.label for s in session.plan(("y", "c")).steps]  # c asked for: not fused
     assert any(" + integer::Add" in label for label in fused) and len(fused) == len(apart) - 1
     assert not any(" + " in label for label in apart)
+    in_kernel = products == "dot" and bool(compiled.library().qconv_isa)
     for feed in feeds:
         calls.clear()
+        dots.clear()
         native, numpy = _both(lambda f=feed: session.run_quantized(f, ["y"])["y"], monkeypatch)
-        assert "requantize+lookup" in calls
+        assert ("requantize+lookup" in calls) != in_kernel
+        assert dots == ([True, True] if in_kernel else [])  # both convolutions, the Add too
         separate = session.run_quantized(feed, ["y", "c"])["y"]
         assert native.dtype == np.uint8 and np.array_equal(native, numpy)
         assert np.array_equal(native, separate)
@@ -187,7 +208,7 @@ def test_a_residual_add_fused_into_its_convolution_gives_the_same_bytes(
 
 
 def test_the_float_kernel_runs_int8_convolutions_whose_product_is_one_float32_chunk(
-        calls: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        calls: list[str], float_products: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """One float32 chunk (every partial sum below 2^24): the float path's compiled
     convolution forms the same integers as BLAS (`conv._compiled`); a plan built after the
     session loaded has its weights packed already (workers forked after it share them)."""
@@ -255,8 +276,8 @@ def test_a_fused_add_computes_its_table_where_the_arithmetic_gives_every_byte(
                                                    (2, 23, False)],
                          ids=["3x3", "1x1", "no channel split"])
 def test_a_product_of_several_float32_chunks_runs_by_ranges_of_channels(
-        calls: list[str], monkeypatch: pytest.MonkeyPatch, channels: int, kernel: int,
-        split: bool) -> None:
+        calls: list[str], float_products: None, monkeypatch: pytest.MonkeyPatch, channels: int,
+        kernel: int, split: bool) -> None:
     """Weights whose product needs several float32 chunks: the compiled convolution runs once
     per range of input channels whose bound stays below 2^24 (`exact.float32_parts`), and the
     requantized bytes are those of the BLAS chunks; where one channel alone passes the bound,

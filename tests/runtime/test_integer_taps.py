@@ -51,6 +51,7 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, zp: int, requant: Re
 @pytest.mark.parametrize("path", ["taps", "compiled"])
 def test_tap_gemms_are_exact_up_to_the_bound(zp: int, size: int, pads: list[int],
                                              dilations: list[int], path: str,
+                                             float_products: None,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The tap GEMMs (the compiled library off), and the float path's compiled convolution
     (its chains of fused multiply-adds), on sums a step below 2^24: exact."""

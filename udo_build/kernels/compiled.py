@@ -1,8 +1,10 @@
 """The emulator's own hot passes as C, compiled on first use with the host's C compiler and called
 through ctypes: `c/passes.c` (the int8 path's requantization, fused with a residual Add's pair
 lookup, the pair lookup alone, and a 2-d convolution's im2col of a centered integer input),
-`c/conv.c` (the float path's 2-d convolution, see `udo_build.kernels.default.conv`) and
-`c/pool.c` (its MaxPool). The numpy code they stand in for stays the reference and the
+`c/conv.c` (the float path's 2-d convolution, see `udo_build.kernels.default.conv`),
+`c/pool.c` (its MaxPool) and `c/qconv.c` (the int8 path's 2-d convolution on integer dot
+products, VNNI where the CPU has it, requantized in its epilogue: see
+`udo_build.runtime.integer.conv`). The numpy code they stand in for stays the reference and the
 fallback: `library()` is None when UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or
 when the compile failed (one RuntimeWarning then, with the compiler's first error line), and
 the callers run their numpy passes.
@@ -50,12 +52,13 @@ import numpy as np
 
 from ..atomic import tmp_sibling
 
-SOURCES = tuple(Path(__file__).parent / "c" / name for name in ("passes.c", "conv.c", "pool.c"))
+SOURCES = tuple(Path(__file__).parent / "c" / name
+                for name in ("passes.c", "conv.c", "pool.c", "qconv.c"))
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared",
          "-fvisibility=hidden", "-std=c11")
 SWITCH = "UDO_BUILD_NATIVE_KERNELS"  # "0": the numpy passes
 CACHE = "UDO_BUILD_KERNEL_CACHE"  # the folder of compiled libraries
-ACC_KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+ACC_KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int32): 2}
 OUT_KINDS = {np.dtype(np.uint8): 0, np.dtype(np.int8): 1, np.dtype(np.uint16): 2,
              np.dtype(np.int16): 3}
 
@@ -79,6 +82,10 @@ class Library:
     pair_sum: ctypes._CFuncPtr  # type: ignore[name-defined]
     conv_int: ctypes._CFuncPtr  # type: ignore[name-defined]
     conv_onto_addend: ctypes._CFuncPtr  # type: ignore[name-defined]
+    qconv: ctypes._CFuncPtr  # type: ignore[name-defined]
+    qconv_pack: ctypes._CFuncPtr  # type: ignore[name-defined]
+    qconv_packed_size: ctypes._CFuncPtr  # type: ignore[name-defined]
+    qconv_isa: int  # udo_qconv's VNNI width (512, 256), 0: its portable lanes
 
 
 _LOCK = threading.Lock()
@@ -220,8 +227,18 @@ def _open(path: Path) -> Library:
     onto = lib.udo_conv_onto_addend
     onto.restype = ctypes.c_int
     onto.argtypes = [_P]
+    qconv, qpack, qsize = lib.udo_qconv, lib.udo_qconv_pack, lib.udo_qconv_packed_size
+    qconv.restype = ctypes.c_int
+    qconv.argtypes = [_P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P]
+    qpack.restype = None
+    qpack.argtypes = [_P, _N, _N, _N, _P]
+    qsize.restype = _N
+    qsize.argtypes = [_N, _N, _N]
+    isa = lib.udo_qconv_isa
+    isa.restype = ctypes.c_int
+    isa.argtypes = []
     return Library(path, requant, lookup, im2col, conv, pack, size, cols, maxpool, pair_sum,
-                   conv_int, onto)
+                   conv_int, onto, qconv, qpack, qsize, int(isa()))
 
 
 def _warn(why: str) -> None:

@@ -3,9 +3,10 @@
  *
  * udo_requant: the int8 path's requantization (udo_build/runtime/integer/fixed.py), one pass
  * per row: q = zp + rint(clamp((acc + offset) x factor, lo, hi)), acc exact integers held as
- * float32 or float64, factor = M0 / 2^shift and offset per channel, lo/hi the clamp bounds less
- * the zero point. Every operation is exact (the integer sum, the product below 2^53 times a
- * power of two, the clamp) but the rounding, which is IEEE round-half-to-even as numpy's rint:
+ * float32, float64 or int32 (c/qconv.c's sums), factor = M0 / 2^shift and offset per
+ * channel, lo/hi the clamp bounds less the zero point. Every operation is exact (the integer
+ * sum, the product below 2^53 times a power of two, the clamp) but the rounding, which is IEEE
+ * round-half-to-even as numpy's rint:
  * the same integers as the numpy passes, whatever the compiler vectorizes. With a table, the
  * result goes straight through an 8-bit pair lookup (a residual Add/Sum): out = table[q << 8 |
  * other] (or table[other << 8 | q]), other the other input's raw bytes.
@@ -26,7 +27,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum { ACC_F32 = 0, ACC_F64 = 1 };
+enum { ACC_F32 = 0, ACC_F64 = 1, ACC_I32 = 2 };
 enum { OUT_U8 = 0, OUT_I8 = 1, OUT_U16 = 2, OUT_I16 = 3 };
 
 typedef struct {
@@ -49,6 +50,7 @@ typedef struct {
   }
 ROUND_ROW(round_f32, float)
 ROUND_ROW(round_f64, double)
+ROUND_ROW(round_i32, int32_t)
 
 #define STORE_ROW(NAME, T)                                                                   \
   static void NAME(const int32_t *restrict q, ptrdiff_t n, int32_t zp, T *restrict out) {   \
@@ -136,7 +138,7 @@ EXPORT int udo_requant(const void *acc, int acc_kind, ptrdiff_t channels, ptrdif
                        const void *table, int entry, const uint8_t *other, int q_first,
                        const double *sum, int kinds) {
   static const int size[] = {1, 1, 2, 2};
-  if (acc_kind < 0 || acc_kind > 1 || out_kind < 0 || out_kind > 3) return -1;
+  if (acc_kind < 0 || acc_kind > 2 || out_kind < 0 || out_kind > 3) return -1;
   if (table != NULL && (size[out_kind] != 1 || (entry != 1 && entry != 2))) return -1;
   int32_t q[ROW_BLOCK];
   int item = table != NULL ? entry : size[out_kind];
@@ -150,8 +152,10 @@ EXPORT int udo_requant(const void *acc, int acc_kind, ptrdiff_t channels, ptrdif
         ptrdiff_t from = c * s_c + r * s_r + k;
         if (acc_kind == ACC_F32)
           round_f32((const float *)acc + from, n, f, off, lo, hi, q);
-        else
+        else if (acc_kind == ACC_F64)
           round_f64((const double *)acc + from, n, f, off, lo, hi, q);
+        else
+          round_i32((const int32_t *)acc + from, n, f, off, lo, hi, q);
         char *dst = (char *)out + (at + k) * item;
         if (table != NULL && sum != NULL && entry == 1)
           sum_row(q, n, zp, other + at + k, q_first, sum, kinds, (uint8_t *)dst);

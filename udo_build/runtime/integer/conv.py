@@ -1,8 +1,18 @@
 """Integer convolution: uint8/uint16 input, int8/int16 weights (per output channel or not),
 int32 bias, exact accumulation, fixed-point requantization (an absorbed Relu/Clip clamps).
 
-A 2-d convolution of one group whose product is one float32 chunk (`exact.pack`: most of them
-at 8 bits) runs the float path's compiled convolution on x - zero point (`_compiled`): every
+A 2-d convolution of one group with 8-bit input and int8 weights runs the integer kernel
+(c/qconv.c, `_dot_products`) where the CPU has VNNI: four products of bytes added into each
+32-bit lane at once (vpdpbusd), wrapping modulo 2^32, so exact where every output is below 2^31
+in magnitude (checked from the weights' sums of magnitudes, any input byte and the bias); the
+zero point's term is folded into each channel's start (bias - zp x sum of its weights), the
+padding holding the zero point. It requantizes in its epilogue, and computes a fused residual
+Add's table there (`passes.SumForm`), with the same IEEE operations as the compiled
+requantization: the same bytes. Its weights are packed once, as int8.
+
+Otherwise, a 2-d convolution of one group whose product is one float32 chunk (`exact.pack`:
+most of them at 8 bits) runs the float path's compiled convolution on x - zero point
+(`_compiled`): every
 partial sum below 2^24, its chains of fused multiply-adds form the exact integers, the same bits
 as the products below; its weights are packed once, as float32 (four times the int8 weights).
 One of several float32 chunks runs it once per range of input channels whose bound stays below
@@ -61,6 +71,11 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_po
         packed = pack(w.reshape(group, m // group, -1), span)
     strides_, dilations_ = spatial(strides, rank, 1), spatial(dilations, rank, 1)
     begin, _, outs = window_pads(auto_pad, pads, x.shape[2:], kernel, strides_, dilations_)
+    found = _dot_products(x, x_zero_point, w, b, packed, group, begin, outs, strides_,
+                          dilations_, requant)
+    if found is not None:
+        y, done = found
+        return y if done else requant.apply(y, None, owned=True)  # the bias is in it
     found = _compiled(x, x_zero_point, w, b, packed, group, auto_pad, pads, strides_,
                       dilations_)
     if found is not None:
@@ -82,6 +97,164 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, x_zero_po
 
 
 _FLOAT_WEIGHTS: weakref.WeakKeyDictionary[Packed, Any] = weakref.WeakKeyDictionary()
+I32_LIMIT = 2 ** 31
+
+
+class DotWeights:
+    """A convolution's int8 weights packed for the compiled integer kernel (c/qconv.c), once
+    per `Packed`: the packing, each output channel's sum of weights (the zero point's
+    correction) and largest sum of magnitudes (the bound), the 14 geometry numbers per input
+    shape, and per zero point the channels' starting values."""
+
+    def __init__(self, lib: Any, w: np.ndarray) -> None:
+        m, c, taps = w.shape[0], w.shape[1], math.prod(w.shape[2:])
+        raw = np.empty(int(lib.qconv_packed_size(m, c, taps)) + 64, np.int8)
+        start = -raw.ctypes.data % 64
+        self.packing = raw[start:start + raw.size - 64]  # 64-byte aligned
+        source = np.ascontiguousarray(w, np.int8)
+        lib.qconv_pack(source.ctypes.data, m, c, taps, self.packing.ctypes.data)
+        self.isa = lib.qconv_isa
+        rows = w.reshape(m, -1).astype(np.int64)
+        self.sums = rows.sum(axis=1)
+        self.magnitude = int(np.abs(rows).sum(axis=1).max(initial=0))
+        self.geometry: dict[tuple, np.ndarray] = {}
+        self.epilogues: dict[tuple[int, int], tuple[Any, Any, Epilogue | None]] = {}
+        self.starts: dict[int, tuple[Any, np.ndarray | None]] = {}
+
+    def start(self, zu: int, b: np.ndarray | None) -> np.ndarray | None:
+        """corr[m] = b[m] - zu * sum_k w[m][k] as int32, b integers in accumulator units; None
+        where the kernel's int32 sums might not be the true integers: |acc| <= the largest sum
+        of |w| times the input's reach about zu (any byte), plus |b|, reaches 2^31, or b holds
+        a value that is no integer. Kept for the last bias seen with this zero point."""
+        found = self.starts.get(zu)
+        if found is not None and found[0] is b:
+            return found[1]
+        corr = -zu * self.sums
+        bound = self.magnitude * max(zu, 255 - zu)
+        if b is not None:
+            b64 = b.reshape(-1).astype(np.float64)
+            if not np.array_equal(b64, np.rint(b64)):
+                bound = I32_LIMIT
+            else:
+                bound += float(np.abs(b64).max(initial=0))
+                corr = corr + b64.astype(np.int64)
+        start = corr.astype(np.int32) if bound < I32_LIMIT else None
+        self.starts[zu] = (b, start)
+        return start
+
+
+_DOT_WEIGHTS: weakref.WeakKeyDictionary[Packed, DotWeights] = weakref.WeakKeyDictionary()
+
+
+def _dot_products(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packed: Packed,
+                  group: int, begin: list[int], outs: list[int], strides: tuple[int, ...],
+                  dilations: tuple[int, ...], requant: Any = None,
+                  lib: Any = None) -> tuple[np.ndarray, bool] | None:
+    """conv(x - zp, w) + b by the compiled integer kernel (c/qconv.c: four byte products per
+    32-bit lane, VNNI), requantized by `requant` in its epilogue where it can (`_epilogue`):
+    (the output, True), else (the int32 accumulator, False); None where the kernel does not
+    run: a 2-d convolution of one group, 8-bit input, int8 weights, a zero point of the input's
+    type, |acc| < 2^31 for every input (`DotWeights.start`: the kernel's wrapping int32 sums
+    are then the true integers), and a library that has VNNI (`lib`, the caller's, runs
+    whatever its lanes: the tests' portable build)."""
+    if (group != 1 or w.ndim != 4 or w.dtype != np.int8 or x.ndim != 4
+            or x.dtype not in _BYTES or x.shape[1] == 0):
+        return None
+    if lib is None:
+        from ...kernels.compiled import library
+
+        lib = library()
+        if lib is None or not lib.qconv_isa:
+            return None
+    zu = zp + 128 if x.dtype == np.int8 else zp
+    if not 0 <= zu <= 255:
+        return None
+    weights = _DOT_WEIGHTS.get(packed)
+    if weights is None or weights.isa != lib.qconv_isa:  # its packing is the build's
+        weights = _DOT_WEIGHTS[packed] = DotWeights(lib, w)
+    start = weights.start(zu, b)
+    if start is None:
+        return None
+    key = (x.shape[1:], tuple(begin), tuple(outs), strides, dilations)
+    numbers = weights.geometry.get(key)
+    if numbers is None:
+        numbers = weights.geometry[key] = np.array(
+            [*x.shape[1:], *w.shape[2:], *strides, *dilations, *begin, *outs, w.shape[0]],
+            np.int64)
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    shape = (x.shape[0], w.shape[0], *outs)
+    fused = _epilogue(weights, requant, shape)
+    if fused is None:
+        y, (factor, values, ints), other = _scratch("acc", shape, np.int32), _RAW, None
+    else:
+        (factor, values, ints), other = fused
+        y = np.empty(shape, _output_dtype(requant))
+    for i in range(x.shape[0]):
+        status = lib.qconv(x.ctypes.data + i * x.strides[0], int(x.dtype == np.int8), zu,
+                           numbers.ctypes.data, weights.packing.ctypes.data, start.ctypes.data,
+                           factor.ctypes.data, values.ctypes.data, ints.ctypes.data,
+                           None if other is None else other.ctypes.data + i * other.strides[0],
+                           y.ctypes.data + i * y.strides[0])
+        if status != 0:
+            raise MemoryError("the compiled integer convolution could not allocate its phases")
+    return y, fused is not None
+
+
+Epilogue = tuple[np.ndarray, np.ndarray, np.ndarray]  # udo_qconv's factor, numbers, ints
+_RAW: Epilogue = (np.zeros(1), np.zeros(8), np.array([0, 2, 0, 0, 0, 0], np.intc))
+
+
+def _output_dtype(requant: Any) -> np.dtype:
+    """The output type of a Requant, or of a requantization with an Add after it (its
+    table's)."""
+    return requant.dtype if isinstance(requant, Requant) else np.dtype(requant.table.dtype)
+
+
+def _epilogue(weights: DotWeights, requant: Any,
+              shape: tuple[int, ...]) -> tuple[Epilogue, np.ndarray | None] | None:
+    """udo_qconv's epilogue arrays for `requant` (and the Add's other input), or None where
+    the kernel's epilogue does not compute it (the int32 accumulator then goes through
+    `requant.apply`): a Requant that is not wide, to one byte, one factor or one per output
+    channel; or a requantization with an 8-bit Add after it (fuse.LookedUp: `requant`,
+    `other`, `q_first`, `sum`) whose table is computed (`sum`, passes.sum_form) and whose other
+    input is contiguous bytes of the output's shape. Kept per Requant (and sum form)."""
+    plain, form, other = requant, None, None
+    if not isinstance(requant, Requant):
+        plain, form, other = (getattr(requant, name, None) for name in ("requant", "sum",
+                                                                        "other"))
+        if (form is None or not isinstance(other, np.ndarray) or other.shape != shape
+                or other.itemsize != 1 or not other.flags.c_contiguous):
+            return None
+    if not isinstance(plain, Requant):
+        return None
+    key = (id(plain), id(form))
+    found = weights.epilogues.get(key)
+    if found is None or found[0] is not plain or found[1] is not form:
+        made = _epilogue_of(plain, form, bool(getattr(requant, "q_first", True)),
+                            shape[1])
+        weights.epilogues[key] = found = (plain, form, made)
+    made = found[2]
+    return None if made is None else (made, other)
+
+
+def _epilogue_of(r: Requant, form: Any, q_first: bool, m: int) -> Epilogue | None:
+    """The arrays of `_epilogue` (None: not one the kernel computes)."""
+    factor = np.ascontiguousarray(np.asarray(r.factor, np.float64).reshape(-1))
+    if r.wide or r.dtype not in _BYTES or factor.size not in (1, m):
+        return None
+    numbers = np.zeros(8)
+    numbers[:2] = r.lo - r.zero_point, r.hi - r.zero_point
+    other_signed = 0
+    if form is not None:
+        numbers[2:] = form.numbers
+        other_signed = int(bool(form.kinds & (2 if q_first else 1)))
+    ints = np.array([r.zero_point, 0 if r.dtype == np.uint8 else 1, int(factor.size > 1),
+                     other_signed, int(q_first), int(form is not None)], np.intc)
+    return factor, numbers, ints
+
+
+_BYTES = (np.dtype(np.uint8), np.dtype(np.int8))
 
 
 def _compiled(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packed: Packed,
@@ -129,14 +302,14 @@ def _compiled(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packe
 _SCRATCH = threading.local()
 
 
-def _scratch(use: str, shape: tuple[int, ...]) -> np.ndarray:
+def _scratch(use: str, shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
     """The calling thread's float32 array of this shape for `use` (the accumulator), kept from
     one convolution to the next: the accumulator is requantized into a new array (or summed
     into a float64 one) before the next convolution of the thread runs, so fresh pages (page
     faults, zeroing) are not paid at every product."""
     kept = getattr(_SCRATCH, use, None)
     if kept is None or kept.size < math.prod(shape):
-        kept = np.empty(max(math.prod(shape), 1), np.float32)
+        kept = np.empty(max(math.prod(shape), 1), dtype)
         setattr(_SCRATCH, use, kept)
     return kept[:math.prod(shape)].reshape(shape)
 
