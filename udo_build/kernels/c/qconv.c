@@ -201,6 +201,24 @@ static void phase_row(uint32_t *row, const uint8_t *x, uint8_t flip, uint8_t zu,
   for (idx j = 0; j < 4; j++) s[j] = x + ((4 * g + (j < present ? j : 0)) * h + iy) * w;
   const uint8_t *s0 = s[0], *s1 = s[1], *s2 = s[2], *s3 = s[3];
   idx off = px - pw;
+#if QISA == 512
+  if (sw <= 2) { /* 16 words at a time: the bytes widened to words, shifted into place */
+    const __m512i keepv = _mm512_set1_epi32((int32_t)keep), flipv = _mm512_set1_epi32((int32_t)flips),
+                  addv = _mm512_set1_epi32((int32_t)add), low = _mm512_set1_epi32(0xff);
+    for (; lo + 16 <= hi && (sw == 1 || 2 * (lo + 16) + off <= w); lo += 16) {
+      __m512i v = _mm512_setzero_si512();
+      for (int j = 0; j < 4; j++) {
+        const uint8_t *from = s[j] + lo * sw + off;
+        __m512i b = sw == 1 ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)from))
+                            : _mm512_and_si512(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                                   (const __m256i *)from)), low);
+        v = _mm512_or_si512(v, _mm512_slli_epi32(b, 8 * j));
+      }
+      v = _mm512_or_si512(_mm512_xor_si512(_mm512_and_si512(v, keepv), flipv), addv);
+      _mm512_storeu_si512((void *)(row + lo), v);
+    }
+  }
+#endif
   if (sw == 1) {
     for (idx q = lo; q < hi; q++) {
       uint32_t v = (uint32_t)s0[q + off] | (uint32_t)s1[q + off] << 8 |
@@ -217,21 +235,23 @@ static void phase_row(uint32_t *row, const uint8_t *x, uint8_t flip, uint8_t zu,
   }
 }
 
-/* acc[i][v] += the words k < kn of w (QMR each) times the pixels' words at x + base[k] + q0 */
-static inline __attribute__((always_inline)) void accumulate(qv acc[QMR][QNV], idx kn,
-                                                             const uint32_t *x, const idx *base,
-                                                             idx q0, const int8_t *w) {
+/* acc[i][v] += the words k < kn of w (QMR each) times the pixels' words at x + base[k] + q0,
+   for v < nv (a constant where it is inlined) */
+static inline __attribute__((always_inline)) void accumulate(qv acc[QMR][QNV], const int nv,
+                                                             idx kn, const uint32_t *x,
+                                                             const idx *base, idx q0,
+                                                             const int8_t *w) {
   for (idx k = 0; k < kn; k++) {
     const uint32_t *xk = x + base[k] + q0;
     qv xv[QNV];
 #pragma GCC unroll 8
-    for (int v = 0; v < QNV; v++) xv[v] = qload(xk + v * QL);
+    for (int v = 0; v < nv; v++) xv[v] = qload(xk + v * QL);
 #pragma GCC unroll 8
     for (int i = 0; i < QMR; i++) {
       int32_t wi;
       memcpy(&wi, w + (k * QMR + i) * 4, sizeof wi);
 #pragma GCC unroll 8
-      for (int v = 0; v < QNV; v++) acc[i][v] = qdot(acc[i][v], xv[v], wi);
+      for (int v = 0; v < nv; v++) acc[i][v] = qdot(acc[i][v], xv[v], wi);
     }
   }
 }
@@ -335,6 +355,55 @@ static inline void finish(const Epilogue *e, idx ch, idx plane, idx at, unsigned
 #endif
 }
 
+/* what a tile of pixels passes: the image's operands and output */
+typedef struct {
+  const Epilogue *e;
+  const uint32_t *xq;
+  const idx *base;
+  const int8_t *packed;
+  const int32_t *corr;
+  int32_t *partial; /* a tile's partial sums between k blocks: [m rounded up to QMR][QTILE] */
+  idx kg, m, plane;
+  void *y;
+} Pass;
+
+/* a tile of wide pixels: its vectors (nv <= QNV) and where each one's lanes are stored */
+typedef struct {
+  int nv;
+  int runs[QNV];
+  unsigned bits[QNV][SEGMENTS];
+  idx at[QNV][SEGMENTS];
+} Tile;
+
+/* the k block [k0, k0 + kn) of tile t (from wide pixel q0) through every row tile of the
+   weights: its partial sums kept for the next block, or the last block's through the
+   epilogue; nv (t's vectors) a constant where it is inlined */
+static inline __attribute__((always_inline)) void pass_tile(const Pass *p, const Tile *t,
+                                                            const int nv, idx q0, idx k0,
+                                                            idx kn) {
+  int last = k0 + kn == p->kg;
+  for (idx mb = 0; mb < p->m; mb += QMR) {
+    qv acc[QMR][QNV];
+    int32_t *part = p->partial + mb * QTILE;
+    for (int i = 0; i < QMR; i++)
+      for (int v = 0; v < nv; v++)
+        acc[i][v] = k0 > 0 ? qload((const uint32_t *)part + i * QTILE + v * QL)
+                           : qset1(mb + i < p->m ? p->corr[mb + i] : 0);
+    accumulate(acc, nv, kn, p->xq, p->base + k0, q0,
+               p->packed + (mb / QMR * p->kg + k0) * QMR * 4);
+    if (!last) {
+      for (int i = 0; i < QMR; i++)
+        for (int v = 0; v < nv; v++)
+          memcpy(part + i * QTILE + v * QL, &acc[i][v], sizeof acc[i][v]);
+      continue;
+    }
+    for (int i = 0; i < QMR && mb + i < p->m; i++)
+      for (int v = 0; v < nv; v++)
+        for (int s = 0; s < t->runs[v]; s++)
+          finish(p->e, mb + i, p->plane, t->at[v][s], t->bits[v][s], acc[i][v], p->y);
+  }
+}
+
 /* One image x (c, h, w) of bytes (signed when `is_signed`) into y (m, ho, wo): the kernel
    kh x kw, strides sh x sw, dilations dh x dw, pads ph, pw before the first row and column
    (negative: cropped), these 14 numbers in `geometry` (c, h, w, kh, kw, sh, sw, dh, dw, ph, pw,
@@ -391,33 +460,25 @@ EXPORT int udo_qconv(const void *x, int is_signed, int zu, const idx *geometry,
   /* each tile of QTILE wide pixels passes every k block, each block every row tile of the
      weights (the block's operand stays in the L1 cache); the partial sums of a tile wait in
      `partial` from one block to the next, the last block's go through the epilogue */
+  Pass pass = {&e, xq, base, packed, corr, partial, kg, m, ho * wo, y};
   for (idx q0 = 0; q0 < grid; q0 += QTILE) {
-    unsigned bits[QNV][SEGMENTS];
-    idx at[QNV][SEGMENTS];
-    int runs[QNV];
-    for (int v = 0; v < QNV; v++) runs[v] = runs_of(q0 + v * QL, ho, wq, wo, bits[v], at[v]);
+    Tile t;
+    idx left = (grid - q0 + QL - 1) / QL; /* the last tile: the vectors that reach the grid */
+    t.nv = left < QNV ? (int)left : QNV;
+    for (int v = 0; v < t.nv; v++)
+      t.runs[v] = runs_of(q0 + v * QL, ho, wq, wo, t.bits[v], t.at[v]);
     for (idx k0 = 0; k0 < kg; k0 += kc) {
       idx kn = kg - k0 < kc ? kg - k0 : kc;
-      int last = k0 + kn == kg;
-      for (idx mb = 0; mb < m; mb += QMR) {
-        qv acc[QMR][QNV];
-        int32_t *part = partial + mb * QTILE;
-        for (int i = 0; i < QMR; i++)
-          for (int v = 0; v < QNV; v++)
-            acc[i][v] = k0 > 0 ? qload((const uint32_t *)part + i * QTILE + v * QL)
-                               : qset1(mb + i < m ? corr[mb + i] : 0);
-        accumulate(acc, kn, xq, base + k0, q0, packed + (mb / QMR * kg + k0) * QMR * 4);
-        if (!last) {
-          for (int i = 0; i < QMR; i++)
-            for (int v = 0; v < QNV; v++)
-              memcpy(part + i * QTILE + v * QL, &acc[i][v], sizeof acc[i][v]);
-          continue;
-        }
-        for (int i = 0; i < QMR && mb + i < m; i++)
-          for (int v = 0; v < QNV; v++)
-            for (int s = 0; s < runs[v]; s++)
-              finish(&e, mb + i, ho * wo, at[v][s], bits[v][s], acc[i][v], y);
-      }
+      if (t.nv == QNV) pass_tile(&pass, &t, QNV, q0, k0, kn);
+#if QNV > 1
+      else if (t.nv == 1) pass_tile(&pass, &t, 1, q0, k0, kn);
+#endif
+#if QNV > 2
+      else if (t.nv == 2) pass_tile(&pass, &t, 2, q0, k0, kn);
+#endif
+#if QNV > 3
+      else if (t.nv == 3) pass_tile(&pass, &t, 3, q0, k0, kn);
+#endif
     }
   }
   return 0;
