@@ -44,6 +44,7 @@
 #define QISA 512
 typedef __m512i qv;
 static inline qv qload(const uint32_t *p) { return _mm512_loadu_si512((const void *)p); }
+static inline void qstore(int32_t *p, qv v) { _mm512_storeu_si512((void *)p, v); }
 static inline qv qset1(int32_t v) { return _mm512_set1_epi32(v); }
 static inline qv qdot(qv acc, qv x, int32_t w) {
   return _mm512_dpbusd_epi32(acc, x, _mm512_set1_epi32(w));
@@ -63,6 +64,7 @@ static inline void qstore_lanes(int32_t *p, unsigned bits, qv v) {
 #define QISA 256
 typedef __m256i qv;
 static inline qv qload(const uint32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline void qstore(int32_t *p, qv v) { _mm256_storeu_si256((__m256i *)p, v); }
 static inline qv qset1(int32_t v) { return _mm256_set1_epi32(v); }
 static inline qv qdot(qv acc, qv x, int32_t w) {
   return _mm256_dpbusd_avx_epi32(acc, x, _mm256_set1_epi32(w));
@@ -89,6 +91,7 @@ static inline qv qload(const uint32_t *p) {
   memcpy(&v, p, sizeof v);
   return v;
 }
+static inline void qstore(int32_t *p, qv v) { memcpy(p, &v, sizeof v); }
 static inline qv qset1(int32_t v) {
   uint32_t u = (uint32_t)v;
   return (qv){u, u, u, u, u, u, u, u};
@@ -383,24 +386,32 @@ static inline __attribute__((always_inline)) void pass_tile(const Pass *p, const
                                                             idx kn) {
   int last = k0 + kn == p->kg;
   for (idx mb = 0; mb < p->m; mb += QMR) {
+    /* every index of acc a constant once the loops are unrolled: it lives in registers */
     qv acc[QMR][QNV];
     int32_t *part = p->partial + mb * QTILE;
+#pragma GCC unroll 8
     for (int i = 0; i < QMR; i++)
+#pragma GCC unroll 8
       for (int v = 0; v < nv; v++)
         acc[i][v] = k0 > 0 ? qload((const uint32_t *)part + i * QTILE + v * QL)
                            : qset1(mb + i < p->m ? p->corr[mb + i] : 0);
     accumulate(acc, nv, kn, p->xq, p->base + k0, q0,
                p->packed + (mb / QMR * p->kg + k0) * QMR * 4);
     if (!last) {
+#pragma GCC unroll 8
       for (int i = 0; i < QMR; i++)
-        for (int v = 0; v < nv; v++)
-          memcpy(part + i * QTILE + v * QL, &acc[i][v], sizeof acc[i][v]);
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) qstore(part + i * QTILE + v * QL, acc[i][v]);
       continue;
     }
-    for (int i = 0; i < QMR && mb + i < p->m; i++)
+#pragma GCC unroll 8
+    for (int i = 0; i < QMR; i++) {
+      if (mb + i >= p->m) break;
+#pragma GCC unroll 8
       for (int v = 0; v < nv; v++)
         for (int s = 0; s < t->runs[v]; s++)
           finish(p->e, mb + i, p->plane, t->at[v][s], t->bits[v][s], acc[i][v], p->y);
+    }
   }
 }
 
