@@ -2,8 +2,9 @@
 `_dot_products`): int32 sums against an int64 oracle for every kind of geometry, up to the
 2^31 bound it checks; its epilogue's bytes those of the compiled requantization and of a fused
 Add's computed table; where it runs and where it refuses. Each on this host's build and on the
-builds of the other CPU kinds this host can run: the portable lanes of a CPU without VNNI, and
-256-bit AVX-VNNI where this host has both widths. Under UDO_BUILD_NO_SKIP=1 (CI) a host without
+builds of the other CPU kinds this host can run: the portable lanes of a CPU without AVX2, AVX2's
+pairs of 16-bit values where this host has VNNI (else the host's build is that one), and 256-bit
+AVX-VNNI where this host has both widths. Under UDO_BUILD_NO_SKIP=1 (CI) a host without
 a C compiler fails here."""
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ _FLAGS = compiled.machine().split()
 _OTHER_BUILDS = {  # name: the flags that make it on this host
     **({"portable": "-mno-avx512f -mno-avxvnni -mno-avx2 -mno-avx"} if "avx" in _FLAGS else {}),
     **({"avx-vnni": "-mno-avx512f"} if {"avx_vnni", "avx512_vnni"} <= set(_FLAGS) else {}),
+    **({"avx2": "-mno-avx512f -mno-avxvnni"} if "avx2" in _FLAGS and (
+        "avx_vnni" in _FLAGS or "avx512_vnni" in _FLAGS) else {}),
 }
 BUILDS = ["host", *_OTHER_BUILDS]
 
@@ -57,6 +60,7 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             found[name] = built
     assert found.get("portable") is None or found["portable"].qconv_isa == 0
     assert found.get("avx-vnni") is None or found["avx-vnni"].qconv_isa == 256
+    assert found.get("avx2") is None or found["avx2"].qconv_isa == 1
     yield found
 
 

@@ -3,8 +3,7 @@ through ctypes: `c/passes.c` (the int8 path's requantization, fused with a resid
 lookup, the pair lookup alone, and a 2-d convolution's im2col of a centered integer input),
 `c/conv.c` (the float path's 2-d convolution, see `udo_build.kernels.default.conv`),
 `c/pool.c` (its MaxPool) and `c/qconv.c` (the int8 path's 2-d convolution on integer dot
-products, VNNI where the CPU has it, requantized in its epilogue: see
-`udo_build.runtime.integer.conv`). The numpy code they stand in for stays the reference and the
+products, VNNI's or AVX2's, requantized in its epilogue: see `udo_build.runtime.integer.conv`). The numpy code they stand in for stays the reference and the
 fallback: `library()` is None when UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or
 when the compile failed (one RuntimeWarning then, with the compiler's first error line), and
 the callers run their numpy passes.
@@ -85,7 +84,7 @@ class Library:
     qconv: ctypes._CFuncPtr  # type: ignore[name-defined]
     qconv_pack: ctypes._CFuncPtr  # type: ignore[name-defined]
     qconv_packed_size: ctypes._CFuncPtr  # type: ignore[name-defined]
-    qconv_isa: int  # udo_qconv's VNNI width (512, 256), 0: its portable lanes
+    qconv_isa: int  # udo_qconv's VNNI width (512, 256), 1: AVX2 pairs, 0: portable lanes
 
 
 _LOCK = threading.Lock()

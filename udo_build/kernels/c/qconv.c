@@ -8,7 +8,8 @@
    the centered product sum_k w (x - zp) + bias, the padding holding zu (the real zero).
 
    Each 32-bit lane adds four products of an unsigned byte by a signed byte at once (VNNI's
-   vpdpbusd), so k runs by words of four input channels at one tap. The input is made "phases"
+   vpdpbusd), so k runs by words of four input channels at one tap; a CPU with AVX2 and no VNNI
+   packs two channels in a word as 16-bit values and adds their two products (vpmaddwd). The input is made "phases"
    as in conv.c (the padded input split by the strides, so that every tap reads its phase with
    stride 1), each pixel one word of four channels' bytes, and the product runs over the wide
    grid of ho x wq pixels (the columns past wo are junk, computed and never stored): the
@@ -22,10 +23,11 @@
    requantized into bytes (and a fused 8-bit Add computed) as c/passes.c does it.
 
    Exact: every operation is an addition of 32-bit integers or a product of two bytes, which
-   the instructions wrap modulo 2^32 (no saturation). Each output is therefore the true integer
-   modulo 2^32, the true integer when |acc| < 2^31, which the caller checks before it calls
-   (the weights' sums of magnitudes times the input's reach, plus the bias). Every build (512-
-   or 256-bit VNNI, or the portable lanes of a CPU without it) gives the same integers.
+   the instructions wrap modulo 2^32 (no saturation: vpdpbusd's, and vpmaddwd's pair of
+   0..255 times -128..127). Each output is therefore the true integer modulo 2^32, the true
+   integer when |acc| < 2^31, which the caller checks before it calls (the weights' sums of
+   magnitudes times the input's reach, plus the bias). Every build (512- or 256-bit VNNI, AVX2's
+   pairs, or the portable lanes of a CPU without AVX2) gives the same integers.
 
    Scratch memory is the calling thread's, kept and grown (1 when it cannot be had, for the
    caller's MemoryError). */
@@ -56,19 +58,31 @@ static inline qv qadd_lanes(qv v, unsigned bits, const int32_t *p) {
 static inline void qstore_lanes(int32_t *p, unsigned bits, qv v) {
   _mm512_mask_storeu_epi32(p, (__mmask16)bits, v);
 }
-#elif defined(__AVXVNNI__)
+#elif defined(__AVXVNNI__) || defined(__AVX2__)
 #include <immintrin.h>
 #define QL 8
+typedef __m256i qv;
+#if defined(__AVXVNNI__)
 #define QMR 4
 #define QNV 3
 #define QISA 256
-typedef __m256i qv;
-static inline qv qload(const uint32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline void qstore(int32_t *p, qv v) { _mm256_storeu_si256((__m256i *)p, v); }
-static inline qv qset1(int32_t v) { return _mm256_set1_epi32(v); }
 static inline qv qdot(qv acc, qv x, int32_t w) {
   return _mm256_dpbusd_avx_epi32(acc, x, _mm256_set1_epi32(w));
 }
+#else
+/* AVX2 without VNNI: a word holds two channels' values as 16-bit integers, and each lane adds
+   the two products of its pair (vpmaddwd: 0..255 times -128..127, no saturation) */
+#define QCH 2
+#define QMR 4
+#define QNV 2
+#define QISA 1
+static inline qv qdot(qv acc, qv x, int32_t w) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(x, _mm256_set1_epi32(w)));
+}
+#endif
+static inline qv qload(const uint32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline void qstore(int32_t *p, qv v) { _mm256_storeu_si256((__m256i *)p, v); }
+static inline qv qset1(int32_t v) { return _mm256_set1_epi32(v); }
 static inline __m256i lanes_of(unsigned bits) {
   __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
   return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), lane), lane);
@@ -114,6 +128,12 @@ static inline void qstore_lanes(int32_t *p, unsigned bits, qv v) {
 }
 #endif
 
+#ifndef QCH
+#define QCH 4 /* channels in a word: four bytes (VNNI), or two 16-bit values (AVX2) */
+#endif
+#define QSHIFT (32 / QCH)                            /* bits of a channel in a word */
+#define QONES (QCH == 4 ? 0x01010101u : 0x00010001u) /* 1 in each channel of a word */
+
 #ifndef QKC_BYTES
 #define QKC_BYTES 32768 /* bytes of a k block of the loaded operand: in the L1 cache */
 #endif
@@ -123,25 +143,31 @@ static inline void qstore_lanes(int32_t *p, unsigned bits, qv v) {
 typedef ptrdiff_t idx;
 #define EXPORT __attribute__((visibility("default")))
 
-/* 512, 256: the VNNI width this build uses; 0: the portable lanes */
+/* 512, 256: the VNNI width this build uses; 1: AVX2's pairs of 16-bit values; 0: the portable
+   lanes (a CPU of another kind: the int8 path does not use them, the tests do) */
 EXPORT int udo_qconv_isa(void) { return QISA; }
 
 /* bytes of the packed weights of m output channels, c input channels and `taps` taps */
 EXPORT idx udo_qconv_packed_size(idx m, idx c, idx taps) {
-  return (m + QMR - 1) / QMR * QMR * taps * ((c + 3) / 4) * 4;
+  return (m + QMR - 1) / QMR * QMR * taps * ((c + QCH - 1) / QCH) * 4;
 }
 
-/* w (m, c, taps) int8 as [ceil(m / QMR)][taps][ceil(c / 4)][QMR][4] bytes, zeros past m and c */
+/* w (m, c, taps) int8 as [ceil(m / QMR)][taps][ceil(c / QCH)][QMR] words of QCH channels
+   (bytes, or 16-bit values), zeros past m and c */
 EXPORT void udo_qconv_pack(const int8_t *w, idx m, idx c, idx taps, int8_t *out) {
-  idx groups = (c + 3) / 4;
+  idx groups = (c + QCH - 1) / QCH;
   for (idx p = 0; p < m; p += QMR)
     for (idx t = 0; t < taps; t++)
       for (idx g = 0; g < groups; g++)
-        for (int i = 0; i < QMR; i++)
-          for (int j = 0; j < 4; j++) {
-            idx ch = 4 * g + j;
-            *out++ = p + i < m && ch < c ? w[((p + i) * c + ch) * taps + t] : 0;
+        for (int i = 0; i < QMR; i++, out += 4) {
+          uint32_t word = 0;
+          for (int j = 0; j < QCH; j++) {
+            idx ch = QCH * g + j;
+            int32_t v = p + i < m && ch < c ? w[((p + i) * c + ch) * taps + t] : 0;
+            word |= ((uint32_t)v & (0xffffffffu >> (32 - QSHIFT))) << (QSHIFT * j);
           }
+          memcpy(out, &word, sizeof word);
+        }
 }
 
 static _Thread_local uint32_t *scratch;
@@ -181,13 +207,14 @@ static idx used_of(idx k, idx d, idx stride) {
   return used;
 }
 
-/* Row r of phase (py, px) of channel group g: word q holds the bytes of channels 4g .. 4g + 3
-   at input pixel (r * sh + py - ph, q * sw + px - pw), each xor `flip` (the sign bit of a
-   signed input); outside the input, and for a channel past c, the byte zu. */
-static void phase_row(uint32_t *row, const uint8_t *x, uint8_t flip, uint8_t zu, idx c, idx h,
-                      idx w, idx g, idx r, idx py, idx px, idx sh, idx sw, idx ph, idx pw,
+/* Row r of phase (py, px) of channel group g: word q holds the values of channels QCH g ..
+   QCH g + QCH - 1 (bytes, or 16-bit values) at input pixel (r * sh + py - ph, q * sw + px - pw),
+   each byte xor `flip` (the sign bit of a signed input); outside the input, and for a channel
+   past c, the value zu. */
+static void phase_row(uint32_t *restrict row, const uint8_t *x, uint8_t flip, uint8_t zu, idx c,
+                      idx h, idx w, idx g, idx r, idx py, idx px, idx sh, idx sw, idx ph, idx pw,
                       idx wq) {
-  uint32_t fill = (uint32_t)zu * 0x01010101u;
+  uint32_t fill = (uint32_t)zu * QONES;
   idx iy = r * sh + py - ph;
   idx lo = pw - px > 0 ? (pw - px + sw - 1) / sw : 0, hi = w + pw - px;
   hi = hi > 0 ? (hi + sw - 1) / sw : 0;
@@ -197,45 +224,44 @@ static void phase_row(uint32_t *row, const uint8_t *x, uint8_t flip, uint8_t zu,
   for (idx q = 0; q < lo; q++) row[q] = fill;
   for (idx q = hi; q < wq; q++) row[q] = fill;
   if (lo == hi) return;
-  idx present = c - 4 * g < 4 ? c - 4 * g : 4;
-  uint32_t keep = present == 4 ? 0xffffffffu : (1u << (8 * present)) - 1u;
-  uint32_t flips = (uint32_t)flip * 0x01010101u & keep, add = fill & ~keep;
-  const uint8_t *s[4];
-  for (idx j = 0; j < 4; j++) s[j] = x + ((4 * g + (j < present ? j : 0)) * h + iy) * w;
-  const uint8_t *s0 = s[0], *s1 = s[1], *s2 = s[2], *s3 = s[3];
+  idx present = c - QCH * g < QCH ? c - QCH * g : QCH;
+  uint32_t keep = present == QCH ? 0xffffffffu : (1u << (QSHIFT * present)) - 1u;
+  uint32_t flips = (uint32_t)flip * QONES & keep, add = fill & ~keep;
+  const uint8_t *s[QCH];
+  for (idx j = 0; j < QCH; j++) s[j] = x + ((QCH * g + (j < present ? j : 0)) * h + iy) * w;
   idx off = px - pw;
 #if QISA == 512
   if (sw <= 2) { /* 16 words at a time: the bytes widened to words, shifted into place */
-    const __m512i keepv = _mm512_set1_epi32((int32_t)keep), flipv = _mm512_set1_epi32((int32_t)flips),
+    const __m512i keepv = _mm512_set1_epi32((int32_t)keep),
+                  flipv = _mm512_set1_epi32((int32_t)flips),
                   addv = _mm512_set1_epi32((int32_t)add), low = _mm512_set1_epi32(0xff);
     for (; lo + 16 <= hi && (sw == 1 || 2 * (lo + 16) + off <= w); lo += 16) {
       __m512i v = _mm512_setzero_si512();
-      for (int j = 0; j < 4; j++) {
+      for (int j = 0; j < QCH; j++) {
         const uint8_t *from = s[j] + lo * sw + off;
         __m512i b = sw == 1 ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)from))
                             : _mm512_and_si512(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
                                                    (const __m256i *)from)), low);
-        v = _mm512_or_si512(v, _mm512_slli_epi32(b, 8 * j));
+        v = _mm512_or_si512(v, _mm512_slli_epi32(b, QSHIFT * j));
       }
       v = _mm512_or_si512(_mm512_xor_si512(_mm512_and_si512(v, keepv), flipv), addv);
       _mm512_storeu_si512((void *)(row + lo), v);
     }
   }
 #endif
-  if (sw == 1) {
-    for (idx q = lo; q < hi; q++) {
-      uint32_t v = (uint32_t)s0[q + off] | (uint32_t)s1[q + off] << 8 |
-                   (uint32_t)s2[q + off] << 16 | (uint32_t)s3[q + off] << 24;
-      row[q] = ((v & keep) ^ flips) | add;
-    }
-  } else {
-    for (idx q = lo; q < hi; q++) {
-      idx i = q * sw + off;
-      uint32_t v = (uint32_t)s0[i] | (uint32_t)s1[i] << 8 | (uint32_t)s2[i] << 16 |
-                   (uint32_t)s3[i] << 24;
-      row[q] = ((v & keep) ^ flips) | add;
-    }
-  }
+  const uint8_t *restrict s0 = s[0] + off, *restrict s1 = s[1] + off;
+#if QCH == 4
+  const uint8_t *restrict s2 = s[2] + off, *restrict s3 = s[3] + off;
+#define WORD(i) ((uint32_t)s0[i] | (uint32_t)s1[i] << 8 | (uint32_t)s2[i] << 16 | \
+                 (uint32_t)s3[i] << 24)
+#else
+#define WORD(i) ((uint32_t)s0[i] | (uint32_t)s1[i] << 16)
+#endif
+  if (sw == 1)
+    for (idx q = lo; q < hi; q++) row[q] = ((WORD(q) & keep) ^ flips) | add;
+  else
+    for (idx q = lo; q < hi; q++) row[q] = ((WORD(q * sw) & keep) ^ flips) | add;
+#undef WORD
 }
 
 /* acc[i][v] += the words k < kn of w (QMR each) times the pixels' words at x + base[k] + q0,
@@ -252,7 +278,7 @@ static inline __attribute__((always_inline)) void accumulate(qv acc[QMR][QNV], c
 #pragma GCC unroll 8
     for (int i = 0; i < QMR; i++) {
       int32_t wi;
-      memcpy(&wi, w + (k * QMR + i) * 4, sizeof wi);
+      memcpy(&wi, w + (k * QMR + i) * 4, sizeof wi); /* a word of QCH weights */
 #pragma GCC unroll 8
       for (int v = 0; v < nv; v++) acc[i][v] = qdot(acc[i][v], xv[v], wi);
     }
@@ -335,6 +361,40 @@ static inline void finish(const Epilogue *e, idx ch, idx plane, idx at, unsigned
                          _mm512_set1_epi32((int32_t)sm[5]));
   }
   _mm512_mask_cvtepi32_storeu_epi8(out, (__mmask16)bits, r);
+#elif QISA == 256 || QISA == 1
+  const __m256d fv = _mm256_set1_pd(f), lo = _mm256_set1_pd(e->lo), hi = _mm256_set1_pd(e->hi);
+  __m128i half[2] = {_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)}, q[2];
+  for (int h = 0; h < 2; h++) {
+    __m256d t = _mm256_mul_pd(_mm256_cvtepi32_pd(half[h]), fv);
+    q[h] = _mm256_cvtpd_epi32(_mm256_min_pd(_mm256_max_pd(t, lo), hi)); /* rint: to even */
+  }
+  __m256i r = _mm256_add_epi32(_mm256_set_m128i(q[1], q[0]), _mm256_set1_epi32(e->zp));
+  if (e->sum != NULL) {
+    const double *sm = e->sum;
+    uint8_t bytes[8] = {0};
+    const uint8_t *from = e->other + ch * plane + at;
+    for (int i = 0; i < 8; i++)
+      if (bits >> i & 1) bytes[i] = from[i];
+    __m128i raw = _mm_loadl_epi64((const __m128i *)bytes);
+    __m256i o = e->other_signed ? _mm256_cvtepi8_epi32(raw) : _mm256_cvtepu8_epi32(raw);
+    __m128i oh[2] = {_mm256_castsi256_si128(o), _mm256_extracti128_si256(o, 1)};
+    __m128i rh[2] = {_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)};
+    const __m256d f0 = _mm256_set1_pd(sm[0]), f1 = _mm256_set1_pd(sm[1]),
+                  c = _mm256_set1_pd(sm[2]), lo2 = _mm256_set1_pd(sm[3]),
+                  hi2 = _mm256_set1_pd(sm[4]);
+    for (int h = 0; h < 2; h++) {
+      __m256d a = _mm256_cvtepi32_pd(rh[h]), b = _mm256_cvtepi32_pd(oh[h]);
+      __m256d t = e->q_first ? _mm256_add_pd(_mm256_mul_pd(f0, a), _mm256_mul_pd(f1, b))
+                             : _mm256_add_pd(_mm256_mul_pd(f0, b), _mm256_mul_pd(f1, a));
+      t = _mm256_min_pd(_mm256_max_pd(_mm256_add_pd(t, c), lo2), hi2);
+      q[h] = _mm256_cvtpd_epi32(t);
+    }
+    r = _mm256_add_epi32(_mm256_set_m128i(q[1], q[0]), _mm256_set1_epi32((int32_t)sm[5]));
+  }
+  int32_t lanes[8];
+  _mm256_storeu_si256((__m256i *)lanes, r);
+  for (int i = 0; i < 8; i++)
+    if (bits >> i & 1) out[i] = (uint8_t)lanes[i];
 #else
   int32_t lanes[QL];
   memcpy(lanes, &v, sizeof lanes);
@@ -435,7 +495,7 @@ EXPORT int udo_qconv(const void *x, int is_signed, int zu, const idx *geometry,
   Epilogue e = {factor, ints[2], numbers[0], numbers[1], ints[0], ints[1],
                 ints[5] ? numbers + 2 : NULL, ints[3], ints[4], other};
   if (ho <= 0 || wo <= 0 || m <= 0) return 0;
-  idx groups = (c + 3) / 4, taps = kh * kw, kg = taps * groups;
+  idx groups = (c + QCH - 1) / QCH, taps = kh * kw, kg = taps * groups;
   idx hq = ho + (kh - 1) * dh / sh, wq = wo + (kw - 1) * dw / sw, plane = hq * wq;
   idx maps = sh + sw, rows_used = used_of(kh, dh, sh), cols_used = used_of(kw, dw, sw);
   idx phases = rows_used * cols_used * groups * plane, slack = QTILE + wq + 16;

@@ -2,9 +2,9 @@
 int32 bias, exact accumulation, fixed-point requantization (an absorbed Relu/Clip clamps).
 
 A 2-d convolution of one group with 8-bit input and int8 weights runs the integer kernel
-(c/qconv.c, `_dot_products`) where the CPU has VNNI: four products of bytes added into each
-32-bit lane at once (vpdpbusd), wrapping modulo 2^32, so exact where every output is below 2^31
-in magnitude (checked from the weights' sums of magnitudes, any input byte and the bias); the
+(c/qconv.c, `_dot_products`) where the CPU has VNNI or AVX2: four products of bytes added into
+each 32-bit lane at once (vpdpbusd), or two of 16-bit values (AVX2's vpmaddwd), wrapping modulo
+2^32, so exact where every output is below 2^31 in magnitude (checked from the weights' sums of magnitudes, any input byte and the bias); the
 zero point's term is folded into each channel's start (bias - zp x sum of its weights), the
 padding holding the zero point. It requantizes in its epilogue, and computes a fused residual
 Add's table there (`passes.SumForm`), with the same IEEE operations as the compiled
@@ -151,12 +151,12 @@ def _dot_products(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, p
                   dilations: tuple[int, ...], requant: Any = None,
                   lib: Any = None) -> tuple[np.ndarray, bool] | None:
     """conv(x - zp, w) + b by the compiled integer kernel (c/qconv.c: four byte products per
-    32-bit lane, VNNI), requantized by `requant` in its epilogue where it can (`_epilogue`):
+    32-bit lane with VNNI, two 16-bit ones with AVX2), requantized by `requant` in its epilogue where it can (`_epilogue`):
     (the output, True), else (the int32 accumulator, False); None where the kernel does not
     run: a 2-d convolution of one group, 8-bit input, int8 weights, a zero point of the input's
     type, |acc| < 2^31 for every input (`DotWeights.start`: the kernel's wrapping int32 sums
-    are then the true integers), and a library that has VNNI (`lib`, the caller's, runs
-    whatever its lanes: the tests' portable build)."""
+    are then the true integers), and a library built with VNNI or AVX2 (`lib`, the caller's,
+    runs whatever its lanes: the tests' portable build)."""
     if (group != 1 or w.ndim != 4 or w.dtype != np.int8 or x.ndim != 4
             or x.dtype not in _BYTES or x.shape[1] == 0):
         return None
