@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -238,3 +239,25 @@ def test_a_process_with_grpc_spawns_its_workers_instead_of_forking(
     assert pool.start_method() == "fork"
     monkeypatch.setitem(sys.modules, "grpc", sys.modules["json"])  # any module stands in
     assert pool.start_method() == "spawn"
+
+
+def test_a_coordinator_with_nothing_out_says_so_instead_of_waiting() -> None:
+    """Waiting on workers that hold no input can only wait for ever (a lost message, a bug):
+    the coordinator raises with its state instead. Bounded by an alarm, so that a wait fails
+    the test rather than hanging it."""
+    coordinator: Any = pool._Pool(Each(lambda i, x: x), 2, "fork", None, lambda i: str(i))
+    ends = [multiprocessing.Pipe() for _ in range(2)]
+    coordinator.conns = [here for here, _ in ends]
+    coordinator.held = [deque(), deque()]
+    coordinator.handed, coordinator.returned = 3, 1  # input 1 handed, held by no one
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the coordinator waited"))
+    signal.alarm(10)
+    try:
+        with pytest.raises(RuntimeError, match="no input out: handed 3, returned 1"):
+            coordinator._receive()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        for here, there in ends:
+            here.close()
+            there.close()

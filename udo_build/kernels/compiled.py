@@ -1,12 +1,12 @@
 """The emulator's own hot passes as C, compiled on first use with the host's C compiler and called
 through ctypes: `c/passes.c` (the int8 path's requantization, fused with a residual Add's pair
 lookup, the pair lookup alone, and a 2-d convolution's im2col of a centered integer input),
-`c/conv.c` (the float path's 2-d convolution, see `udo_build.kernels.default.conv`),
-`c/pool.c` (its MaxPool) and `c/qconv.c` (the int8 path's 2-d convolution on integer dot
-products, VNNI's or AVX2's, requantized in its epilogue: see `udo_build.runtime.integer.conv`). The numpy code they stand in for stays the reference and the
-fallback: `library()` is None when UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or
-when the compile failed (one RuntimeWarning then, with the compiler's first error line), and
-the callers run their numpy passes.
+`c/conv.c` (the float path's 2-d convolution, see `udo_build.kernels.default.conv`), `c/pool.c`
+(its MaxPool) and `c/qconv.c` (the int8 path's 2-d convolution on integer dot products, VNNI's or
+AVX2's, requantized in its epilogue: see `udo_build.runtime.integer.conv`). The numpy code they
+stand in for stays the reference and the fallback: `library()` is None when
+UDO_BUILD_NATIVE_KERNELS=0, when no C compiler is found, or when the compile failed (one
+RuntimeWarning then, with the compiler's first error line), and the callers run their numpy passes.
 
 Where the library lives: a per-user cache folder (UDO_BUILD_KERNEL_CACHE, else
 $XDG_CACHE_HOME/udo-build, else ~/.cache/udo-build), as `passes-<key>.so`, the key the sha256 of

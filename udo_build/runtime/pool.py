@@ -282,6 +282,13 @@ class _Pool(Generic[T, R]):
         live = [conn for conn in self.conns if conn is not None]
         if not live:
             raise WorkerLost("every worker ended before the last inputs were done")
+        if not any(self.held[w] for w in range(len(self.conns)) if self.conns[w] is not None):
+            # nothing is out, so nothing can come back: a bug of this coordinator, said
+            # with its state rather than waited on for ever
+            raise RuntimeError(
+                f"the worker pool waits with no input out: handed {self.handed}, returned "
+                f"{self.returned}, results {sorted(self.results)}, failed {sorted(self.failed)}, "
+                f"asked {sorted(self.asked)}, exhausted {self.exhausted}")
         for conn in wait(live):
             worker = self.conns.index(conn)
             try:

@@ -2,21 +2,20 @@
 int32 bias, exact accumulation, fixed-point requantization (an absorbed Relu/Clip clamps).
 
 A 2-d convolution of one group with 8-bit input and int8 weights runs the integer kernel
-(c/qconv.c, `_dot_products`) where the CPU has VNNI or AVX2: four products of bytes added into
-each 32-bit lane at once (vpdpbusd), or two of 16-bit values (AVX2's vpmaddwd), wrapping modulo
-2^32, so exact where every output is below 2^31 in magnitude (checked from the weights' sums of magnitudes, any input byte and the bias); the
-zero point's term is folded into each channel's start (bias - zp x sum of its weights), the
-padding holding the zero point. It requantizes in its epilogue, and computes a fused residual
-Add's table there (`passes.SumForm`), with the same IEEE operations as the compiled
-requantization: the same bytes. Its weights are packed once, as int8.
+(c/qconv.c, `_dot_products`) where the CPU has VNNI or AVX2: four products of bytes added into each
+32-bit lane at once (vpdpbusd), or two of 16-bit values (AVX2's vpmaddwd), wrapping modulo 2^32, so
+exact where every output is below 2^31 in magnitude (checked from the weights' sums of magnitudes,
+any input byte and the bias); the zero point's term is folded into each channel's start (bias - zp
+x sum of its weights), the padding holding the zero point. It requantizes in its epilogue, and
+computes a fused residual Add's table there (`passes.SumForm`), with the same IEEE operations as
+the compiled requantization: the same bytes. Its weights are packed once, as int8.
 
-Otherwise, a 2-d convolution of one group whose product is one float32 chunk (`exact.pack`:
-most of them at 8 bits) runs the float path's compiled convolution on x - zero point
-(`_compiled`): every
-partial sum below 2^24, its chains of fused multiply-adds form the exact integers, the same bits
-as the products below; its weights are packed once, as float32 (four times the int8 weights).
-One of several float32 chunks runs it once per range of input channels whose bound stays below
-2^24 (`exact.float32_parts`), the parts' exact results summed in float64.
+Otherwise, a 2-d convolution of one group whose product is one float32 chunk (`exact.pack`: most of
+them at 8 bits) runs the float path's compiled convolution on x - zero point (`_compiled`): every
+partial sum below 2^24, its chains of fused multiply-adds form the exact integers, the same bits as
+the products below; its weights are packed once, as float32 (four times the int8 weights). One of
+several float32 chunks runs it once per range of input channels whose bound stays below 2^24
+(`exact.float32_parts`), the parts' exact results summed in float64.
 
 Otherwise (or without the compiled library): the float convolution's im2col
 (`udo_build.kernels.default.conv.im2col`) on the centered input (x - zero point, converted to
@@ -150,13 +149,13 @@ def _dot_products(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, p
                   group: int, begin: list[int], outs: list[int], strides: tuple[int, ...],
                   dilations: tuple[int, ...], requant: Any = None,
                   lib: Any = None) -> tuple[np.ndarray, bool] | None:
-    """conv(x - zp, w) + b by the compiled integer kernel (c/qconv.c: four byte products per
-    32-bit lane with VNNI, two 16-bit ones with AVX2), requantized by `requant` in its epilogue where it can (`_epilogue`):
-    (the output, True), else (the int32 accumulator, False); None where the kernel does not
-    run: a 2-d convolution of one group, 8-bit input, int8 weights, a zero point of the input's
-    type, |acc| < 2^31 for every input (`DotWeights.start`: the kernel's wrapping int32 sums
-    are then the true integers), and a library built with VNNI or AVX2 (`lib`, the caller's,
-    runs whatever its lanes: the tests' portable build)."""
+    """conv(x - zp, w) + b by the compiled integer kernel (c/qconv.c: four byte products per 32-bit
+    lane with VNNI, two 16-bit ones with AVX2), requantized by `requant` in its epilogue where
+    it can (`_epilogue`): (the output, True), else (the int32 accumulator, False); None where
+    the kernel does not run: a 2-d convolution of one group, 8-bit input, int8 weights, a zero
+    point of the input's type, |acc| < 2^31 for every input (`DotWeights.start`: the kernel's
+    wrapping int32 sums are then the true integers), and a library built with VNNI or AVX2
+    (`lib`, the caller's, runs whatever its lanes: the tests' portable build)."""
     if (group != 1 or w.ndim != 4 or w.dtype != np.int8 or x.ndim != 4
             or x.dtype not in _BYTES or x.shape[1] == 0):
         return None
