@@ -237,6 +237,23 @@ def test_the_float_kernel_runs_int8_convolutions_whose_product_is_one_float32_ch
             assert np.array_equal(native[name], numpy[name])
 
 
+def test_a_plan_packs_the_weights_of_the_kernel_that_will_run_them(calls: list[str]) -> None:
+    """Built where the input's shape is known, the plan packs each convolution's weights for
+    the kernel that will run them: the integer kernel's int8 packing where this host's build
+    has it (VNNI or AVX2), and no float32 copy (four times the int8 weights); else the float
+    kernel's."""
+    model, feeds = _residual_model(64, True)
+    session = QuantizedSession(encode(model, feeds))
+    plan = session.plan(("y", "c"))
+    first = next(s.kwargs["packed"] for s in plan.steps if "packed" in s.kwargs)
+    dots = bool(compiled.library().qconv_isa)
+    assert (first in conv_kernel._DOT_WEIGHTS) == dots
+    assert (first in conv_kernel._FLOAT_WEIGHTS) != dots
+    if dots:
+        packing = conv_kernel._DOT_WEIGHTS[first].packing
+        assert packing.dtype == np.int8 and packing.size >= 64 * 64 * 9
+
+
 @pytest.mark.parametrize("conv_first", [True, False])
 def test_a_fused_add_computes_its_table_where_the_arithmetic_gives_every_byte(
         conv_first: bool, calls: list[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -145,6 +145,24 @@ class DotWeights:
 _DOT_WEIGHTS: weakref.WeakKeyDictionary[Packed, DotWeights] = weakref.WeakKeyDictionary()
 
 
+def _dot_library() -> Any:
+    """The compiled library where its integer kernel runs (a build with VNNI or AVX2), else
+    None."""
+    from ...kernels.compiled import library
+
+    lib = library()
+    return lib if lib is not None and lib.qconv_isa else None
+
+
+def _dot_weights(lib: Any, packed: Packed, w: np.ndarray) -> DotWeights:
+    """The integer kernel's weights of this product, made on first use and kept as long as
+    `packed` (made again for a library of another build: its packing is the build's)."""
+    weights = _DOT_WEIGHTS.get(packed)
+    if weights is None or weights.isa != lib.qconv_isa:
+        weights = _DOT_WEIGHTS[packed] = DotWeights(lib, w)
+    return weights
+
+
 def _dot_products(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, packed: Packed,
                   group: int, begin: list[int], outs: list[int], strides: tuple[int, ...],
                   dilations: tuple[int, ...], requant: Any = None,
@@ -160,17 +178,13 @@ def _dot_products(x: np.ndarray, zp: int, w: np.ndarray, b: np.ndarray | None, p
             or x.dtype not in _BYTES or x.shape[1] == 0):
         return None
     if lib is None:
-        from ...kernels.compiled import library
-
-        lib = library()
-        if lib is None or not lib.qconv_isa:
+        lib = _dot_library()
+        if lib is None:
             return None
     zu = zp + 128 if x.dtype == np.int8 else zp
     if not 0 <= zu <= 255:
         return None
-    weights = _DOT_WEIGHTS.get(packed)
-    if weights is None or weights.isa != lib.qconv_isa:  # its packing is the build's
-        weights = _DOT_WEIGHTS[packed] = DotWeights(lib, w)
+    weights = _dot_weights(lib, packed, w)
     start = weights.start(zu, b)
     if start is None:
         return None
@@ -335,9 +349,18 @@ _NONE: Any = object()
 def prepare(packed: Packed, w: np.ndarray, image: tuple[int, ...],
             attrs: dict[str, Any]) -> None:
     """Pack a convolution's weights for the compiled kernel now, for input images of this
-    shape (C, H, W), where `_compiled` will run it: a plan built before its session's workers
-    fork is packed once, in the parent, and its pages shared."""
-    if int(attrs.get("group", 1)) != 1 or w.ndim != 4 or packed.dtype != np.float32:
+    shape (C, H, W), where it will run: a plan built before its session's workers fork is
+    packed once, in the parent, and its pages shared. The integer kernel's int8 packing where
+    it runs (8-bit input: the span `packed` holds; int8 weights; a build with VNNI or AVX2),
+    else the float kernel's float32 one (`_compiled`); either is made on first use otherwise."""
+    if int(attrs.get("group", 1)) != 1 or w.ndim != 4:
+        return
+    if w.dtype == np.int8 and packed.span[1] - packed.span[0] <= 255:
+        lib = _dot_library()
+        if lib is not None:
+            _dot_weights(lib, packed, w)
+            return
+    if packed.dtype != np.float32:
         return
     geometry = {k: v for k, v in attrs.items() if k in _GEOMETRY}
     for c0, c1, weights in _float_parts(packed, w) or ():
