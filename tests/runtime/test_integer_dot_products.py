@@ -1,16 +1,16 @@
 """The int8 path's integer convolution (c/qconv.c, through runtime/integer/conv.py's
-`_dot_products`): int32 sums against an int64 oracle for every kind of geometry, up to the
-2^31 bound it checks; its epilogue's bytes those of the compiled requantization and of a fused
-Add's computed table; where it runs and where it refuses. Each on this host's build and on the
-builds of the other CPU kinds this host can run: the portable lanes of a CPU without AVX2, AVX2's
-pairs of 16-bit values where this host has VNNI (else the host's build is that one), and 256-bit
-AVX-VNNI where this host has both widths. Under UDO_BUILD_NO_SKIP=1 (CI) a host without
-a C compiler fails here."""
+`_dot_products`): int32 sums against an int64 oracle for every kind of geometry, up to the 2^31
+bound it checks; its epilogue's bytes those of the compiled requantization and of a fused Add's
+computed table; where it runs and where it refuses. Each on this host's build and on the builds
+of the other CPU kinds this host can run: the portable lanes of a CPU without AVX2, AVX2's pairs
+of 16-bit values where this host has VNNI (else the host's build is that one), 256-bit AVX-VNNI
+where this host has both widths, and 512-bit VNNI without AMX's tiles where this host has them
+(channels in multiples of 64 run on the tiles there). Under UDO_BUILD_NO_SKIP=1 (CI) a host
+without a C compiler fails here."""
 
 from __future__ import annotations
 
-import os
-import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,34 +33,51 @@ _OTHER_BUILDS = {  # name: the flags that make it on this host
     **({"avx-vnni": "-mno-avx512f"} if {"avx_vnni", "avx512_vnni"} <= set(_FLAGS) else {}),
     **({"avx2": "-mno-avx512f -mno-avxvnni"} if "avx2" in _FLAGS and (
         "avx_vnni" in _FLAGS or "avx512_vnni" in _FLAGS) else {}),
+    **({"vnni-512": "-mno-amx-tile -mno-amx-int8"} if {"amx_int8", "avx512_vnni"} <= set(_FLAGS)
+       else {}),
 }
 BUILDS = ["host", *_OTHER_BUILDS]
 
 
+_STUB = """#include <stddef.h>
+#define STUB __attribute__((visibility("default"))) int
+STUB udo_conv(void) { return 2; }
+STUB udo_conv_int(void) { return 2; }
+STUB udo_conv_pack(void) { return 0; }
+STUB udo_conv_packed_size(void) { return 0; }
+STUB udo_conv_cols(void) { return 0; }
+STUB udo_conv_onto_addend(void) { return 0; }
+STUB udo_maxpool(void) { return 2; }
+"""
+
+
 @pytest.fixture(scope="module")
 def libraries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """This host's library and the other builds, each compiled once into its own folder."""
+    """This host's library, and the other builds: c/qconv.c and c/passes.c (the requantization
+    the epilogue is checked against) compiled with this host's flags and the build's, the float
+    kernels stubbed (they are not what these tests run, and take longest to compile)."""
     with pytest.MonkeyPatch.context() as m:
         m.delenv(compiled.SWITCH, raising=False)
         host = compiled.library()
         if host is None:
             pytest.skip("no C compiler (or it failed): the compiled kernels cannot run here")
-        found = {"host": host}
-        cc = compiled.compiler()
-        assert cc is not None
-        for name, flags in _OTHER_BUILDS.items():
-            folder = tmp_path_factory.mktemp(name)
-            wrapper = folder / "cc"
-            wrapper.write_text(f'#!/bin/sh\nexec {" ".join(cc)} "$@" {flags}\n')
-            wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-            m.setenv("CC", str(wrapper))
-            m.setenv(compiled.CACHE, str(folder / "cache"))
-            built = compiled._build_and_load()
-            assert built is not None and os.listdir(folder / "cache")
-            found[name] = built
+    found = {"host": host}
+    cc = compiled.compiler()
+    assert cc is not None
+    sources = [str(s) for s in compiled.SOURCES if s.name in ("passes.c", "qconv.c")]
+    for name, flags in _OTHER_BUILDS.items():
+        folder = tmp_path_factory.mktemp(name)
+        stub = folder / "stub.c"
+        stub.write_text(_STUB)
+        out = folder / "kernels.so"
+        done = subprocess.run([*cc, *compiled.FLAGS, *flags.split(), *sources, str(stub), "-o",
+                               str(out), "-lm"], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        found[name] = compiled._open(out)
     assert found.get("portable") is None or found["portable"].qconv_isa == 0
     assert found.get("avx-vnni") is None or found["avx-vnni"].qconv_isa == 256
     assert found.get("avx2") is None or found["avx2"].qconv_isa == 1
+    assert found.get("vnni-512") is None or found["vnni-512"].qconv_isa == 512
     yield found
 
 
@@ -118,12 +135,23 @@ def _named_cases() -> Iterator[tuple[str, dict[str, Any]]]:
                                          False)
     yield "batch of 2, no bias", _case(rng, 10, 11, (8, 9), (3, 3), (1, 2), (1, 1), [1] * 4,
                                        True, batch=2, bias=False)
+    # channels in multiples of 64: AMX tiles where the build and the CPU have them
+    yield "tiles: 3x3, 45 outputs", _case(rng, 64, 45, (9, 10), (3, 3), (1, 1), (1, 1), [1] * 4,
+                                          False)
+    yield "tiles: 3x3 stride 2", _case(rng, 128, 33, (15, 14), (3, 3), (2, 2), (1, 1), [1] * 4,
+                                       True)
+    yield "tiles: 1x1, a 7x7 grid", _case(rng, 192, 70, (7, 7), (1, 1), (1, 1), (1, 1), [0] * 4,
+                                          False, batch=2)
+    yield "tiles: dilated, cropped", _case(rng, 64, 16, (12, 13), (3, 3), (1, 1), (2, 2),
+                                           [1, -1, 2, 0], True)
+    rng = np.random.default_rng(2027)  # the random cases' own: named ones added do not move them
     for i in range(40):
         kernel = (int(rng.integers(1, 5)), int(rng.integers(1, 5)))
-        size = (int(rng.integers(kernel[0], 24)), int(rng.integers(kernel[1], 24)))
+        dilations = (int(rng.integers(1, 3)),) * 2
+        size = tuple(int(rng.integers((k - 1) * d + 1, 24))
+                     for k, d in zip(kernel, dilations, strict=True))
         yield f"random {i}", _case(rng, int(rng.integers(1, 40)), int(rng.integers(1, 30)),
-                                   size, kernel, (int(rng.integers(1, 4)),) * 2,
-                                   (int(rng.integers(1, 3)),) * 2,
+                                   size, kernel, (int(rng.integers(1, 4)),) * 2, dilations,
                                    [int(rng.integers(0, 3)) for _ in range(4)],
                                    bool(rng.integers(0, 2)), batch=int(rng.integers(1, 3)))
 

@@ -9,7 +9,8 @@
 
    Each 32-bit lane adds four products of an unsigned byte by a signed byte at once (VNNI's
    vpdpbusd), so k runs by words of four input channels at one tap; a CPU with AVX2 and no VNNI
-   packs two channels in a word as 16-bit values and adds their two products (vpmaddwd). The input is made "phases"
+   packs two channels in a word as 16-bit values and adds their two products (vpmaddwd); one
+   with AMX runs layers of 64 channels or a multiple by tiles of the same words (amx_fits). The input is made "phases"
    as in conv.c (the padded input split by the strides, so that every tap reads its phase with
    stride 1), each pixel one word of four channels' bytes, and the product runs over the wide
    grid of ho x wq pixels (the columns past wo are junk, computed and never stored): the
@@ -23,15 +24,15 @@
    requantized into bytes (and a fused 8-bit Add computed) as c/passes.c does it.
 
    Exact: every operation is an addition of 32-bit integers or a product of two bytes, which
-   the instructions wrap modulo 2^32 (no saturation: vpdpbusd's, and vpmaddwd's pair of
-   0..255 times -128..127). Each output is therefore the true integer modulo 2^32, the true
+   the instructions wrap modulo 2^32 (no saturation: vpdpbusd's, AMX's tdpbsud's, and
+   vpmaddwd's pair of 0..255 times -128..127). Each output is therefore the true integer modulo 2^32, the true
    integer when |acc| < 2^31, which the caller checks before it calls (the weights' sums of
    magnitudes times the input's reach, plus the bias). Every build (512- or 256-bit VNNI, AVX2's
    pairs, or the portable lanes of a CPU without AVX2) gives the same integers.
 
    Scratch memory is the calling thread's, kept and grown (1 when it cannot be had, for the
    caller's MemoryError). */
-#define _POSIX_C_SOURCE 200112L /* posix_memalign */
+#define _GNU_SOURCE /* posix_memalign, syscall */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -148,14 +149,52 @@ typedef ptrdiff_t idx;
 EXPORT int udo_qconv_isa(void) { return QISA; }
 
 /* bytes of the packed weights of m output channels, c input channels and `taps` taps */
-EXPORT idx udo_qconv_packed_size(idx m, idx c, idx taps) {
+/* AMX (a build with AMX-INT8, the CPU granting its tiles): where the channel groups of a tap
+   fill whole tiles (c a multiple of 64), the product runs as tile dot products (tdpbsud: 16
+   output channels by 16 pixels, 64 k bytes each, signed weights by unsigned inputs), the
+   phases' words read as tiles of 16 k words by 16 pixels (a tap's channel groups are whole
+   planes apart: one row stride). Its weights are packed a second time, after the rows ones, as
+   [M/32][k words/16][2][16 channels][16 words]: one tile per 1 KiB. */
+#if QISA == 512 && defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define QAMX 1
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+static int amx_fits(idx c) {
+#ifdef QAMX
+  return c % 64 == 0;
+#else
+  (void)c;
+  return 0;
+#endif
+}
+
+static idx rows_packed_size(idx m, idx c, idx taps) {
   return (m + QMR - 1) / QMR * QMR * taps * ((c + QCH - 1) / QCH) * 4;
+}
+
+EXPORT idx udo_qconv_packed_size(idx m, idx c, idx taps) {
+  idx amx = amx_fits(c) ? (m + 31) / 32 * 32 * taps * (c / 4) * 4 : 0;
+  return rows_packed_size(m, c, taps) + amx;
 }
 
 /* w (m, c, taps) int8 as [ceil(m / QMR)][taps][ceil(c / QCH)][QMR] words of QCH channels
    (bytes, or 16-bit values), zeros past m and c */
 EXPORT void udo_qconv_pack(const int8_t *w, idx m, idx c, idx taps, int8_t *out) {
   idx groups = (c + QCH - 1) / QCH;
+  if (amx_fits(c)) { /* the tiles' copy, after the rows one: word (t, g) of channel ch */
+    int8_t *tiles = out + rows_packed_size(m, c, taps);
+    idx words = taps * groups, chunks = words / 16;
+    for (idx mb = 0; mb < (m + 31) / 32; mb++)
+      for (idx kc = 0; kc < chunks; kc++)
+        for (int a = 0; a < 2; a++)
+          for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++) {
+              idx ch = mb * 32 + a * 16 + i, k = kc * 16 + j, t = k / groups, g = k % groups;
+              for (int b = 0; b < 4; b++)
+                *tiles++ = ch < m ? w[(ch * c + 4 * g + b) * taps + t] : 0;
+            }
+  }
   for (idx p = 0; p < m; p += QMR)
     for (idx t = 0; t < taps; t++)
       for (idx g = 0; g < groups; g++)
@@ -231,22 +270,27 @@ static void phase_row(uint32_t *restrict row, const uint8_t *x, uint8_t flip, ui
   for (idx j = 0; j < QCH; j++) s[j] = x + ((QCH * g + (j < present ? j : 0)) * h + iy) * w;
   idx off = px - pw;
 #if QISA == 512
-  if (sw <= 2) { /* 16 words at a time: the bytes widened to words, shifted into place */
+  if (sw <= 2) { /* 16 words at a time (the last run's lanes masked): bytes widened, shifted */
     const __m512i keepv = _mm512_set1_epi32((int32_t)keep),
                   flipv = _mm512_set1_epi32((int32_t)flips),
                   addv = _mm512_set1_epi32((int32_t)add), low = _mm512_set1_epi32(0xff);
-    for (; lo + 16 <= hi && (sw == 1 || 2 * (lo + 16) + off <= w); lo += 16) {
+    for (; lo < hi; lo += 16) {
+      int n = hi - lo < 16 ? (int)(hi - lo) : 16;
+      __mmask16 lanes = (__mmask16)((1u << n) - 1u);
+      __mmask32 even = (__mmask32)((1u << (2 * n - 1)) - 1u); /* the bytes 2i, and between */
       __m512i v = _mm512_setzero_si512();
       for (int j = 0; j < QCH; j++) {
         const uint8_t *from = s[j] + lo * sw + off;
-        __m512i b = sw == 1 ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)from))
-                            : _mm512_and_si512(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                                                   (const __m256i *)from)), low);
+        __m512i b = sw == 1 ? _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, from))
+                            : _mm512_and_si512(_mm512_cvtepu16_epi32(
+                                                   _mm256_maskz_loadu_epi8(even, from)),
+                                               low);
         v = _mm512_or_si512(v, _mm512_slli_epi32(b, QSHIFT * j));
       }
       v = _mm512_or_si512(_mm512_xor_si512(_mm512_and_si512(v, keepv), flipv), addv);
-      _mm512_storeu_si512((void *)(row + lo), v);
+      _mm512_mask_storeu_epi32((void *)(row + lo), lanes, v);
     }
+    return;
   }
 #endif
   const uint8_t *restrict s0 = s[0] + off, *restrict s1 = s[1] + off;
@@ -418,6 +462,79 @@ static inline void finish(const Epilogue *e, idx ch, idx plane, idx at, unsigned
 #endif
 }
 
+#ifdef QAMX
+/* whether this process may use the tiles (Linux grants them on request: once a process) */
+static int amx_ready(void) {
+  static int state = -1;
+  if (state < 0) /* ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA */
+    state = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  return state;
+}
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} TileConfig;
+
+/* The product by tiles (see amx_fits), every k word of an image's grid at once: C tiles 0-3
+   (channels a of 2 by pixels b of 2, 16 x 16 each), A tiles 4-5 (the weights), B tiles 6-7
+   (the pixels); the sums of a 32 x 32 block go through a scratch to the epilogue. */
+static void amx_product(const Epilogue *e, const uint32_t *xq, const idx *base,
+                        const int8_t *tiles, const int32_t *corr, idx kg, idx m, idx plane,
+                        idx ho, idx wq, idx wo, idx stride, void *y) {
+  TileConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  int32_t sums[4][16][16] __attribute__((aligned(64)));
+  idx grid = ho * wq, chunks = kg / 16;
+  for (idx q0 = 0; q0 < grid; q0 += 32) {
+    unsigned bits[2][SEGMENTS];
+    idx at[2][SEGMENTS];
+    int runs[2];
+    for (int v = 0; v < 2; v++) runs[v] = runs_of(q0 + v * 16, ho, wq, wo, bits[v], at[v]);
+    for (idx mb = 0; mb < m; mb += 32) {
+      const int8_t *wt = tiles + mb / 32 * chunks * 2048;
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (idx kc = 0; kc < chunks; kc++, wt += 2048) {
+        const uint32_t *x0 = xq + base[kc * 16] + q0;
+        _tile_loadd(4, wt, 64);
+        _tile_loadd(5, wt + 1024, 64);
+        _tile_loadd(6, x0, stride);
+        _tile_loadd(7, x0 + 16, stride);
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+        _tile_dpbsud(2, 5, 6);
+        _tile_dpbsud(3, 5, 7);
+      }
+      _tile_stored(0, sums[0], 64);
+      _tile_stored(1, sums[1], 64);
+      _tile_stored(2, sums[2], 64);
+      _tile_stored(3, sums[3], 64);
+      for (int a = 0; a < 2; a++)
+        for (int i = 0; i < 16; i++) {
+          idx ch = mb + 16 * a + i;
+          if (ch >= m) break;
+          qv start = qset1(corr[ch]);
+          for (int v = 0; v < 2; v++) {
+            qv acc = _mm512_add_epi32(start, qload((const uint32_t *)sums[2 * a + v][i]));
+            for (int r = 0; r < runs[v]; r++) finish(e, ch, plane, at[v][r], bits[v][r], acc, y);
+          }
+        }
+    }
+  }
+  _tile_release();
+}
+#endif
+
 /* what a tile of pixels passes: the image's operands and output */
 typedef struct {
   const Epilogue *e;
@@ -511,15 +628,21 @@ EXPORT int udo_qconv(const void *x, int is_signed, int zu, const idx *geometry,
   uint32_t *xq = room + head;
   int32_t *partial = (int32_t *)(xq + phases + slack + (16 - (phases + slack) % 16));
   uint8_t flip = is_signed ? 0x80 : 0;
-  for (idx py = 0; py < sh; py++)
-    for (idx px = 0; px < sw; px++) {
-      if (rowmap[py] < 0 || colmap[px] < 0) continue;
-      idx at = rowmap[py] * cols_used + colmap[px];
-      for (idx gi = 0; gi < groups; gi++)
-        for (idx r = 0; r < hq; r++)
-          phase_row(xq + ((at * groups + gi) * hq + r) * wq, x, flip, (uint8_t)zu, c, h, w, gi,
-                    r, py, px, sh, sw, ph, pw, wq);
-    }
+  if (kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && hq == h && wq == w) {
+    for (idx gi = 0; gi < groups; gi++) /* dense: each plane one run of h * w words */
+      phase_row(xq + gi * plane, x, flip, (uint8_t)zu, c, 1, h * w, gi, 0, 0, 0, 1, 1, 0, 0,
+                plane);
+  } else {
+    for (idx py = 0; py < sh; py++)
+      for (idx px = 0; px < sw; px++) {
+        if (rowmap[py] < 0 || colmap[px] < 0) continue;
+        idx at = rowmap[py] * cols_used + colmap[px];
+        for (idx gi = 0; gi < groups; gi++)
+          for (idx r = 0; r < hq; r++)
+            phase_row(xq + ((at * groups + gi) * hq + r) * wq, x, flip, (uint8_t)zu, c, h, w,
+                      gi, r, py, px, sh, sw, ph, pw, wq);
+      }
+  }
   memset(xq + phases, 0, sizeof(uint32_t) * (size_t)slack);
   for (idx ky = 0; ky < kh; ky++)
     for (idx kx = 0; kx < kw; kx++) {
@@ -531,6 +654,13 @@ EXPORT int udo_qconv(const void *x, int is_signed, int zu, const idx *geometry,
   /* each tile of QTILE wide pixels passes every k block, each block every row tile of the
      weights (the block's operand stays in the L1 cache); the partial sums of a tile wait in
      `partial` from one block to the next, the last block's go through the epilogue */
+#ifdef QAMX
+  if (amx_fits(c) && amx_ready()) {
+    amx_product(&e, xq, base, packed + rows_packed_size(m, c, taps), corr, kg, m, ho * wo, ho,
+                wq, wo, plane * (idx)sizeof(uint32_t), y);
+    return 0;
+  }
+#endif
   Pass pass = {&e, xq, base, packed, corr, partial, kg, m, ho * wo, y};
   for (idx q0 = 0; q0 < grid; q0 += QTILE) {
     Tile t;
