@@ -261,3 +261,27 @@ def test_a_coordinator_with_nothing_out_says_so_instead_of_waiting() -> None:
         for here, there in ends:
             here.close()
             there.close()
+
+
+def test_the_end_of_the_inputs_found_with_every_result_back_ends_the_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker full (one input each here), the inputs' end is only found when the pool
+    hands out again; if by then every result has come back, nothing is out: the run ends (it
+    waited for ever before, a calibration hung so in a whole-suite run). Each hand-out waits
+    long enough for the workers to finish, so all three results come back in one round."""
+    monkeypatch.setattr(pool, "AHEAD", 1)
+    hand_out = pool._Pool._hand_out
+
+    def slow(self: Any, source: Any) -> None:
+        hand_out(self, source)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(pool._Pool, "_hand_out", slow)
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the run waited"))
+    signal.alarm(20)
+    try:
+        got = list(ordered(Each(lambda i, x: x * 2), range(3), 3, 3))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert got == [(0, 0), (1, 2), (2, 4)]

@@ -237,6 +237,8 @@ class _Pool(Generic[T, R]):
                     finished = True
                     return
                 self._hand_out(source)
+                if self.exhausted and self.returned >= self.handed or self.returned in self.failed:
+                    continue  # the end found (or an input failing) with nothing out: not waited on
                 self._receive()
         finally:
             self._stop(finished)
