@@ -306,3 +306,39 @@ def test_where_the_kernel_runs_and_where_it_refuses(libraries: dict[str, Any],
 def test_the_library_cache_key_names_the_integer_kernel() -> None:
     """The library is rebuilt when qconv.c changes: it is one of the sources its key hashes."""
     assert any(Path(s).name == "qconv.c" for s in compiled.SOURCES)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 300])
+def test_gemm_and_matmul_by_weights_run_as_1x1_convolutions(
+        rows: int, libraries: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemm and MatMul by int8 weights take the integer kernel as a 1x1 convolution (K
+    channels, the rows its pixels) where this host's build runs it; the bytes are the float
+    products' (the kernel off), with a bias, per-channel factors and both weight layouts."""
+    from udo_build.runtime.integer import gemm as gemm_kernel
+
+    rng = np.random.default_rng(rows)
+    k, n = 192, 70  # 192 channels: AMX's tiles where the host has them
+    a = rng.integers(0, 256, (rows, k)).astype(np.uint8)
+    w_kn = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    c = rng.integers(-50_000, 50_000, n).astype(np.int64)
+    requant = next(r for _, r in _requants(n)).reshaped(-1, 1)
+    ran: list[bool] = []
+    dot_products = conv_kernel._dot_products
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        found = dot_products(*args, **kwargs)
+        ran.append(found is not None)
+        return found
+
+    monkeypatch.setattr(gemm_kernel, "_dot_products", spied)
+    runs = {
+        "Gemm": lambda: gemm_kernel.gemm(a, np.ascontiguousarray(w_kn.T), c, a_zero_point=9,
+                                         requant=requant, transB=1),
+        "MatMul": lambda: gemm_kernel.matmul(a, w_kn, a_zero_point=9, requant=requant),
+    }
+    dots = {name: run() for name, run in runs.items()}
+    assert ran == [bool(libraries["host"].qconv_isa)] * 2
+    monkeypatch.setattr(conv_kernel, "_dot_library", lambda: None)
+    for name, run in runs.items():
+        np.testing.assert_array_equal(dots[name], run(), err_msg=name)
+        assert dots[name].shape == (rows, n)

@@ -2,7 +2,9 @@
 output column or not, int32 bias), and MatMul of two quantized activations.
 
 Weights are packed at load (`exact.pack`) as (N, K); a product computes W @ (A - zp)^T, exact,
-requantizes per output column and transposes back (the result is small next to the product).
+requantizes per output column and transposes back (the result is small next to the product):
+by the integer convolution kernel (a 1x1 convolution of K channels over M pixels, `_dot_rows`)
+where it runs, 8-bit activations by int8 weights, else by exact float products.
 Two activations are centered and multiplied in K chunks small enough to stay exact (batch
 dimensions broadcast as numpy's matmul does); 16-bit operands, or a K no shape tells before the
 run, take the wide (int64) requantization of `fixed.py`.
@@ -15,7 +17,7 @@ import math
 import numpy as np
 
 from ...ir.encodings import Encoding
-from .conv import add_bias, weighted
+from .conv import _dot_products, add_bias, weighted
 from .exact import Packed, chunk_size, pack, product, runtime_product
 from .fixed import WIDE_LIMIT, Requant, centered, reach, zero_point
 from .registry import (
@@ -50,14 +52,36 @@ def matmul(a: np.ndarray, b: np.ndarray, *, a_zero_point: int, requant: Requant,
 
 def _by_weights(a: np.ndarray, w: np.ndarray, c: np.ndarray | None, zp: int,
                 requant: Requant, packed: Packed | None) -> np.ndarray:
-    """requantize(a @ w.T + c) for a (M, K) and w (N, K)."""
+    """requantize(a @ w.T + c) for a (M, K) and w (N, K): by the integer convolution kernel
+    where it runs (`_dot_rows`), else exact float products."""
     if packed is None:
         span = int(np.iinfo(a.dtype).max) - int(np.iinfo(a.dtype).min)
         packed = pack(w[None], span)
+    found = _dot_rows(a, w, c, zp, requant, packed)
+    if found is not None:
+        return found
     cols = centered(a.T, zp, packed.dtype)  # (K, M)
     y = product(packed, cols)  # (N, M)
     offset = None if c is None else add_bias(y, c.reshape(-1, 1), packed)
     return np.ascontiguousarray(requant.apply(y, offset, owned=True).T)
+
+
+def _dot_rows(a: np.ndarray, w: np.ndarray, c: np.ndarray | None, zp: int, requant: Requant,
+              packed: Packed) -> np.ndarray | None:
+    """requantize(a @ w.T + c) as the 1x1 convolution it is, by the integer kernel
+    (`conv._dot_products`: 8-bit a, int8 w): K input channels, the M rows of a its pixels (one
+    column of M), N output channels; None where that kernel does not run it."""
+    if a.ndim != 2 or w.ndim != 2 or w.dtype != np.int8 or a.shape[0] == 0:
+        return None
+    m, k = a.shape
+    x = np.ascontiguousarray(a.T).reshape(1, k, m, 1)
+    found = _dot_products(x, zp, w[:, :, None, None], c, packed, 1, [0, 0], [m, 1], (1, 1),
+                          (1, 1), requant)
+    if found is None:
+        return None
+    y, done = found
+    y = y.reshape(w.shape[0], m)
+    return np.ascontiguousarray((y if done else requant.apply(y, None, owned=True)).T)
 
 
 def matmul_activations(a: np.ndarray, b: np.ndarray, *, a_zero_point: int, b_zero_point: int,
