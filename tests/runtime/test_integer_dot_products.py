@@ -265,6 +265,20 @@ def _sum_rows(raw: np.ndarray, requant: Requant, table: np.ndarray, other: np.nd
     return out[..., :raw.shape[-1]]
 
 
+def _spy_on_dots(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[bool]:
+    """Whether each call of `module`'s _dot_products ran the integer kernel, in order."""
+    ran: list[bool] = []
+    dot_products = conv_kernel._dot_products
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        found = dot_products(*args, **kwargs)
+        ran.append(found is not None)
+        return found
+
+    monkeypatch.setattr(module, "_dot_products", spied)
+    return ran
+
+
 def test_where_the_kernel_runs_and_where_it_refuses(libraries: dict[str, Any],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the integer Conv: this host's build runs it where it has VNNI, and the bytes
@@ -276,15 +290,8 @@ def test_where_the_kernel_runs_and_where_it_refuses(libraries: dict[str, Any],
     w = rng.integers(-128, 128, (8, 16, 3, 3)).astype(np.int8)
     b = rng.integers(-5000, 5000, 8).astype(np.int64)
     requant = next(r for _, r in _requants(8))
-    ran: list[bool] = []
     dot_products = conv_kernel._dot_products
-
-    def spied(*args: Any, **kwargs: Any) -> Any:
-        found = dot_products(*args, **kwargs)
-        ran.append(found is not None)
-        return found
-
-    monkeypatch.setattr(conv_kernel, "_dot_products", spied)
+    ran = _spy_on_dots(monkeypatch, conv_kernel)
     dots = conv_kernel.conv(x, w, b, x_zero_point=77, requant=requant, pads=[1] * 4)
     assert ran == [bool(lib.qconv_isa)]
     monkeypatch.setattr(conv_kernel, "_dot_products", lambda *args, **kwargs: None)
@@ -322,15 +329,7 @@ def test_gemm_and_matmul_by_weights_run_as_1x1_convolutions(
     w_kn = rng.integers(-128, 128, (k, n)).astype(np.int8)
     c = rng.integers(-50_000, 50_000, n).astype(np.int64)
     requant = next(r for _, r in _requants(n)).reshaped(-1, 1)
-    ran: list[bool] = []
-    dot_products = conv_kernel._dot_products
-
-    def spied(*args: Any, **kwargs: Any) -> Any:
-        found = dot_products(*args, **kwargs)
-        ran.append(found is not None)
-        return found
-
-    monkeypatch.setattr(gemm_kernel, "_dot_products", spied)
+    ran = _spy_on_dots(monkeypatch, gemm_kernel)
     runs = {
         "Gemm": lambda: gemm_kernel.gemm(a, np.ascontiguousarray(w_kn.T), c, a_zero_point=9,
                                          requant=requant, transB=1),
