@@ -435,10 +435,21 @@ static inline void finish(const Epilogue *e, idx ch, idx plane, idx at, unsigned
     }
     r = _mm256_add_epi32(_mm256_set_m128i(q[1], q[0]), _mm256_set1_epi32((int32_t)sm[5]));
   }
-  int32_t lanes[8];
-  _mm256_storeu_si256((__m256i *)lanes, r);
-  for (int i = 0; i < 8; i++)
-    if (bits >> i & 1) out[i] = (uint8_t)lanes[i];
+  /* each lane's low byte (the value fits it), the two halves' four joined: eight bytes */
+  const __m256i low = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                       -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                       -1, -1);
+  __m256i packed = _mm256_shuffle_epi8(r, low);
+  __m128i eight = _mm_unpacklo_epi32(_mm256_castsi256_si128(packed),
+                                     _mm256_extracti128_si256(packed, 1));
+  if (bits == 0xffu) {
+    _mm_storel_epi64((__m128i *)out, eight);
+  } else {
+    uint8_t bytes[8];
+    _mm_storel_epi64((__m128i *)bytes, eight);
+    for (int i = 0; i < 8; i++)
+      if (bits >> i & 1) out[i] = bytes[i];
+  }
 #else
   int32_t lanes[QL];
   memcpy(lanes, &v, sizeof lanes);
