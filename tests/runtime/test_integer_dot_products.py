@@ -29,10 +29,11 @@ from udo_build.runtime.integer.fuse import LookedUp
 
 _FLAGS = compiled.machine().split()
 _OTHER_BUILDS = {  # name: the flags that make it on this host
-    **({"portable": "-mno-avx512f -mno-avxvnni -mno-avx2 -mno-avx"} if "avx" in _FLAGS else {}),
+    # -mno-avx takes AVX2, AVX-512 and AVX-VNNI with it (the flags an older GCC knows)
+    **({"portable": "-mno-avx"} if "avx" in _FLAGS else {}),
     **({"avx-vnni": "-mno-avx512f"} if {"avx_vnni", "avx512_vnni"} <= set(_FLAGS) else {}),
-    **({"avx2": "-mno-avx512f -mno-avxvnni"} if "avx2" in _FLAGS and (
-        "avx_vnni" in _FLAGS or "avx512_vnni" in _FLAGS) else {}),
+    **({"avx2": "-mno-avx512f" + (" -mno-avxvnni" if "avx_vnni" in _FLAGS else "")}
+       if "avx2" in _FLAGS and ("avx_vnni" in _FLAGS or "avx512_vnni" in _FLAGS) else {}),
     **({"vnni-512": "-mno-amx-tile -mno-amx-int8"} if {"amx_int8", "avx512_vnni"} <= set(_FLAGS)
        else {}),
 }
