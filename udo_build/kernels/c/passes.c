@@ -6,10 +6,10 @@
  * float32, float64 or int32 (c/qconv.c's sums), factor = M0 / 2^shift and offset per
  * channel, lo/hi the clamp bounds less the zero point. Every operation is exact (the integer
  * sum, the product below 2^53 times a power of two, the clamp) but the rounding, which is IEEE
- * round-half-to-even as numpy's rint:
- * the same integers as the numpy passes, whatever the compiler vectorizes. With a table, the
- * result goes straight through an 8-bit pair lookup (a residual Add/Sum): out = table[q << 8 |
- * other] (or table[other << 8 | q]), other the other input's raw bytes.
+ * round-half-to-even as numpy's rint: the same integers as the numpy passes, whatever the
+ * compiler vectorizes. With a table, the result goes straight through an 8-bit pair lookup (a
+ * residual Add/Sum): out = table[q << 8 | other] (or table[other << 8 | q]), other the other
+ * input's raw bytes.
  *
  * With `sum` (an Add's factors, constant and clamp: see pair_sum), the table's bytes are
  * computed instead of looked up, where the caller has checked that they are the same for every

@@ -148,7 +148,6 @@ typedef ptrdiff_t idx;
    lanes (a CPU of another kind: the int8 path does not use them, the tests do) */
 EXPORT int udo_qconv_isa(void) { return QISA; }
 
-/* bytes of the packed weights of m output channels, c input channels and `taps` taps */
 /* AMX (a build with AMX-INT8, the CPU granting its tiles): where the channel groups of a tap
    fill whole tiles (c a multiple of 64), the product runs as tile dot products (tdpbsud: 16
    output channels by 16 pixels, 64 k bytes each, signed weights by unsigned inputs), the
@@ -173,38 +172,43 @@ static idx rows_packed_size(idx m, idx c, idx taps) {
   return (m + QMR - 1) / QMR * QMR * taps * ((c + QCH - 1) / QCH) * 4;
 }
 
+/* bytes of the packed weights of m output channels, c input channels and `taps` taps */
 EXPORT idx udo_qconv_packed_size(idx m, idx c, idx taps) {
   idx amx = amx_fits(c) ? (m + 31) / 32 * 32 * taps * (c / 4) * 4 : 0;
   return rows_packed_size(m, c, taps) + amx;
 }
 
-/* w (m, c, taps) int8 as [ceil(m / QMR)][taps][ceil(c / QCH)][QMR] words of QCH channels
-   (bytes, or 16-bit values), zeros past m and c */
+/* the word of output channel ch, channel group g, tap t: QCH values of w (m, c, taps), zeros
+   past m and c */
+static uint32_t word_of(const int8_t *w, idx m, idx c, idx taps, idx ch, idx g, idx t) {
+  uint32_t word = 0;
+  for (int j = 0; j < QCH; j++) {
+    idx i = QCH * g + j;
+    int32_t v = ch < m && i < c ? w[(ch * c + i) * taps + t] : 0;
+    word |= ((uint32_t)v & (0xffffffffu >> (32 - QSHIFT))) << (QSHIFT * j);
+  }
+  return word;
+}
+
+/* w (m, c, taps) int8 as [ceil(m / QMR)][taps][ceil(c / QCH)][QMR] words (the rows), then
+   where amx_fits as the tiles' [ceil(m / 32)][taps * c / 64][2][16][16] words, word k of the
+   tiles being tap k / groups, group k % groups */
 EXPORT void udo_qconv_pack(const int8_t *w, idx m, idx c, idx taps, int8_t *out) {
   idx groups = (c + QCH - 1) / QCH;
-  if (amx_fits(c)) { /* the tiles' copy, after the rows one: word (t, g) of channel ch */
-    int8_t *tiles = out + rows_packed_size(m, c, taps);
-    idx words = taps * groups, chunks = words / 16;
-    for (idx mb = 0; mb < (m + 31) / 32; mb++)
-      for (idx kc = 0; kc < chunks; kc++)
-        for (int a = 0; a < 2; a++)
-          for (int i = 0; i < 16; i++)
-            for (int j = 0; j < 16; j++) {
-              idx ch = mb * 32 + a * 16 + i, k = kc * 16 + j, t = k / groups, g = k % groups;
-              for (int b = 0; b < 4; b++)
-                *tiles++ = ch < m ? w[(ch * c + 4 * g + b) * taps + t] : 0;
-            }
-  }
+  uint32_t word;
   for (idx p = 0; p < m; p += QMR)
     for (idx t = 0; t < taps; t++)
       for (idx g = 0; g < groups; g++)
         for (int i = 0; i < QMR; i++, out += 4) {
-          uint32_t word = 0;
-          for (int j = 0; j < QCH; j++) {
-            idx ch = QCH * g + j;
-            int32_t v = p + i < m && ch < c ? w[((p + i) * c + ch) * taps + t] : 0;
-            word |= ((uint32_t)v & (0xffffffffu >> (32 - QSHIFT))) << (QSHIFT * j);
-          }
+          word = word_of(w, m, c, taps, p + i, g, t);
+          memcpy(out, &word, sizeof word);
+        }
+  if (!amx_fits(c)) return;
+  for (idx mb = 0; mb < (m + 31) / 32; mb++)
+    for (idx k0 = 0; k0 < taps * groups; k0 += 16)
+      for (int i = 0; i < 32; i++)
+        for (idx k = k0; k < k0 + 16; k++, out += 4) {
+          word = word_of(w, m, c, taps, mb * 32 + i, k % groups, k / groups);
           memcpy(out, &word, sizeof word);
         }
 }
@@ -629,7 +633,12 @@ EXPORT int udo_qconv(const void *x, int is_signed, int zu, const idx *geometry,
   idx phases = rows_used * cols_used * groups * plane, slack = QTILE + wq + 16;
   idx grid = ho * wq, most = QKC_BYTES / (QTILE * (idx)sizeof(uint32_t));
   idx blocks = (kg + most - 1) / most, kc = (kg + blocks - 1) / blocks;
-  idx mpad = (m + QMR - 1) / QMR * QMR, partials = blocks > 1 ? mpad * QTILE : 0;
+#ifdef QAMX
+  int tiles = amx_fits(c) && amx_ready();
+#else
+  int tiles = 0;
+#endif
+  idx mpad = (m + QMR - 1) / QMR * QMR, partials = !tiles && blocks > 1 ? mpad * QTILE : 0;
   size_t head = (size_t)(maps + kg) * sizeof(idx) / sizeof(uint32_t) + 16;
   uint32_t *room = workspace(head + (size_t)(phases + slack + partials + 16));
   if (!room) return 1;
@@ -662,16 +671,16 @@ EXPORT int udo_qconv(const void *x, int is_signed, int zu, const idx *geometry,
         base[(ky * kw + kx) * groups + gi] =
             (at * groups + gi) * plane + ky * dh / sh * wq + kx * dw / sw;
     }
-  /* each tile of QTILE wide pixels passes every k block, each block every row tile of the
-     weights (the block's operand stays in the L1 cache); the partial sums of a tile wait in
-     `partial` from one block to the next, the last block's go through the epilogue */
 #ifdef QAMX
-  if (amx_fits(c) && amx_ready()) {
+  if (tiles) {
     amx_product(&e, xq, base, packed + rows_packed_size(m, c, taps), corr, kg, m, ho * wo, ho,
                 wq, wo, plane * (idx)sizeof(uint32_t), y);
     return 0;
   }
 #endif
+  /* each tile of QTILE wide pixels passes every k block, each block every row tile of the
+     weights (the block's operand stays in the L1 cache); the partial sums of a tile wait in
+     `partial` from one block to the next, the last block's go through the epilogue */
   Pass pass = {&e, xq, base, packed, corr, partial, kg, m, ho * wo, y};
   for (idx q0 = 0; q0 < grid; q0 += QTILE) {
     Tile t;

@@ -177,7 +177,7 @@ class ConvWeights:
         found = self._packings.get(cols)
         if found is None:
             m, k = self.weights.shape[0], self.weights[0].size
-            found = _aligned(int(lib.conv_packed_size(m, k, cols)))
+            found = aligned(int(lib.conv_packed_size(m, k, cols)))
             source = np.ascontiguousarray(self.weights, np.float32)  # held through the call
             lib.conv_pack(source.ctypes.data, m, k, cols, found.ctypes.data)
             found.flags.writeable = False
@@ -225,10 +225,11 @@ def pack_for(weights: ConvWeights, image: tuple[int, ...], *, auto_pad: str = "N
         weights.packing_of(lib, call)
 
 
-def _aligned(size: int) -> np.ndarray:
-    """An empty float32 array of `size` elements starting on a 64-byte boundary."""
-    raw = np.empty(size + 16, np.float32)
-    start = (-raw.ctypes.data % 64) // 4
+def aligned(size: int, dtype: type = np.float32) -> np.ndarray:
+    """An empty array of `size` elements of dtype starting on a 64-byte boundary."""
+    item = np.dtype(dtype).itemsize
+    raw = np.empty(size + 64 // item, dtype)
+    start = (-raw.ctypes.data % 64) // item
     return raw[start:start + size]
 
 

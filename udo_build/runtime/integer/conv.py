@@ -37,7 +37,7 @@ import numpy as np
 
 from ...ir.encodings import Encoding
 from ...kernels.default._common import spatial, window_pads
-from ...kernels.default.conv import ConvWeights, im2col, pack_for, run_compiled
+from ...kernels.default.conv import ConvWeights, aligned, im2col, pack_for, run_compiled
 from . import passes, taps
 from .exact import F32_LIMIT, Packed, biased_product, float32_parts, pack, product
 from .fixed import Requant, centered, reach, zero_point
@@ -107,9 +107,7 @@ class DotWeights:
 
     def __init__(self, lib: Any, w: np.ndarray) -> None:
         m, c, taps = w.shape[0], w.shape[1], math.prod(w.shape[2:])
-        raw = np.empty(int(lib.qconv_packed_size(m, c, taps)) + 64, np.int8)
-        start = -raw.ctypes.data % 64
-        self.packing = raw[start:start + raw.size - 64]  # 64-byte aligned
+        self.packing = aligned(int(lib.qconv_packed_size(m, c, taps)), np.int8)
         source = np.ascontiguousarray(w, np.int8)
         lib.qconv_pack(source.ctypes.data, m, c, taps, self.packing.ctypes.data)
         self.isa = lib.qconv_isa
@@ -316,10 +314,10 @@ _SCRATCH = threading.local()
 
 
 def _scratch(use: str, shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
-    """The calling thread's float32 array of this shape for `use` (the accumulator), kept from
-    one convolution to the next: the accumulator is requantized into a new array (or summed
-    into a float64 one) before the next convolution of the thread runs, so fresh pages (page
-    faults, zeroing) are not paid at every product."""
+    """The calling thread's array of this shape and dtype for `use` (an accumulator: float32, or the
+    integer kernel's int32), kept from one convolution to the next: the accumulator is
+    requantized into a new array (or summed into a float64 one) before the next convolution of
+    the thread runs, so fresh pages (page faults, zeroing) are not paid at every product."""
     kept = getattr(_SCRATCH, use, None)
     if kept is None or kept.size < math.prod(shape):
         kept = np.empty(max(math.prod(shape), 1), dtype)
